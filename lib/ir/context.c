@@ -1,0 +1,97 @@
+/* context.c: contexts, error messages, the custom-op registry, status names, version. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir.h"
+
+const char *astitch_version(void) { return ASTITCH_VERSION_STRING; }
+
+const char *astitch_status_name(astitch_status s)
+{
+    switch (s) {
+    case ASTITCH_OK: return "ok";
+    case ASTITCH_ERR_ARGUMENT: return "invalid argument";
+    case ASTITCH_ERR_PARSE: return "parse error";
+    case ASTITCH_ERR_GRAPH: return "invalid graph";
+    case ASTITCH_ERR_UNSUPPORTED: return "unsupported";
+    case ASTITCH_ERR_MEMORY: return "out of memory";
+    case ASTITCH_ERR_IO: return "i/o error";
+    case ASTITCH_ERR_NO_DEVICE: return "no device";
+    case ASTITCH_ERR_DEVICE: return "device error";
+    case ASTITCH_ERR_COMPILE: return "compile error";
+    case ASTITCH_ERR_INTERNAL: return "internal error";
+    }
+    return "unknown status";
+}
+
+astitch_status astitch_context_create(astitch_context **out)
+{
+    if (!out)
+        return ASTITCH_ERR_ARGUMENT;
+    *out = calloc(1, sizeof **out);
+    return *out ? ASTITCH_OK : ASTITCH_ERR_MEMORY;
+}
+
+void astitch_context_destroy(astitch_context *ctx)
+{
+    if (!ctx)
+        return;
+    for (int i = 0; i < ctx->ncustom; i++)
+        free(ctx->custom[i].target);
+    free(ctx->custom);
+    free(ctx);
+}
+
+const char *astitch_last_error(const astitch_context *ctx) { return ctx ? ctx->error : ""; }
+
+void astitch_free(void *p) { free(p); }
+
+astitch_status ctx_failv(astitch_context *ctx, astitch_status s, const char *fmt, va_list ap)
+{
+    if (ctx)
+        vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
+    return s;
+}
+
+astitch_status ctx_fail(astitch_context *ctx, astitch_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    ctx_failv(ctx, s, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+const CustomFn *ctx_custom(const astitch_context *ctx, const char *target)
+{
+    for (int i = 0; ctx && target && i < ctx->ncustom; i++)
+        if (strcmp(ctx->custom[i].target, target) == 0)
+            return &ctx->custom[i];
+    return NULL;
+}
+
+astitch_status astitch_register_custom(astitch_context *ctx, const char *target,
+                                       astitch_custom_fn fn, void *user)
+{
+    if (!ctx)
+        return ASTITCH_ERR_ARGUMENT;
+    if (!target || !*target || !fn)
+        return ctx_fail(ctx, ASTITCH_ERR_ARGUMENT,
+                        "astitch_register_custom: target and function must be given");
+    for (int i = 0; i < ctx->ncustom; i++)
+        if (strcmp(ctx->custom[i].target, target) == 0) {
+            ctx->custom[i].fn = fn;
+            ctx->custom[i].user = user;
+            return ASTITCH_OK;
+        }
+    CustomFn *grown = realloc(ctx->custom, (size_t)(ctx->ncustom + 1) * sizeof *grown);
+    if (!grown)
+        return ctx_fail(ctx, ASTITCH_ERR_MEMORY, "astitch_register_custom: out of memory");
+    ctx->custom = grown;
+    char *copy = strdup(target);
+    if (!copy)
+        return ctx_fail(ctx, ASTITCH_ERR_MEMORY, "astitch_register_custom: out of memory");
+    ctx->custom[ctx->ncustom++] = (CustomFn){copy, fn, user};
+    return ASTITCH_OK;
+}

@@ -1,0 +1,172 @@
+/*
+ * ir.h: the graph IR, private to libastitch. A map of lib/ir:
+ *
+ *   ops.c        the op, dtype and class tables (from astitch/ops.h), names, lookups
+ *   context.c    context, error messages, custom-op registry, status names, version
+ *   graph.c      graph storage, names, outputs, inspection
+ *   build.c      builders: shape and dtype inference for every op
+ *   verify.c     whole-graph verifier
+ *   json_read.c  graph.json -> graph (jansson), line:column errors
+ *   json_write.c graph -> graph.json
+ *   interp.c     reference interpreter (the numerical oracle)
+ *   half.c       f16/bf16 conversions
+ *
+ * A graph is an array of nodes in topological order: a node's operands always have smaller ids.
+ * Operand lists live in one shared array (g->operand), indexed by Node.in.
+ */
+#ifndef ASTITCH_IR_H
+#define ASTITCH_IR_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "astitch/astitch.h"
+
+#define MAX_RANK ASTITCH_MAX_RANK
+/* Largest element count of one tensor; bigger shapes are rejected as absurd. */
+#define MAX_ELEMENTS ((int64_t)1 << 40)
+
+typedef struct Shape {
+    int rank;
+    int64_t dim[MAX_RANK];
+} Shape;
+
+typedef struct NodeAttr {
+    /* broadcast_in_dim: operand dim i -> output dim dims[i]; transpose: permutation;
+     * slice: start indices */
+    int64_t dims[MAX_RANK];
+    int64_t limit[MAX_RANK];  /* slice */
+    int64_t stride[MAX_RANK]; /* slice */
+    int axis;                 /* concatenate, iota */
+    astitch_reduce_kind reduce;
+    uint32_t axes;            /* reduce: bit i set when input axis i is reduced */
+    astitch_dot_dims dot;
+    char *target;             /* custom: owned by the graph */
+    int param;                /* parameter: index among parameters */
+    double *values;           /* constant: owned by the graph */
+    int64_t nvalues;          /* constant: 1 (splat) or the element count */
+} NodeAttr;
+
+typedef struct Node {
+    astitch_op op;
+    astitch_dtype dtype;
+    Shape shape;
+    int32_t nin;
+    int32_t in; /* first operand in g->operand */
+    char *name; /* owned by the graph, never NULL once built */
+    NodeAttr attr;
+} Node;
+
+typedef struct CustomFn {
+    char *target;
+    astitch_custom_fn fn;
+    void *user;
+} CustomFn;
+
+struct astitch_context {
+    char error[1024];
+    CustomFn *custom;
+    int ncustom;
+};
+
+struct astitch_graph {
+    astitch_context *ctx;
+    Node *node;
+    int32_t nnode, capnode;
+    int32_t *operand;
+    int32_t noperand, capoperand;
+    int32_t *param;
+    int32_t nparam, capparam;
+    int32_t *output;
+    int32_t noutput, capoutput;
+    /* name -> node id, open addressing; size a power of two, -1 empty */
+    int32_t *nameslot;
+    int32_t capname;
+    astitch_status status; /* sticky first builder failure */
+};
+
+/* ops.c */
+bool op_is_elementwise(astitch_op op); /* LIGHT or HEAVY class */
+bool op_is_compare(astitch_op op);
+bool dtype_is_float(astitch_dtype t);
+bool dtype_is_int(astitch_dtype t); /* i32, i64 */
+bool dtype_is_valid(astitch_dtype t);
+
+/* context.c */
+/* Records a message on ctx and returns s. */
+astitch_status ctx_fail(astitch_context *ctx, astitch_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+astitch_status ctx_failv(astitch_context *ctx, astitch_status s, const char *fmt, va_list ap);
+const CustomFn *ctx_custom(const astitch_context *ctx, const char *target);
+
+/* graph.c */
+static inline const Node *gnode(const astitch_graph *g, int32_t id) { return &g->node[id]; }
+static inline int32_t goperand(const astitch_graph *g, int32_t id, int k)
+{
+    return g->operand[g->node[id].in + k];
+}
+/* Appends a node with the given operands; returns its id or -1 (out of memory, recorded). */
+int32_t graph_add_node(astitch_graph *g, const Node *n, const int32_t *in, int nin);
+/* Records a builder failure on g (sticky) and its context; returns s. */
+astitch_status graph_fail(astitch_graph *g, astitch_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Records a failure about node id: the message starts "node ID 'name' (op): ". */
+astitch_status node_fail(const astitch_graph *g, int32_t id, astitch_status s, const char *fmt,
+                         ...) __attribute__((format(printf, 4, 5)));
+bool graph_valid_id(const astitch_graph *g, astitch_node n);
+/* Gives node id its default name "<op>.<id>". */
+astitch_status graph_default_name(astitch_graph *g, int32_t id);
+/* Records parameter node id as the next parameter; false when out of memory. */
+bool graph_add_param(astitch_graph *g, int32_t id);
+char *graph_strdup(const char *s); /* malloc'd copy, NULL on failure */
+
+/* shape helpers (graph.c) */
+int64_t shape_elements(const Shape *s);
+bool shape_equal(const Shape *a, const Shape *b);
+/* Writes "f32[4,3]" into buf (at least 160 bytes); returns buf. */
+char *type_str(char *buf, size_t len, astitch_dtype t, const Shape *s);
+/* Row-major strides in elements. */
+void shape_strides(const Shape *s, int64_t *stride);
+
+/* build.c */
+/* Checks a declared shape: rank 0..8, dims >= 0, element count <= MAX_ELEMENTS. On failure
+ * writes a reason into why (at least 128 bytes) and returns false. */
+bool shape_check(const Shape *s, char *why, size_t len);
+/* Infers dtype and shape of node n from its op, attributes and operands (already set in
+ * g->node[id]), writing them into *out. On failure records a node error (not sticky) and
+ * returns its status. Used by the builders and by the verifier. */
+astitch_status infer_node(const astitch_graph *g, int32_t id, astitch_dtype *dtype, Shape *shape);
+
+/* interp.c, interp_elem.c, interp_shape.c: the reference interpreter. It keeps every value
+ * wide, one Wide per element: .f for float dtypes (already rounded to the dtype), .i for i32,
+ * i64 and bool (already wrapped to the dtype's width; bool is 0 or 1). */
+typedef union Wide {
+    double f;
+    int64_t i;
+} Wide;
+/* interp.c */
+/* Allocates n Wide elements used by node id for `what`; on failure records an
+ * ASTITCH_ERR_MEMORY message naming the node and the bytes, and returns NULL. */
+Wide *interp_alloc(const astitch_graph *g, int32_t id, int64_t n, const char *what);
+/* interp_elem.c */
+double wide_round(astitch_dtype t, double x); /* nearest value of float dtype t */
+int64_t wide_wrap(astitch_dtype t, uint64_t x); /* x modulo the width of integer dtype t */
+/* x as dtype t: rounded (floats), truncated and saturated with NaN -> 0 (ints), x != 0 (bool). */
+Wide wide_from_double(astitch_dtype t, double x);
+/* Computes node id, an element-wise op (unary, binary, select, convert), into out from the
+ * operand values val[operand id]. */
+astitch_status interp_elementwise(const astitch_graph *g, int32_t id, Wide *const *val, Wide *out);
+/* interp_shape.c */
+/* Computes node id (broadcast_in_dim, reshape, transpose, slice, concatenate, gather, reduce or
+ * dot) into out from the operand values val[operand id]. */
+astitch_status interp_structural(const astitch_graph *g, int32_t id, Wide *const *val, Wide *out);
+
+/* half.c */
+float half_to_float(uint16_t h);
+uint16_t float_to_half(float f);
+float bf16_to_float(uint16_t h);
+uint16_t float_to_bf16(float f);
+
+#endif

@@ -1,0 +1,95 @@
+/* ops.c: tables generated from astitch/ops.h, and lookups by name. */
+#include <string.h>
+
+#include "ir.h"
+
+typedef struct OpInfo {
+    const char *name;
+    int arity;
+    astitch_op_class cls;
+} OpInfo;
+
+#define OP_ROW(id, name, arity, cls) {name, arity, ASTITCH_CLASS_##cls},
+static const OpInfo op_table[] = {ASTITCH_OP_LIST(OP_ROW)};
+#undef OP_ROW
+
+#define NAME_ROW(id, name, ...) name,
+static const char *const reduce_names[] = {ASTITCH_REDUCE_LIST(NAME_ROW)};
+static const char *const class_names[] = {ASTITCH_CLASS_LIST(NAME_ROW)};
+static const char *const dtype_names[] = {ASTITCH_DTYPE_LIST(NAME_ROW)};
+#undef NAME_ROW
+#define SIZE_ROW(id, name, bytes) bytes,
+static const size_t dtype_sizes[] = {ASTITCH_DTYPE_LIST(SIZE_ROW)};
+#undef SIZE_ROW
+
+static bool op_valid(astitch_op op) { return (unsigned)op < ASTITCH_OP_COUNT; }
+
+const char *astitch_op_name(astitch_op op) { return op_valid(op) ? op_table[op].name : NULL; }
+
+int astitch_op_arity(astitch_op op) { return op_valid(op) ? op_table[op].arity : -1; }
+
+astitch_op_class astitch_op_class_of(astitch_op op)
+{
+    return op_valid(op) ? op_table[op].cls : ASTITCH_CLASS_COUNT;
+}
+
+const char *astitch_op_class_name(astitch_op_class c)
+{
+    return (unsigned)c < ASTITCH_CLASS_COUNT ? class_names[c] : NULL;
+}
+
+const char *astitch_reduce_name(astitch_reduce_kind k)
+{
+    return (unsigned)k < ASTITCH_REDUCE_COUNT ? reduce_names[k] : NULL;
+}
+
+bool dtype_is_valid(astitch_dtype t) { return (unsigned)t < ASTITCH_DTYPE_COUNT; }
+
+const char *astitch_dtype_name(astitch_dtype t) { return dtype_is_valid(t) ? dtype_names[t] : NULL; }
+
+size_t astitch_dtype_size(astitch_dtype t) { return dtype_is_valid(t) ? dtype_sizes[t] : 0; }
+
+astitch_status astitch_op_from_name(const char *name, astitch_op *op)
+{
+    for (int i = 0; name && i < ASTITCH_OP_COUNT; i++)
+        if (strcmp(op_table[i].name, name) == 0) {
+            *op = (astitch_op)i;
+            return ASTITCH_OK;
+        }
+    return ASTITCH_ERR_ARGUMENT;
+}
+
+astitch_status astitch_dtype_from_name(const char *name, astitch_dtype *t)
+{
+    for (int i = 0; name && i < ASTITCH_DTYPE_COUNT; i++)
+        if (strcmp(dtype_names[i], name) == 0) {
+            *t = (astitch_dtype)i;
+            return ASTITCH_OK;
+        }
+    return ASTITCH_ERR_ARGUMENT;
+}
+
+astitch_status astitch_reduce_from_name(const char *name, astitch_reduce_kind *k)
+{
+    for (int i = 0; name && i < ASTITCH_REDUCE_COUNT; i++)
+        if (strcmp(reduce_names[i], name) == 0) {
+            *k = (astitch_reduce_kind)i;
+            return ASTITCH_OK;
+        }
+    return ASTITCH_ERR_ARGUMENT;
+}
+
+bool op_is_elementwise(astitch_op op)
+{
+    astitch_op_class c = astitch_op_class_of(op);
+    return c == ASTITCH_CLASS_LIGHT || c == ASTITCH_CLASS_HEAVY;
+}
+
+bool op_is_compare(astitch_op op) { return op >= ASTITCH_OP_EQ && op <= ASTITCH_OP_GE; }
+
+bool dtype_is_float(astitch_dtype t)
+{
+    return t == ASTITCH_F32 || t == ASTITCH_F16 || t == ASTITCH_BF16;
+}
+
+bool dtype_is_int(astitch_dtype t) { return t == ASTITCH_I32 || t == ASTITCH_I64; }
