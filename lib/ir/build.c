@@ -474,7 +474,12 @@ static astitch_node add_checked(astitch_graph *g, Node *n, const int32_t *in, in
         goto drop;
     astitch_dtype t;
     Shape s;
+    /* messages name the node as it will be called; the name is registered only on success */
+    char shown[64];
+    snprintf(shown, sizeof shown, "%s.%d", astitch_op_name(n->op), id);
+    g->node[id].name = name ? (char *)name : shown;
     astitch_status st = infer_node(g, id, &t, &s);
+    g->node[id].name = NULL;
     bool param = n->op == ASTITCH_OP_PARAMETER;
     if (st == ASTITCH_OK) {
         g->node[id].dtype = t;
