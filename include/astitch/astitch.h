@@ -249,7 +249,8 @@ ASTITCH_API astitch_status astitch_graph_save_json(const astitch_graph *g, const
 /* ---- reference execution ------------------------------------------------------------------ */
 
 /* Runs g with the op-by-op interpreter on host buffers: inputs[i] holds parameter i and
- * outputs[i] receives output i, each dense row-major in its dtype. */
+ * outputs[i] receives output i, each dense row-major in its dtype. Output buffers must not
+ * overlap input buffers; after a failure their contents are unspecified. */
 ASTITCH_API astitch_status astitch_run_reference(astitch_graph *g, const void *const *inputs,
                                                  void *const *outputs);
 

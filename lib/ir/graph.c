@@ -35,6 +35,8 @@ void astitch_graph_destroy(astitch_graph *g)
     free(g->param);
     free(g->output);
     free(g->nameslot);
+    free(g->name);
+    free(g->comment);
     free(g);
 }
 

@@ -6,7 +6,10 @@
  *   graph.c      graph storage, names, outputs, inspection
  *   build.c      builders: shape and dtype inference for every op
  *   verify.c     whole-graph verifier
- *   json_read.c  graph.json -> graph (jansson), line:column errors
+ *   graph_meta.c graph name and comment (carried by graph.json)
+ *   json_read.c  graph.json -> graph (jansson): top level, names, topological order, errors
+ *   json_node.c  graph.json: one node's keys and attributes -> a builder call
+ *   json_pos.c   graph.json: line:column of the top-level keys and of each node, for messages
  *   json_write.c graph -> graph.json
  *   interp.c     reference interpreter (the numerical oracle)
  *   half.c       f16/bf16 conversions
@@ -85,6 +88,8 @@ struct astitch_graph {
     int32_t *nameslot;
     int32_t capname;
     astitch_status status; /* sticky first builder failure */
+    char *name;            /* graph name, or NULL (graph_meta.c); freed by destroy */
+    char *comment;         /* free text, or NULL (graph_meta.c); freed by destroy */
 };
 
 /* ops.c */
@@ -147,6 +152,10 @@ typedef union Wide {
     int64_t i;
 } Wide;
 /* interp.c */
+/* Computes one node (any op but parameter) from its operands' values, each dense row-major in
+ * its dtype, into out (the node's dtype). Used to run compute ops between kernels. */
+astitch_status interp_node(const astitch_graph *g, int32_t id, const void *const *operands,
+                           void *out);
 /* Allocates n Wide elements used by node id for `what`; on failure records an
  * ASTITCH_ERR_MEMORY message naming the node and the bytes, and returns NULL. */
 Wide *interp_alloc(const astitch_graph *g, int32_t id, int64_t n, const char *what);
@@ -155,6 +164,9 @@ double wide_round(astitch_dtype t, double x); /* nearest value of float dtype t 
 int64_t wide_wrap(astitch_dtype t, uint64_t x); /* x modulo the width of integer dtype t */
 /* x as dtype t: rounded (floats), truncated and saturated with NaN -> 0 (ints), x != 0 (bool). */
 Wide wide_from_double(astitch_dtype t, double x);
+/* IEEE 754-2019 maximum and minimum: NaN if either operand is NaN; -0 orders below +0. */
+double wide_max(double a, double b);
+double wide_min(double a, double b);
 /* Computes node id, an element-wise op (unary, binary, select, convert), into out from the
  * operand values val[operand id]. */
 astitch_status interp_elementwise(const astitch_graph *g, int32_t id, Wide *const *val, Wide *out);
@@ -162,6 +174,44 @@ astitch_status interp_elementwise(const astitch_graph *g, int32_t id, Wide *cons
 /* Computes node id (broadcast_in_dim, reshape, transpose, slice, concatenate, gather, reduce or
  * dot) into out from the operand values val[operand id]. */
 astitch_status interp_structural(const astitch_graph *g, int32_t id, Wide *const *val, Wide *out);
+
+/* json_pos.c */
+typedef struct JsonPos {
+    int line, col; /* 1-based; col counts UTF-8 characters, as jansson does */
+} JsonPos;
+typedef struct JsonKeyPos {
+    const char *key; /* points into the scanned text, not NUL-terminated */
+    size_t len;
+    JsonPos pos;
+} JsonKeyPos;
+typedef struct JsonPosMap {
+    JsonPos root;    /* the top-level '{' (or '[') */
+    JsonKeyPos *key; /* keys of the top-level object, in text order */
+    size_t nkey;
+    JsonPos *node;   /* start of each element of the top-level "nodes" array */
+    size_t nnode;
+    JsonPos *output; /* start of each element of the top-level "outputs" array */
+    size_t noutput;
+} JsonPosMap;
+/* Fills *m from text that jansson accepted. Not a parser: tracks strings, escapes and bracket
+ * depth only. Returns false when out of memory (*m then holds what was found). */
+bool json_pos_scan(const char *text, size_t len, JsonPosMap *m);
+void json_pos_free(JsonPosMap *m);
+/* Where top-level key `key` starts; m->root when absent. */
+JsonPos json_pos_key(const JsonPosMap *m, const char *key);
+
+/* json_node.c */
+struct json_t;
+/* Checks the keys of node object obj against op: every key known and meaningful for op, every
+ * required key present; "inputs" count against the arity. On failure writes the problem into
+ * why and returns false. */
+bool json_node_check(const struct json_t *obj, astitch_op op, char *why, size_t len);
+/* Builds the node obj describes, its operands being in[0..nin) (already built), with the
+ * builder of op; does not name it (the caller does). Returns the node, or ASTITCH_NO_NODE with
+ * the problem in why (no position, no node prefix) and its status in *status. */
+astitch_node json_node_build(astitch_graph *g, const struct json_t *obj, astitch_op op,
+                             const astitch_node *in, int nin, char *why, size_t len,
+                             astitch_status *status);
 
 /* half.c */
 float half_to_float(uint16_t h);

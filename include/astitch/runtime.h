@@ -1,0 +1,79 @@
+/*
+ * astitch/runtime.h: compile a graph once into an executable, run it many times.
+ *
+ * Targets
+ *   reference  the op-by-op interpreter (the numerical oracle)
+ *   host       the generated kernels, compiled for this CPU and run by a SIMT runtime (one
+ *              fiber per GPU thread); plans for a small virtual device
+ *   cuda       the generated kernels as PTX on an NVIDIA GPU through the driver API
+ *   auto       cuda when a driver and a device are present, else host
+ *
+ * Ownership and threads: an executable refers to its graph, which must outlive it and must not
+ * change. One thread at a time may run an executable (runs reuse its workspace); separate
+ * executables may run at once, on separate streams.
+ */
+#ifndef ASTITCH_RUNTIME_H
+#define ASTITCH_RUNTIME_H
+
+#include "astitch/astitch.h"
+#include "astitch/plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum astitch_target {
+    ASTITCH_TARGET_AUTO,
+    ASTITCH_TARGET_REFERENCE,
+    ASTITCH_TARGET_HOST,
+    ASTITCH_TARGET_CUDA
+} astitch_target;
+
+ASTITCH_API const char *astitch_target_name(astitch_target t);
+/* "auto", "reference", "host", "cuda" -> ASTITCH_OK, else ASTITCH_ERR_ARGUMENT. */
+ASTITCH_API astitch_status astitch_target_from_name(const char *name, astitch_target *t);
+
+typedef struct astitch_compile_options {
+    astitch_target target;
+    astitch_plan_options plan;
+    /* Device model to plan for: NULL for the target's own (the driver's for cuda, the virtual
+     * host device for host). */
+    const astitch_device *device;
+} astitch_compile_options;
+
+/* Defaults: target auto, planner defaults, the target's device. */
+ASTITCH_API void astitch_compile_options_default(astitch_compile_options *o);
+
+typedef struct astitch_executable astitch_executable;
+
+/* Plans and compiles g (which must verify) for the chosen target. Errors:
+ * ASTITCH_ERR_NO_DEVICE (cuda asked for, none present), ASTITCH_ERR_COMPILE, ... */
+ASTITCH_API astitch_status astitch_compile(astitch_graph *g, const astitch_compile_options *o,
+                                           astitch_executable **out);
+ASTITCH_API void astitch_executable_destroy(astitch_executable *x);
+/* The target actually used (auto resolved). */
+ASTITCH_API astitch_target astitch_executable_target(const astitch_executable *x);
+/* The plan the executable runs; NULL for the reference target. Owned by x. */
+ASTITCH_API const astitch_plan *astitch_executable_plan(const astitch_executable *x);
+
+/* Runs x on host buffers (inputs[i]: parameter i, outputs[i]: output i, dense row-major) and
+ * returns when the outputs are written. For cuda, copies through device memory. */
+ASTITCH_API astitch_status astitch_execute(astitch_executable *x, const void *const *inputs,
+                                           void *const *outputs);
+
+/* cuda only: runs x on device pointers (CUdeviceptr values) in `stream` (a CUstream, NULL for
+ * the default stream) of the device's primary context, asynchronously: it returns after the
+ * launches are queued. */
+ASTITCH_API astitch_status astitch_execute_device(astitch_executable *x, const uint64_t *inputs,
+                                                  const uint64_t *outputs, void *stream);
+
+/* What the compiler generates for g under o: "llvm" (target-neutral kernel IR) or "ptx"
+ * (for the device model's sm version, 90 when the model has none). *text: free with
+ * astitch_free. */
+ASTITCH_API astitch_status astitch_emit(astitch_graph *g, const astitch_compile_options *o,
+                                        const char *what, char **text);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,313 @@
+/*
+ * codegen.h: code generation, private to libastitch. A map of lib/codegen:
+ *
+ *   prims.h         the primitives kernels call: the contract between emission and targets
+ *   llvm_util.c     primitives and math functions declared into a module, target setup,
+ *                   LLVM messages as astitch errors
+ *   target_nvptx.c  kernel module -> PTX: primitives from NVVM intrinsics and inline PTX
+ *                   (prims_nvptx.c), libdevice, launch bounds, O3
+ *   prims_nvptx.c   the NVPTX definitions of the primitives, as LLVM IR text
+ *   target_host.c   kernel module -> host code in an ORC LLJIT
+ *   host_symbols.c  what host kernels may call: primitives -> the SIMT runtime
+ *                   (lib/runtime/simt.h), math -> libm
+ *   ptxas.c         runs `ptxas -v` on PTX text and reads registers, spills, shared memory
+ *
+ * Modules. A kernel module holds kernels `void name(ptr, ..., ptr)` that reach everything
+ * target-specific through the primitives of prims.h and the math functions below, declared
+ * with prim_get and math_get. The lowerings consume the module (they dispose it); its
+ * LLVMContextRef stays the caller's and must outlive the call. A context may be used by one
+ * thread at a time.
+ */
+#ifndef ASTITCH_CODEGEN_H
+#define ASTITCH_CODEGEN_H
+
+#include <stdbool.h>
+
+#include <llvm-c/Core.h>
+#include <llvm-c/Error.h>
+#include <llvm-c/TargetMachine.h>
+
+#include "astitch/astitch.h"
+#include "prims.h"
+
+typedef enum PrimId {
+#define PRIM_ENUM(id, name) PRIM_##id,
+    PRIM_LIST(PRIM_ENUM)
+#undef PRIM_ENUM
+    PRIM_COUNT
+} PrimId;
+
+/* The element-wise math functions, by libdevice stem, with their arity. Each exists as f32
+ * (`__nv_<stem>f`) and f64 (`__nv_<stem>`). */
+#define MATH_LIST(X) \
+    X(EXP, exp, 1)       \
+    X(LOG, log, 1)       \
+    X(LOG1P, log1p, 1)   \
+    X(EXPM1, expm1, 1)   \
+    X(SQRT, sqrt, 1)     \
+    X(RSQRT, rsqrt, 1)   \
+    X(TANH, tanh, 1)     \
+    X(ERF, erf, 1)       \
+    X(SIN, sin, 1)       \
+    X(COS, cos, 1)       \
+    X(FLOOR, floor, 1)   \
+    X(CEIL, ceil, 1)     \
+    X(ROUND, round, 1)   \
+    X(POW, pow, 2)       \
+    X(FMOD, fmod, 2)
+
+typedef enum MathId {
+#define MATH_ENUM(id, stem, arity) MATH_##id,
+    MATH_LIST(MATH_ENUM)
+#undef MATH_ENUM
+    MATH_COUNT
+} MathId;
+
+/* ---- llvm_util.c ------------------------------------------------------------------------- */
+
+/* The name of primitive id (prims.h). */
+const char *prim_name(PrimId id);
+/* The LLVM function type of primitive id in context c. */
+LLVMTypeRef prim_type(LLVMContextRef c, PrimId id);
+/* Returns primitive id declared in m (declaring it on first use, with its attributes). */
+LLVMValueRef prim_get(LLVMModuleRef m, PrimId id);
+/* Emits a call of primitive id with n arguments at b's position; returns the call. */
+LLVMValueRef prim_call(LLVMBuilderRef b, LLVMModuleRef m, PrimId id, LLVMValueRef *args,
+                       unsigned n);
+/* Writes the libdevice name of math function id ("__nv_expf", or "__nv_exp" when f64) into
+ * buf (at least 32 bytes); returns buf. */
+char *math_name(char *buf, MathId id, bool f64);
+int math_arity(MathId id);
+/* Returns math function id, f32 or f64, declared in m. */
+LLVMValueRef math_get(LLVMModuleRef m, MathId id, bool f64);
+/* Emits a call of math function id on args (math_arity(id) values of float or double type);
+ * returns the call. */
+LLVMValueRef math_call(LLVMBuilderRef b, LLVMModuleRef m, MathId id, LLVMValueRef *args);
+
+/* Records "<what>: <msg>" on ctx, disposes msg (an LLVM message, may be NULL) and returns
+ * ASTITCH_ERR_COMPILE. */
+astitch_status llvm_fail_msg(astitch_context *ctx, const char *what, char *msg);
+/* Same for an LLVMErrorRef, which it consumes. */
+astitch_status llvm_fail_error(astitch_context *ctx, const char *what, LLVMErrorRef err);
+/* Runs the LLVM verifier on m; ASTITCH_ERR_COMPILE with the verifier's message on failure. */
+astitch_status llvm_verify(astitch_context *ctx, LLVMModuleRef m, const char *what);
+/* Runs the pass pipeline text on m for tm; ASTITCH_ERR_COMPILE on failure. */
+astitch_status llvm_run_passes(astitch_context *ctx, LLVMModuleRef m, const char *passes,
+                               LLVMTargetMachineRef tm);
+/* Parses LLVM IR text (copied) into a new module of context c. */
+astitch_status llvm_parse_ir(astitch_context *ctx, LLVMContextRef c, const char *text,
+                             const char *name, LLVMModuleRef *out);
+/* While active, records the first error diagnostic LLVM reports on context c (linker,
+ * bitcode reader, inline asm) instead of LLVM's default of printing it and exiting. */
+typedef struct LlvmDiag {
+    LLVMContextRef c;
+    LLVMDiagnosticHandler old_fn;
+    void *old_arg;
+    bool error;
+    char msg[512];
+} LlvmDiag;
+/* Installs d on c; llvm_diag_end restores the handler c had before. */
+void llvm_diag_begin(LlvmDiag *d, LLVMContextRef c);
+void llvm_diag_end(LlvmDiag *d);
+/* Records "<what>: <first error diagnostic, or fallback>" on ctx; returns ASTITCH_ERR_COMPILE. */
+astitch_status llvm_diag_fail(astitch_context *ctx, const LlvmDiag *d, const char *what,
+                              const char *fallback);
+/* Gives every function and global variable defined in m internal linkage, except the
+ * functions named in keep (nkeep names). */
+void llvm_internalize(LLVMModuleRef m, const char *const *keep, int nkeep);
+/* Sets m's triple and data layout to those of tm. */
+void llvm_set_target(LLVMModuleRef m, LLVMTargetMachineRef tm);
+
+/* ---- target_nvptx.c ---------------------------------------------------------------------- */
+
+typedef struct NvptxKernel {
+    const char *name;
+    int maxntid;  /* threads per block the kernel is launched with at most; 0: unset */
+    int maxnreg;  /* registers per thread at most (the plan's register bound); 0: unset */
+    int minctasm; /* blocks per SM the kernel must allow; 0: unset */
+} NvptxKernel;
+
+typedef struct NvptxOptions {
+    int sm;                     /* compute capability x 10 (90 for sm_90); 0: 90 */
+    const NvptxKernel *kernel;  /* the kernels of the module: every one must be listed */
+    int nkernel;
+    const char *cuda_path;      /* toolkit root for libdevice; NULL: env ASTITCH_CUDA_PATH,
+                                   else the configured one */
+} NvptxOptions;
+
+/* Lowers kernel module m (consumed) to PTX for sm_<o->sm>: defines the primitives, links the
+ * libdevice functions m calls, marks the listed kernels (PTX kernel calling convention,
+ * nvvm.annotations with their bounds), internalizes everything else, runs O3 and emits PTX.
+ * On success *ptx is NUL-terminated text the caller frees with free(). Errors:
+ * ASTITCH_ERR_ARGUMENT (a kernel not defined in m, bad options), ASTITCH_ERR_IO (libdevice
+ * missing), ASTITCH_ERR_COMPILE (LLVM's message: verifier, linker, passes, instruction
+ * selection). */
+astitch_status nvptx_compile(astitch_context *ctx, LLVMModuleRef m, const NvptxOptions *o,
+                             char **ptx);
+/* The CUDA toolkit root: env ASTITCH_CUDA_PATH when set and non-empty, else the configured
+ * one. Constant or environment storage; do not free. */
+const char *cuda_toolkit_path(void);
+
+/* ---- prims_nvptx.c ----------------------------------------------------------------------- */
+
+/* LLVM IR text defining every primitive for NVPTX (alwaysinline), and the external dynamic
+ * shared-memory array `astitch_dynamic_smem`. */
+const char *prims_nvptx_ir(void);
+
+/* ---- target_host.c ----------------------------------------------------------------------- */
+
+typedef struct HostModule HostModule;
+
+/* Compiles kernel module m (consumed) for this machine into a new LLJIT: primitives bound to
+ * the SIMT runtime, math functions to libm, O2. On success *out owns the JIT. Errors:
+ * ASTITCH_ERR_COMPILE with LLVM's message (verifier, passes, unresolved symbols at lookup). */
+astitch_status host_compile(astitch_context *ctx, LLVMModuleRef m, HostModule **out);
+/* The address of kernel `name`, NULL when hm has no such function (the reason is recorded on
+ * ctx, which may be NULL). Valid until host_module_destroy. */
+void *host_lookup(HostModule *hm, astitch_context *ctx, const char *name);
+void host_module_destroy(HostModule *hm); /* accepts NULL */
+
+/* ---- host_symbols.c ---------------------------------------------------------------------- */
+
+typedef struct HostSymbol {
+    const char *name;
+    void (*fn)(void); /* cast back to its real type before calling */
+} HostSymbol;
+
+/* The functions host kernels may call, a constant table (*n entries): every primitive (the SIMT
+ * runtime), every math function under its libdevice and its libm name, memcpy, memmove,
+ * memset. */
+const HostSymbol *host_symbols(int *n);
+
+/* ---- ptxas.c ----------------------------------------------------------------------------- */
+
+typedef struct PtxasKernel {
+    char name[128];
+    int registers;
+    int spill_store_bytes;
+    int spill_load_bytes;
+    int stack_bytes;
+    int shared_bytes; /* static shared memory ("smem"); dynamic shared memory is not counted */
+} PtxasKernel;
+
+typedef struct PtxasReport {
+    PtxasKernel *kernel; /* in the order ptxas reported them */
+    int nkernel;
+    char *log;           /* ptxas's whole output, NUL-terminated */
+} PtxasReport;
+
+/* The ptxas program: <toolkit>/bin/ptxas when it exists, else the first on PATH; NULL when
+ * there is none. The caller frees the string. */
+char *ptxas_find(void);
+/* Assembles ptx with `ptxas -arch=sm_<sm> -v` into a discarded cubin and fills *r (free it with
+ * ptxas_report_free). Errors: ASTITCH_ERR_UNSUPPORTED (no ptxas), ASTITCH_ERR_IO (temporary
+ * files, spawning), ASTITCH_ERR_COMPILE (ptxas failed; its output is the message and stays in
+ * r->log). On other errors *r is left empty. */
+astitch_status ptxas_run(astitch_context *ctx, const char *ptx, int sm, PtxasReport *r);
+/* Reads the per-function lines of a `ptxas -v` log into *r (r->log is left alone). Returns
+ * false when out of memory. */
+bool ptxas_parse(const char *log, PtxasReport *r);
+/* The entry of kernel name in r, NULL when absent. */
+const PtxasKernel *ptxas_kernel(const PtxasReport *r, const char *name);
+void ptxas_report_free(PtxasReport *r); /* accepts NULL; leaves *r empty */
+
+/* ---- kernel emission (emit*.c) ----------------------------------------------------------- */
+
+/* Kernel emission reads a plan (lib/passes/plan.h) and writes one kernel function per stitch op
+ * into a module, in the target-neutral form above.
+ *
+ *   emit.c         the module, each kernel's arguments and its phases in order
+ *   emit_phase.c   a phase's thread-mapping loops, stores of its roots, reductions
+ *   emit_value.c   the value of an op at an element: index propagation, element-wise math,
+ *                  loads from kernel inputs and from earlier phases' buffers
+ */
+typedef struct astitch_plan astitch_plan;
+
+typedef struct EmitOptions {
+    unsigned const_addrspace; /* address space of dense-constant tables: 0 host, 1 NVPTX */
+    bool split_global;        /* emit each kernel as parts cut at its global barriers (the
+                               * fallback when its blocks cannot all be resident) */
+} EmitOptions;
+
+/* The argument list of kernel k of plan p, as emitted: its input tensors (plan order), its
+ * output tensors (plan order), then the scratch arena and the barrier counter. */
+int emit_kernel_num_args(const astitch_plan *p, int k);
+/* Parts of kernel k when split at its global barriers: 1 + the number of global barriers. */
+int emit_kernel_num_parts(const astitch_plan *p, int k);
+/* The LLVM (and PTX) function name of kernel k (part < 0) or of its part `part`: the plan name
+ * with '.' as '_', and "_s<part>" for parts. */
+char *emit_kernel_name(const astitch_plan *p, int k, int part, char *buf, size_t len);
+
+/* Emits every kernel of p into a new module of context c named after the graph. On success
+ * *out is the module (the caller disposes it or hands it to a lowering). Errors:
+ * ASTITCH_ERR_UNSUPPORTED for a plan shape the emitter cannot handle, named precisely;
+ * ASTITCH_ERR_COMPILE if the module fails LLVM's verifier. */
+astitch_status emit_plan(astitch_context *ctx, const astitch_plan *p, LLVMContextRef c,
+                         const EmitOptions *o, LLVMModuleRef *out);
+
+#endif
+
+/* ---- emission state (emit*.c only) -------------------------------------------------------- */
+#ifdef ASTITCH_EMIT_INTERNAL
+#include "ir/ir.h"
+#include "passes/plan.h"
+
+/* An element of a tensor of shape *shape: its linear row-major index and/or its per-axis
+ * indices; whichever is missing is derived on demand (ev_lin, ev_axes). */
+typedef struct Index {
+    const Shape *shape;
+    LLVMValueRef lin;
+    LLVMValueRef axis[MAX_RANK];
+    bool has_axes;
+} Index;
+
+typedef struct Emit {
+    astitch_context *ctx;
+    const astitch_plan *plan;
+    const astitch_graph *g;
+    const PlanKernel *k;
+    EmitOptions opt;
+    LLVMContextRef c;
+    LLVMModuleRef m;
+    LLVMBuilderRef b;
+    LLVMValueRef fn;
+    LLVMTypeRef ix;          /* index type: i32 when every tensor has < 2^31 elements, else i64 */
+    LLVMValueRef *tensor;    /* per graph node: its tensor argument in this kernel, or NULL */
+    LLVMValueRef scratch;    /* the scratch arena */
+    LLVMValueRef counter;    /* the grid-barrier counter */
+    LLVMValueRef shared;     /* this block's dynamic shared memory */
+    LLVMValueRef tid, ctaid; /* thread and block index, as ix */
+    int32_t phase;           /* the phase being emitted */
+    int32_t part_first;      /* first phase of the function being emitted */
+    LLVMValueRef *cache;     /* per graph node: its value at *cache_ix, or NULL */
+    const Index *cache_ix;
+    int branch_depth;        /* > 0 inside conditional code: values there are not cached */
+    astitch_status status;   /* first failure; emission continues harmlessly after it */
+} Emit;
+
+/* emit_value.c */
+LLVMValueRef ev_int(Emit *e, int64_t v);                  /* constant of type ix */
+LLVMTypeRef ev_type(Emit *e, astitch_dtype t);            /* register type: f32, i32, i64, i1 */
+LLVMValueRef ev_lin(Emit *e, Index *ix);
+void ev_axes(Emit *e, Index *ix);
+/* The value of node n at element *ix of its shape, in its register type. */
+LLVMValueRef ev_value(Emit *e, int32_t n, Index *ix);
+/* Stores v, the value of root n at *ix, wherever the plan wants it (buffer, output tensor). */
+void ev_store_root(Emit *e, int32_t n, Index *ix, LLVMValueRef v);
+/* Loads/stores element lin of a tensor of dtype t at base. */
+LLVMValueRef ev_load(Emit *e, LLVMValueRef base, astitch_dtype t, LLVMValueRef lin);
+void ev_store(Emit *e, LLVMValueRef base, astitch_dtype t, LLVMValueRef lin, LLVMValueRef v);
+/* The address of buffer buf of the kernel (shared or scratch), as a generic pointer. */
+LLVMValueRef ev_buffer_base(Emit *e, const PlanBuffer *buf);
+/* Reduction helpers: the identity and the combination of kind k in register type of t. */
+LLVMValueRef ev_reduce_identity(Emit *e, astitch_reduce_kind k, astitch_dtype t);
+LLVMValueRef ev_reduce_combine(Emit *e, astitch_reduce_kind k, astitch_dtype t, LLVMValueRef a,
+                               LLVMValueRef b);
+/* Records a failure (the first one is kept) and returns an undefined value of type ty. */
+LLVMValueRef ev_fail(Emit *e, LLVMTypeRef ty, astitch_status s, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* emit_phase.c */
+/* Emits phase ph of the kernel at the builder's position. */
+void emit_phase(Emit *e, int32_t ph);
+#endif

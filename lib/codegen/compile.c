@@ -1,0 +1,142 @@
+/* compile.c: plans to runnable code: emission (emit.c) followed by a lowering (host or NVPTX).
+ * Each call uses its own LLVM context, so separate graphs compile independently. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <llvm-c/Core.h>
+
+#include "codegen.h"
+#include "compile.h"
+#include "passes/plan.h"
+
+struct HostKernels {
+    LLVMContextRef c;
+    HostModule *hm;
+    bool split;
+    int n;
+    int *first;        /* per kernel: its first function in fn */
+    void (**fn)(void); /* whole kernels, or every part of every kernel */
+};
+
+char *compile_kernel_name(const astitch_plan *p, int k, int part, char *buf, size_t len)
+{
+    return emit_kernel_name(p, k, part, buf, len);
+}
+
+int compile_kernel_num_args(const astitch_plan *p, int k) { return emit_kernel_num_args(p, k); }
+
+int compile_kernel_num_parts(const astitch_plan *p, int k) { return emit_kernel_num_parts(p, k); }
+
+astitch_status compile_host(astitch_context *ctx, const astitch_plan *p, bool split,
+                            HostKernels **out)
+{
+    *out = NULL;
+    int nfn = 0;
+    for (int k = 0; k < p->nkernel; k++)
+        nfn += split ? emit_kernel_num_parts(p, k) : 1;
+    HostKernels *hk = calloc(1, sizeof *hk);
+    if (!hk || !(hk->fn = calloc((size_t)nfn + 1, sizeof *hk->fn)) ||
+        !(hk->first = calloc((size_t)p->nkernel + 1, sizeof *hk->first))) {
+        host_kernels_destroy(hk);
+        return ctx_fail(ctx, ASTITCH_ERR_MEMORY, "out of memory compiling for the host");
+    }
+    hk->n = p->nkernel;
+    hk->split = split;
+    hk->c = LLVMContextCreate();
+    EmitOptions o = {.const_addrspace = 0, .split_global = split};
+    LLVMModuleRef m;
+    astitch_status s = emit_plan(ctx, p, hk->c, &o, &m);
+    if (s == ASTITCH_OK)
+        s = host_compile(ctx, m, &hk->hm);
+    for (int k = 0, f = 0; s == ASTITCH_OK && k < p->nkernel; k++) {
+        hk->first[k] = f;
+        int parts = split ? emit_kernel_num_parts(p, k) : 1;
+        for (int part = 0; s == ASTITCH_OK && part < parts; part++, f++) {
+            char name[64];
+            emit_kernel_name(p, k, split ? part : -1, name, sizeof name);
+            if (!(hk->fn[f] = (void (*)(void))host_lookup(hk->hm, ctx, name)))
+                s = ASTITCH_ERR_COMPILE;
+        }
+    }
+    if (s != ASTITCH_OK) {
+        host_kernels_destroy(hk);
+        return s;
+    }
+    *out = hk;
+    return ASTITCH_OK;
+}
+
+void (*host_kernel(const HostKernels *hk, int k, int part))(void)
+{
+    if (k < 0 || k >= hk->n || (part >= 0) != hk->split)
+        return NULL;
+    return hk->fn[hk->first[k] + (part < 0 ? 0 : part)];
+}
+
+void host_kernels_destroy(HostKernels *hk)
+{
+    if (!hk)
+        return;
+    host_module_destroy(hk->hm);
+    if (hk->c)
+        LLVMContextDispose(hk->c);
+    free(hk->fn);
+    free(hk->first);
+    free(hk);
+}
+
+astitch_status compile_ptx(astitch_context *ctx, const astitch_plan *p, int sm, bool split,
+                           char **ptx)
+{
+    *ptx = NULL;
+    int nfn = 0;
+    for (int k = 0; k < p->nkernel; k++)
+        nfn += split ? emit_kernel_num_parts(p, k) : 1;
+    LLVMContextRef c = LLVMContextCreate();
+    EmitOptions o = {.const_addrspace = 1, .split_global = split};
+    LLVMModuleRef m;
+    astitch_status s = emit_plan(ctx, p, c, &o, &m);
+    NvptxKernel *ks = calloc((size_t)nfn + 1, sizeof *ks);
+    char (*names)[64] = calloc((size_t)nfn + 1, sizeof *names);
+    if (s == ASTITCH_OK && (!ks || !names)) {
+        LLVMDisposeModule(m);
+        s = ctx_fail(ctx, ASTITCH_ERR_MEMORY, "out of memory");
+    }
+    if (s == ASTITCH_OK) {
+        int f = 0;
+        for (int k = 0; k < p->nkernel; k++) {
+            const PlanKernel *pk = &p->kernel[k];
+            int parts = split ? emit_kernel_num_parts(p, k) : 1;
+            for (int part = 0; part < parts; part++, f++)
+                ks[f] = (NvptxKernel){
+                    .name = emit_kernel_name(p, k, split ? part : -1, names[f], sizeof names[f]),
+                    .maxntid = pk->block,
+                    .maxnreg = pk->regs};
+        }
+        NvptxOptions no = {.sm = sm, .kernel = ks, .nkernel = nfn};
+        s = nvptx_compile(ctx, m, &no, ptx);
+    }
+    free(ks);
+    free(names);
+    LLVMContextDispose(c);
+    return s;
+}
+
+astitch_status compile_llvm_text(astitch_context *ctx, const astitch_plan *p, char **text)
+{
+    *text = NULL;
+    LLVMContextRef c = LLVMContextCreate();
+    EmitOptions o = {.const_addrspace = 0};
+    LLVMModuleRef m;
+    astitch_status s = emit_plan(ctx, p, c, &o, &m);
+    if (s == ASTITCH_OK) {
+        char *ir = LLVMPrintModuleToString(m);
+        *text = ir ? strdup(ir) : NULL;
+        LLVMDisposeMessage(ir);
+        LLVMDisposeModule(m);
+        if (!*text)
+            s = ctx_fail(ctx, ASTITCH_ERR_MEMORY, "out of memory printing LLVM IR");
+    }
+    LLVMContextDispose(c);
+    return s;
+}

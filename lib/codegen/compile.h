@@ -1,0 +1,39 @@
+/*
+ * compile.h: what lib/codegen offers the rest of libastitch, with no LLVM types in sight
+ * (only lib/codegen includes llvm-c). compile.c implements it on top of codegen.h.
+ */
+#ifndef ASTITCH_COMPILE_H
+#define ASTITCH_COMPILE_H
+
+#include <stdbool.h>
+
+#include "astitch/astitch.h"
+#include "astitch/plan.h"
+
+typedef struct HostKernels HostKernels;
+
+/* Emits the kernels of p and compiles them for this machine (ORC JIT). With split, every
+ * kernel is compiled as its parts cut at the global barriers (see compile_kernel_num_parts). */
+astitch_status compile_host(astitch_context *ctx, const astitch_plan *p, bool split,
+                            HostKernels **out);
+/* Kernel k of the plan (part < 0), or its part `part` when compiled split; callable with its
+ * argument list through the SIMT runtime. */
+void (*host_kernel(const HostKernels *hk, int k, int part))(void);
+void host_kernels_destroy(HostKernels *hk); /* accepts NULL */
+
+/* Emits the kernels of p (split: as their parts) and lowers them to PTX for sm_<sm> with each
+ * kernel's launch bounds (maxntid, maxnreg from the plan). *ptx is malloc'd text. */
+astitch_status compile_ptx(astitch_context *ctx, const astitch_plan *p, int sm, bool split,
+                           char **ptx);
+
+/* The target-neutral LLVM IR of p's kernels as text (what --emit=llvm prints). */
+astitch_status compile_llvm_text(astitch_context *ctx, const astitch_plan *p, char **text);
+
+/* Writes the PTX/LLVM function name of kernel k of p (part < 0) or of its part into buf. */
+char *compile_kernel_name(const astitch_plan *p, int k, int part, char *buf, size_t len);
+/* Parts of kernel k when split at its global barriers. */
+int compile_kernel_num_parts(const astitch_plan *p, int k);
+/* Number of pointer arguments of kernel k: inputs, outputs, scratch, barrier counter. */
+int compile_kernel_num_args(const astitch_plan *p, int k);
+
+#endif

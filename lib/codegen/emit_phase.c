@@ -1,0 +1,377 @@
+/* emit_phase.c: one phase of a kernel: the thread-mapping loops of its plan mapping, the
+ * evaluation and stores of its roots, and the row/column reductions with their warp-shuffle,
+ * shared-memory and cross-block (split) combines. */
+#define ASTITCH_EMIT_INTERNAL
+#include <stdlib.h>
+
+#include "codegen.h"
+
+/* A counted loop iv = start; iv < end; iv += step, with extra loop-carried values. */
+typedef struct Loop {
+    LLVMBasicBlockRef head, body, exit;
+    LLVMValueRef iv;
+    LLVMValueRef *carried; /* phis in head */
+    int ncarried;
+} Loop;
+
+static void loop_begin(Emit *e, Loop *l, LLVMValueRef start, LLVMValueRef end,
+                       LLVMValueRef *init, int ncarried, LLVMValueRef *carried)
+{
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(e->b);
+    l->head = LLVMAppendBasicBlockInContext(e->c, e->fn, "loop");
+    l->body = LLVMAppendBasicBlockInContext(e->c, e->fn, "body");
+    l->exit = LLVMAppendBasicBlockInContext(e->c, e->fn, "exit");
+    LLVMBuildBr(e->b, l->head);
+    LLVMPositionBuilderAtEnd(e->b, l->head);
+    l->iv = LLVMBuildPhi(e->b, e->ix, "iv");
+    LLVMAddIncoming(l->iv, &start, &pre, 1);
+    l->carried = carried;
+    l->ncarried = ncarried;
+    for (int i = 0; i < ncarried; i++) {
+        carried[i] = LLVMBuildPhi(e->b, LLVMTypeOf(init[i]), "acc");
+        LLVMAddIncoming(carried[i], &init[i], &pre, 1);
+    }
+    LLVMBuildCondBr(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, l->iv, end, ""), l->body, l->exit);
+    LLVMPositionBuilderAtEnd(e->b, l->body);
+}
+
+/* Closes the loop; next[i] are the carried values at the end of the body. After it, the
+ * builder is at the exit, where l->carried[i] hold the final values. */
+static void loop_end(Emit *e, Loop *l, LLVMValueRef step, LLVMValueRef *next)
+{
+    LLVMBasicBlockRef latch = LLVMGetInsertBlock(e->b);
+    LLVMValueRef iv2 = LLVMBuildAdd(e->b, l->iv, step, "");
+    LLVMAddIncoming(l->iv, &iv2, &latch, 1);
+    for (int i = 0; i < l->ncarried; i++)
+        LLVMAddIncoming(l->carried[i], &next[i], &latch, 1);
+    LLVMBuildBr(e->b, l->head);
+    LLVMPositionBuilderAtEnd(e->b, l->exit);
+}
+
+/* if (cond) { ... }: returns the merge block; the builder is in the then block. */
+static LLVMBasicBlockRef if_begin(Emit *e, LLVMValueRef cond)
+{
+    LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(e->c, e->fn, "then");
+    LLVMBasicBlockRef merge = LLVMAppendBasicBlockInContext(e->c, e->fn, "endif");
+    LLVMBuildCondBr(e->b, cond, then, merge);
+    LLVMPositionBuilderAtEnd(e->b, then);
+    return merge;
+}
+
+static void if_end(Emit *e, LLVMBasicBlockRef merge)
+{
+    LLVMBuildBr(e->b, merge);
+    LLVMPositionBuilderAtEnd(e->b, merge);
+}
+
+static LLVMValueRef imin(Emit *e, LLVMValueRef a, LLVMValueRef b)
+{
+    return LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, a, b, ""), a, b, "");
+}
+
+static LLVMValueRef and3(Emit *e, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
+{
+    return LLVMBuildAnd(e->b, LLVMBuildAnd(e->b, a, b, ""), c, "");
+}
+
+static void begin_element(Emit *e, const Index *ix)
+{
+    for (int32_t i = 0; i < e->g->nnode; i++)
+        e->cache[i] = NULL;
+    e->cache_ix = ix;
+}
+
+static void emit_elementwise(Emit *e, const PlanPhase *p)
+{
+    const astitch_mapping *m = &p->map;
+    Shape space = {.rank = m->rank};
+    for (int i = 0; i < m->rank; i++)
+        space.dim[i] = m->dims[i];
+    LLVMValueRef first = LLVMBuildMul(e->b, e->ctaid, ev_int(e, m->chunk), "");
+    Loop tile;
+    loop_begin(e, &tile, ev_int(e, 0), ev_int(e, m->tasks_per_block), NULL, 0, NULL);
+    LLVMValueRef in_chunk = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, tile.iv, ev_int(e, m->rows_per_block), ""),
+                                         e->tid, "");
+    LLVMValueRef row = LLVMBuildAdd(e->b, first, in_chunk, "row");
+    LLVMValueRef ok = and3(e, LLVMBuildICmp(e->b, LLVMIntSLT, e->tid, ev_int(e, m->rows_per_block), ""),
+                           LLVMBuildICmp(e->b, LLVMIntSLT, in_chunk, ev_int(e, m->chunk), ""),
+                           LLVMBuildICmp(e->b, LLVMIntSLT, row, ev_int(e, m->rows), ""));
+    LLVMBasicBlockRef merge = if_begin(e, ok);
+    Index ix = {.shape = &space, .lin = row};
+    begin_element(e, &ix);
+    for (int r = 0; r < p->nroot; r++) {
+        const Node *root = gnode(e->g, p->root[r]);
+        Index own = {.shape = &root->shape, .lin = row};
+        Index *at = shape_equal(&root->shape, &space) ? &ix : &own;
+        ev_store_root(e, p->root[r], at, ev_value(e, p->root[r], at));
+    }
+    if_end(e, merge);
+    loop_end(e, &tile, ev_int(e, 1), NULL);
+}
+
+/* The element (row, j) of a reduction space: kept axes from row, reduced axes from j. */
+static void space_index(Emit *e, const astitch_mapping *m, const Shape *space, LLVMValueRef row,
+                        LLVMValueRef j, Index *ix)
+{
+    *ix = (Index){.shape = space};
+    uint32_t all = m->rank >= 32 ? ~0u : (1u << m->rank) - 1;
+    uint32_t trailing = 0, leading = 0;
+    for (int i = m->rank - 1; i >= 0 && (m->reduce_axes >> i & 1); i--)
+        trailing |= 1u << i;
+    for (int i = 0; i < m->rank && (m->reduce_axes >> i & 1); i++)
+        leading |= 1u << i;
+    if (m->reduce_axes == trailing) {
+        ix->lin = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, row, ev_int(e, m->row_len), ""), j, "");
+        return;
+    }
+    if (m->reduce_axes == leading && (all & ~leading)) {
+        ix->lin = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, j, ev_int(e, m->rows), ""), row, "");
+        return;
+    }
+    LLVMValueRef r = row, q = j;
+    for (int i = m->rank - 1; i >= 0; i--) {
+        bool red = m->reduce_axes >> i & 1;
+        LLVMValueRef *src = red ? &q : &r;
+        int64_t d = space->dim[i];
+        ix->axis[i] = LLVMBuildURem(e->b, *src, ev_int(e, d), "");
+        *src = LLVMBuildUDiv(e->b, *src, ev_int(e, d), "");
+    }
+    ix->has_axes = true;
+}
+
+static const PlanBuffer *reduce_buffer(const PlanKernel *k, int32_t node)
+{
+    for (int32_t i = 0; i < k->nbuf; i++)
+        if (k->buf[i].kind == ASTITCH_BUFFER_REDUCE && k->buf[i].node == node)
+            return &k->buf[i];
+    return NULL;
+}
+
+/* Shuffles v (any register type) by xor mask across the warp. */
+static LLVMValueRef shfl_xor(Emit *e, LLVMValueRef v, int mask)
+{
+    LLVMTypeRef t = LLVMTypeOf(v), i32 = LLVMInt32TypeInContext(e->c);
+    LLVMValueRef mk = LLVMConstInt(i32, (unsigned)mask, 0);
+    if (LLVMGetTypeKind(t) == LLVMFloatTypeKind)
+        return prim_call(e->b, e->m, PRIM_SHFL_XOR_F32, (LLVMValueRef[]){v, mk}, 2);
+    unsigned w = LLVMGetIntTypeWidth(t);
+    if (w <= 32) {
+        LLVMValueRef x = LLVMBuildZExt(e->b, v, i32, "");
+        if (w == 32)
+            x = v;
+        LLVMValueRef r = prim_call(e->b, e->m, PRIM_SHFL_XOR_I32, (LLVMValueRef[]){x, mk}, 2);
+        return w == 32 ? r : LLVMBuildTrunc(e->b, r, t, "");
+    }
+    LLVMValueRef lo = LLVMBuildTrunc(e->b, v, i32, "");
+    LLVMValueRef hi = LLVMBuildTrunc(e->b, LLVMBuildLShr(e->b, v, LLVMConstInt(t, 32, 0), ""), i32, "");
+    lo = prim_call(e->b, e->m, PRIM_SHFL_XOR_I32, (LLVMValueRef[]){lo, mk}, 2);
+    hi = prim_call(e->b, e->m, PRIM_SHFL_XOR_I32, (LLVMValueRef[]){hi, mk}, 2);
+    return LLVMBuildOr(e->b, LLVMBuildZExt(e->b, lo, t, ""),
+                       LLVMBuildShl(e->b, LLVMBuildZExt(e->b, hi, t, ""), LLVMConstInt(t, 32, 0), ""), "");
+}
+
+/* Accumulators live in shared memory as their register type widened to bytes. */
+static astitch_dtype acc_dtype(astitch_dtype t) { return dtype_is_float(t) ? ASTITCH_F32 : t; }
+
+/* Combines acc across the tpr lanes of each row; the row's lane 0 ends with the result. All
+ * threads of the block must arrive here (it contains shuffles and block barriers). */
+static LLVMValueRef combine_lanes(Emit *e, const astitch_mapping *m, int32_t root,
+                                  LLVMValueRef acc, LLVMValueRef row_in_tile)
+{
+    const Node *node = gnode(e->g, root);
+    astitch_reduce_kind kind = node->attr.reduce;
+    astitch_dtype t = node->dtype;
+    int tpr = m->threads_per_row;
+    bool column = m->kind == ASTITCH_MAP_COLUMN_REDUCE;
+    if (tpr == 1)
+        return acc;
+    if (!column && tpr <= 32 && (tpr & (tpr - 1)) == 0) {
+        for (int off = tpr / 2; off >= 1; off /= 2)
+            acc = ev_reduce_combine(e, kind, t, acc, shfl_xor(e, acc, off));
+        return acc;
+    }
+    /* through shared memory: warp sums (row mapping) or every thread's value (column) */
+    const PlanBuffer *buf = reduce_buffer(e->k, root);
+    int64_t slots = column ? m->block : m->block / 32;
+    int64_t need = slots * (int64_t)astitch_dtype_size(acc_dtype(t));
+    if (!buf || buf->bytes < need || (!column && tpr % 32 != 0))
+        return ev_fail(e, LLVMTypeOf(acc), ASTITCH_ERR_UNSUPPORTED,
+                       "%s: reduce node %d '%s': %d lanes per row need a %lld-byte reduction "
+                       "buffer, the plan gives %lld",
+                       e->k->name, root, node->name, tpr, (long long)need,
+                       (long long)(buf ? buf->bytes : 0));
+    LLVMValueRef base = ev_buffer_base(e, buf);
+    LLVMValueRef slot = e->tid;
+    if (!column) {
+        for (int off = 16; off >= 1; off /= 2)
+            acc = ev_reduce_combine(e, kind, t, acc, shfl_xor(e, acc, off));
+        slot = LLVMBuildUDiv(e->b, e->tid, ev_int(e, 32), "");
+        LLVMBasicBlockRef merge = if_begin(e, LLVMBuildICmp(e->b, LLVMIntEQ,
+                                  LLVMBuildURem(e->b, e->tid, ev_int(e, 32), ""), ev_int(e, 0), ""));
+        ev_store(e, base, acc_dtype(t), slot, acc);
+        if_end(e, merge);
+    } else {
+        ev_store(e, base, acc_dtype(t), slot, acc);
+    }
+    prim_call(e->b, e->m, PRIM_BARRIER_BLOCK, NULL, 0);
+    /* lane 0 of each row folds the row's slots; the others keep their (unused) value */
+    int parts = column ? tpr : tpr / 32;
+    LLVMValueRef res = ev_reduce_identity(e, kind, t);
+    for (int l = 0; l < parts; l++) {
+        LLVMValueRef at = column
+            ? LLVMBuildAdd(e->b, row_in_tile, ev_int(e, (int64_t)l * m->rows_per_block), "")
+            : LLVMBuildAdd(e->b, LLVMBuildMul(e->b, row_in_tile, ev_int(e, parts), ""), ev_int(e, l), "");
+        res = ev_reduce_combine(e, kind, t, res, ev_load(e, base, acc_dtype(t), at));
+    }
+    prim_call(e->b, e->m, PRIM_BARRIER_BLOCK, NULL, 0);
+    return res;
+}
+
+/* Split reductions: partial results meet in the destination by atomics. */
+static void store_split(Emit *e, int32_t root, LLVMValueRef row, LLVMValueRef acc)
+{
+    const Node *node = gnode(e->g, root);
+    const PlanOp *op = plan_kernel_op(e->k, root);
+    astitch_reduce_kind kind = node->attr.reduce;
+    PrimId prim = PRIM_COUNT;
+    if (node->dtype == ASTITCH_F32)
+        prim = kind == ASTITCH_REDUCE_SUM ? PRIM_ATOMIC_ADD_F32
+             : kind == ASTITCH_REDUCE_MAX ? PRIM_ATOMIC_MAX_F32
+             : kind == ASTITCH_REDUCE_MIN ? PRIM_ATOMIC_MIN_F32 : PRIM_COUNT;
+    else if (node->dtype == ASTITCH_I32 && kind == ASTITCH_REDUCE_SUM)
+        prim = PRIM_ATOMIC_ADD_I32;
+    if (prim == PRIM_COUNT) {
+        ev_fail(e, LLVMTypeOf(acc), ASTITCH_ERR_UNSUPPORTED,
+                "%s: reduce node %d '%s' is split across blocks, but %s of %s has no atomic "
+                "combine",
+                e->k->name, root, node->name, astitch_reduce_name(kind),
+                astitch_dtype_name(node->dtype));
+        return;
+    }
+    LLVMTypeRef mt = node->dtype == ASTITCH_F32 ? LLVMFloatTypeInContext(e->c) : LLVMInt32TypeInContext(e->c);
+    LLVMValueRef dests[2];
+    int nd = 0;
+    if (op->buf >= 0)
+        dests[nd++] = ev_buffer_base(e, &e->k->buf[op->buf]);
+    if (op->output && e->tensor[root])
+        dests[nd++] = e->tensor[root];
+    for (int d = 0; d < nd; d++) {
+        LLVMValueRef p = LLVMBuildGEP2(e->b, mt, dests[d], &row, 1, "");
+        prim_call(e->b, e->m, prim, (LLVMValueRef[]){p, acc}, 2);
+    }
+}
+
+static void emit_reduce(Emit *e, const PlanPhase *p)
+{
+    const astitch_mapping *m = &p->map;
+    Shape space = {.rank = m->rank};
+    for (int i = 0; i < m->rank; i++)
+        space.dim[i] = m->dims[i];
+    bool column = m->kind == ASTITCH_MAP_COLUMN_REDUCE;
+    int tpr = m->threads_per_row, rpb = m->rows_per_block;
+    LLVMValueRef row_in_tile = column ? LLVMBuildURem(e->b, e->tid, ev_int(e, rpb), "")
+                                      : LLVMBuildUDiv(e->b, e->tid, ev_int(e, tpr), "");
+    LLVMValueRef lane = column ? LLVMBuildUDiv(e->b, e->tid, ev_int(e, rpb), "")
+                               : LLVMBuildURem(e->b, e->tid, ev_int(e, tpr), "");
+    int32_t nred = 0, *red = malloc((size_t)p->nroot * sizeof *red);
+    LLVMValueRef *init = malloc((size_t)p->nroot * sizeof *init);
+    LLVMValueRef *acc = malloc((size_t)p->nroot * sizeof *acc);
+    LLVMValueRef *next = malloc((size_t)p->nroot * sizeof *next);
+    if (!red || !init || !acc || !next) {
+        ev_fail(e, e->ix, ASTITCH_ERR_MEMORY, "out of memory");
+        goto out;
+    }
+    for (int r = 0; r < p->nroot; r++) {
+        const Node *n = gnode(e->g, p->root[r]);
+        if (n->op == ASTITCH_OP_REDUCE && n->attr.axes == m->reduce_axes &&
+            shape_equal(&gnode(e->g, goperand(e->g, p->root[r], 0))->shape, &space)) {
+            init[nred] = ev_reduce_identity(e, n->attr.reduce, n->dtype);
+            red[nred++] = p->root[r];
+        }
+    }
+    Loop tile;
+    int64_t tiles = m->split > 1 ? 1 : m->tasks_per_block;
+    loop_begin(e, &tile, ev_int(e, 0), ev_int(e, tiles), NULL, 0, NULL);
+    LLVMValueRef tile_base, jlo, jhi, in_chunk;
+    if (m->split > 1) {
+        LLVMValueRef part = LLVMBuildURem(e->b, e->ctaid, ev_int(e, m->split), "");
+        tile_base = LLVMBuildMul(e->b, LLVMBuildUDiv(e->b, e->ctaid, ev_int(e, m->split), ""), ev_int(e, rpb), "");
+        jlo = LLVMBuildMul(e->b, part, ev_int(e, m->split_len), "");
+        jhi = imin(e, LLVMBuildAdd(e->b, jlo, ev_int(e, m->split_len), ""), ev_int(e, m->row_len));
+        in_chunk = row_in_tile;
+    } else {
+        LLVMValueRef t0 = LLVMBuildMul(e->b, tile.iv, ev_int(e, rpb), "");
+        tile_base = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, e->ctaid, ev_int(e, m->chunk), ""), t0, "");
+        jlo = ev_int(e, 0);
+        jhi = ev_int(e, m->row_len);
+        in_chunk = LLVMBuildAdd(e->b, t0, row_in_tile, "");
+    }
+    LLVMValueRef row = LLVMBuildAdd(e->b, tile_base, row_in_tile, "row");
+    LLVMValueRef chunk_ok = m->split > 1 ? LLVMConstInt(LLVMInt1TypeInContext(e->c), 1, 0)
+                                         : LLVMBuildICmp(e->b, LLVMIntSLT, in_chunk, ev_int(e, m->chunk), "");
+    LLVMValueRef valid = and3(e, LLVMBuildICmp(e->b, LLVMIntSLT, row_in_tile, ev_int(e, rpb), ""),
+                              chunk_ok, LLVMBuildICmp(e->b, LLVMIntSLT, row, ev_int(e, m->rows), ""));
+    /* invalid threads run an empty element loop but still join the combine */
+    LLVMValueRef end = LLVMBuildSelect(e->b, valid, jhi, ev_int(e, 0), "");
+    Loop el;
+    loop_begin(e, &el, LLVMBuildAdd(e->b, jlo, lane, ""), end, init, nred, acc);
+    Index ix;
+    space_index(e, m, &space, row, el.iv, &ix);
+    begin_element(e, &ix);
+    for (int r = 0, q = 0; r < p->nroot; r++) {
+        int32_t n = p->root[r];
+        if (q < nred && red[q] == n) {
+            const Node *node = gnode(e->g, n);
+            LLVMValueRef v = ev_value(e, goperand(e->g, n, 0), &ix);
+            next[q] = ev_reduce_combine(e, node->attr.reduce, node->dtype, acc[q], v);
+            q++;
+        } else {
+            const Node *node = gnode(e->g, n);
+            Index own = {.shape = &node->shape, .lin = ev_lin(e, &ix)};
+            Index *at = shape_equal(&node->shape, &space) ? &ix : &own;
+            ev_store_root(e, n, at, ev_value(e, n, at));
+        }
+    }
+    loop_end(e, &el, ev_int(e, tpr), next);
+    for (int q = 0; q < nred; q++) {
+        LLVMValueRef total = combine_lanes(e, m, red[q], el.carried[q], row_in_tile);
+        LLVMBasicBlockRef merge = if_begin(e, LLVMBuildAnd(e->b, valid,
+                                  LLVMBuildICmp(e->b, LLVMIntEQ, lane, ev_int(e, 0), ""), ""));
+        const Node *node = gnode(e->g, red[q]);
+        if (m->split > 1) {
+            store_split(e, red[q], row, total);
+        } else {
+            Index out = {.shape = &node->shape, .lin = row};
+            ev_store_root(e, red[q], &out, total);
+        }
+        if_end(e, merge);
+    }
+    loop_end(e, &tile, ev_int(e, 1), NULL);
+out:
+    free(red);
+    free(init);
+    free(acc);
+    free(next);
+}
+
+void emit_phase(Emit *e, int32_t ph)
+{
+    const PlanPhase *p = &e->k->phase[ph];
+    if (ph == e->part_first)
+        ; /* a function starts here: nothing came before it */
+    else if (p->barrier == ASTITCH_BARRIER_BLOCK)
+        prim_call(e->b, e->m, PRIM_BARRIER_BLOCK, NULL, 0);
+    else if (p->barrier == ASTITCH_BARRIER_GLOBAL)
+        prim_call(e->b, e->m, PRIM_BARRIER_GRID, &e->counter, 1);
+    e->phase = ph;
+    /* blocks beyond the mapping's grid sit the phase out (uniformly per block) */
+    LLVMBasicBlockRef merge = NULL;
+    if (p->map.grid < e->k->grid)
+        merge = if_begin(e, LLVMBuildICmp(e->b, LLVMIntSLT, e->ctaid, ev_int(e, p->map.grid), ""));
+    if (p->map.kind == ASTITCH_MAP_ELEMENTWISE)
+        emit_elementwise(e, p);
+    else
+        emit_reduce(e, p);
+    if (merge)
+        if_end(e, merge);
+}

@@ -1,0 +1,598 @@
+/* emit_value.c: the value of an op at one element, by index propagation (the paper's
+ * observation A): element-wise ops evaluate their operands at the same element, data movement
+ * maps the element to its source element, and materialized ops are loaded from the buffer or
+ * tensor an earlier phase wrote. */
+#define ASTITCH_EMIT_INTERNAL
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "codegen.h"
+
+LLVMValueRef ev_fail(Emit *e, LLVMTypeRef ty, astitch_status s, const char *fmt, ...)
+{
+    if (e->status == ASTITCH_OK) {
+        va_list ap;
+        va_start(ap, fmt);
+        ctx_failv(e->ctx, s, fmt, ap);
+        va_end(ap);
+        e->status = s;
+    }
+    return LLVMGetUndef(ty);
+}
+
+LLVMValueRef ev_int(Emit *e, int64_t v) { return LLVMConstInt(e->ix, (unsigned long long)v, 1); }
+
+LLVMTypeRef ev_type(Emit *e, astitch_dtype t)
+{
+    switch (t) {
+    case ASTITCH_I32: return LLVMInt32TypeInContext(e->c);
+    case ASTITCH_I64: return LLVMInt64TypeInContext(e->c);
+    case ASTITCH_BOOL: return LLVMInt1TypeInContext(e->c);
+    default: return LLVMFloatTypeInContext(e->c);
+    }
+}
+
+static LLVMValueRef fconst(Emit *e, double v) { return LLVMConstReal(LLVMFloatTypeInContext(e->c), v); }
+
+/* A constant of dtype t holding v, in register type. */
+static LLVMValueRef tconst(Emit *e, astitch_dtype t, double v)
+{
+    if (dtype_is_float(t))
+        return fconst(e, v);
+    return LLVMConstInt(ev_type(e, t), (unsigned long long)(int64_t)v, 1);
+}
+
+LLVMValueRef ev_lin(Emit *e, Index *ix)
+{
+    if (ix->lin)
+        return ix->lin;
+    LLVMValueRef lin = ev_int(e, 0);
+    int64_t stride = 1;
+    for (int i = ix->shape->rank - 1; i >= 0; i--) {
+        if (ix->shape->dim[i] != 1) {
+            LLVMValueRef term = stride == 1 ? ix->axis[i]
+                                            : LLVMBuildMul(e->b, ix->axis[i], ev_int(e, stride), "");
+            lin = LLVMBuildAdd(e->b, lin, term, "lin");
+        }
+        stride *= ix->shape->dim[i];
+    }
+    return ix->lin = lin;
+}
+
+void ev_axes(Emit *e, Index *ix)
+{
+    if (ix->has_axes)
+        return;
+    LLVMValueRef rest = ix->lin;
+    for (int i = ix->shape->rank - 1; i >= 0; i--) {
+        int64_t d = ix->shape->dim[i];
+        if (d == 1) {
+            ix->axis[i] = ev_int(e, 0);
+        } else if (i == 0) {
+            ix->axis[i] = rest;
+        } else {
+            ix->axis[i] = LLVMBuildURem(e->b, rest, ev_int(e, d), "ax");
+            rest = LLVMBuildUDiv(e->b, rest, ev_int(e, d), "");
+        }
+    }
+    ix->has_axes = true;
+}
+
+/* Element type in memory. */
+static LLVMTypeRef mem_type(Emit *e, astitch_dtype t)
+{
+    switch (t) {
+    case ASTITCH_F32: return LLVMFloatTypeInContext(e->c);
+    case ASTITCH_F16:
+    case ASTITCH_BF16: return LLVMInt16TypeInContext(e->c);
+    case ASTITCH_I32: return LLVMInt32TypeInContext(e->c);
+    case ASTITCH_I64: return LLVMInt64TypeInContext(e->c);
+    default: return LLVMInt8TypeInContext(e->c);
+    }
+}
+
+static LLVMValueRef bf16_to_f32(Emit *e, LLVMValueRef bits16)
+{
+    LLVMTypeRef i32 = LLVMInt32TypeInContext(e->c);
+    LLVMValueRef w = LLVMBuildShl(e->b, LLVMBuildZExt(e->b, bits16, i32, ""),
+                                  LLVMConstInt(i32, 16, 0), "");
+    return LLVMBuildBitCast(e->b, w, LLVMFloatTypeInContext(e->c), "");
+}
+
+/* Round to nearest even; NaN stays a quiet NaN. */
+static LLVMValueRef f32_to_bf16(Emit *e, LLVMValueRef f)
+{
+    LLVMTypeRef i32 = LLVMInt32TypeInContext(e->c);
+    LLVMValueRef u = LLVMBuildBitCast(e->b, f, i32, "");
+    LLVMValueRef lsb = LLVMBuildAnd(e->b, LLVMBuildLShr(e->b, u, LLVMConstInt(i32, 16, 0), ""),
+                                    LLVMConstInt(i32, 1, 0), "");
+    LLVMValueRef r = LLVMBuildAdd(e->b, u, LLVMBuildAdd(e->b, lsb, LLVMConstInt(i32, 0x7fff, 0), ""), "");
+    LLVMValueRef nan = LLVMBuildFCmp(e->b, LLVMRealUNO, f, f, "");
+    LLVMValueRef q = LLVMBuildOr(e->b, u, LLVMConstInt(i32, 0x400000, 0), "");
+    r = LLVMBuildSelect(e->b, nan, q, r, "");
+    return LLVMBuildTrunc(e->b, LLVMBuildLShr(e->b, r, LLVMConstInt(i32, 16, 0), ""),
+                          LLVMInt16TypeInContext(e->c), "");
+}
+
+static LLVMValueRef half_to_f32(Emit *e, LLVMValueRef bits16)
+{
+    LLVMValueRef h = LLVMBuildBitCast(e->b, bits16, LLVMHalfTypeInContext(e->c), "");
+    return LLVMBuildFPExt(e->b, h, LLVMFloatTypeInContext(e->c), "");
+}
+
+static LLVMValueRef f32_to_half(Emit *e, LLVMValueRef f)
+{
+    LLVMValueRef h = LLVMBuildFPTrunc(e->b, f, LLVMHalfTypeInContext(e->c), "");
+    return LLVMBuildBitCast(e->b, h, LLVMInt16TypeInContext(e->c), "");
+}
+
+/* Rounds an f32 register value to the precision of t (f16/bf16); other types unchanged. */
+static LLVMValueRef round_to(Emit *e, astitch_dtype t, LLVMValueRef v)
+{
+    if (t == ASTITCH_F16)
+        return half_to_f32(e, f32_to_half(e, v));
+    if (t == ASTITCH_BF16)
+        return bf16_to_f32(e, f32_to_bf16(e, v));
+    return v;
+}
+
+LLVMValueRef ev_load(Emit *e, LLVMValueRef base, astitch_dtype t, LLVMValueRef lin)
+{
+    LLVMTypeRef mt = mem_type(e, t);
+    LLVMValueRef p = LLVMBuildGEP2(e->b, mt, base, &lin, 1, "");
+    LLVMValueRef v = LLVMBuildLoad2(e->b, mt, p, "");
+    switch (t) {
+    case ASTITCH_F16: return half_to_f32(e, v);
+    case ASTITCH_BF16: return bf16_to_f32(e, v);
+    case ASTITCH_BOOL: return LLVMBuildICmp(e->b, LLVMIntNE, v, LLVMConstInt(mt, 0, 0), "");
+    default: return v;
+    }
+}
+
+void ev_store(Emit *e, LLVMValueRef base, astitch_dtype t, LLVMValueRef lin, LLVMValueRef v)
+{
+    LLVMTypeRef mt = mem_type(e, t);
+    LLVMValueRef p = LLVMBuildGEP2(e->b, mt, base, &lin, 1, "");
+    switch (t) {
+    case ASTITCH_F16: v = f32_to_half(e, v); break;
+    case ASTITCH_BF16: v = f32_to_bf16(e, v); break;
+    case ASTITCH_BOOL: v = LLVMBuildZExt(e->b, v, mt, ""); break;
+    default: break;
+    }
+    LLVMBuildStore(e->b, v, p);
+}
+
+LLVMValueRef ev_buffer_base(Emit *e, const PlanBuffer *buf)
+{
+    LLVMTypeRef i8 = LLVMInt8TypeInContext(e->c);
+    bool shared = buf->kind == ASTITCH_BUFFER_SHARED || buf->kind == ASTITCH_BUFFER_REDUCE;
+    LLVMValueRef off = LLVMConstInt(LLVMInt64TypeInContext(e->c), (unsigned long long)buf->offset, 0);
+    return LLVMBuildGEP2(e->b, i8, shared ? e->shared : e->scratch, &off, 1, "buf");
+}
+
+/* The first element of node n that this block holds in shared buffer buf: blocks own
+ * contiguous chunks of rows of the producing phase's mapping. */
+static LLVMValueRef shared_first(Emit *e, const PlanBuffer *buf, int32_t n)
+{
+    const PlanOp *op = plan_kernel_op(e->k, n);
+    const astitch_mapping *m = &e->k->phase[op->phase].map;
+    const Node *node = gnode(e->g, n);
+    int64_t per_row = node->op == ASTITCH_OP_REDUCE ? 1 : m->row_len;
+    (void)buf;
+    return LLVMBuildMul(e->b, e->ctaid, ev_int(e, m->chunk * per_row), "first");
+}
+
+/* The value of an op materialized by an earlier phase, or of a kernel input. */
+static LLVMValueRef load_materialized(Emit *e, int32_t n, const PlanOp *op, Index *ix)
+{
+    const Node *node = gnode(e->g, n);
+    LLVMValueRef lin = ev_lin(e, ix);
+    if (op && op->buf >= 0) {
+        const PlanBuffer *buf = &e->k->buf[op->buf];
+        if (buf->kind == ASTITCH_BUFFER_SHARED && op->phase < e->part_first)
+            return ev_fail(e, ev_type(e, node->dtype), ASTITCH_ERR_UNSUPPORTED,
+                           "%s: node %d '%s' lives in shared memory across a global barrier, so "
+                           "the kernel cannot be split there",
+                           e->k->name, n, node->name);
+        if (buf->kind == ASTITCH_BUFFER_SHARED)
+            lin = LLVMBuildSub(e->b, lin, shared_first(e, buf, n), "");
+        return ev_load(e, ev_buffer_base(e, buf), node->dtype, lin);
+    }
+    if (!e->tensor[n])
+        return ev_fail(e, ev_type(e, node->dtype), ASTITCH_ERR_INTERNAL,
+                       "%s: node %d '%s' is read in phase %d but held nowhere", e->k->name, n,
+                       node->name, e->phase);
+    return ev_load(e, e->tensor[n], node->dtype, lin);
+}
+
+static LLVMValueRef fmath(Emit *e, MathId id, LLVMValueRef a, LLVMValueRef b)
+{
+    LLVMValueRef args[2] = {a, b};
+    return math_call(e->b, e->m, id, args);
+}
+
+static LLVMValueRef is_nan(Emit *e, LLVMValueRef v) { return LLVMBuildFCmp(e->b, LLVMRealUNO, v, v, ""); }
+
+/* max/min: NaN if either operand is NaN (as the reference). */
+static LLVMValueRef maxmin(Emit *e, bool max, astitch_dtype t, LLVMValueRef a, LLVMValueRef b)
+{
+    if (!dtype_is_float(t)) {
+        LLVMValueRef gt = LLVMBuildICmp(e->b, max ? LLVMIntSGT : LLVMIntSLT, a, b, "");
+        return LLVMBuildSelect(e->b, gt, a, b, "");
+    }
+    LLVMValueRef pick = LLVMBuildFCmp(e->b, max ? LLVMRealOGT : LLVMRealOLT, a, b, "");
+    LLVMValueRef r = LLVMBuildSelect(e->b, pick, a, b, "");
+    return LLVMBuildSelect(e->b, is_nan(e, a), a, r, "");
+}
+
+/* Integer division and remainder: by zero gives 0, and MIN / -1 wraps (no trap). */
+static LLVMValueRef int_divrem(Emit *e, bool rem, LLVMValueRef a, LLVMValueRef b)
+{
+    LLVMTypeRef t = LLVMTypeOf(a);
+    LLVMValueRef zero = LLVMConstInt(t, 0, 0), one = LLVMConstInt(t, 1, 0);
+    LLVMValueRef mone = LLVMConstAllOnes(t);
+    LLVMValueRef bz = LLVMBuildICmp(e->b, LLVMIntEQ, b, zero, "");
+    LLVMValueRef bm = LLVMBuildICmp(e->b, LLVMIntEQ, b, mone, "");
+    LLVMValueRef safe = LLVMBuildSelect(e->b, LLVMBuildOr(e->b, bz, bm, ""), one, b, "");
+    LLVMValueRef q = rem ? LLVMBuildSRem(e->b, a, safe, "") : LLVMBuildSDiv(e->b, a, safe, "");
+    LLVMValueRef special = rem ? zero : LLVMBuildSub(e->b, zero, a, "");
+    q = LLVMBuildSelect(e->b, bm, special, q, "");
+    return LLVMBuildSelect(e->b, bz, zero, q, "");
+}
+
+static LLVMValueRef fp_to_int_sat(Emit *e, LLVMValueRef v, LLVMTypeRef to)
+{
+    char name[48];
+    snprintf(name, sizeof name, "llvm.fptosi.sat.i%u.f32", LLVMGetIntTypeWidth(to));
+    LLVMTypeRef fty = LLVMFunctionType(to, (LLVMTypeRef[]){LLVMFloatTypeInContext(e->c)}, 1, 0);
+    LLVMValueRef f = LLVMGetNamedFunction(e->m, name);
+    if (!f)
+        f = LLVMAddFunction(e->m, name, fty);
+    return LLVMBuildCall2(e->b, fty, f, &v, 1, "");
+}
+
+static LLVMValueRef convert(Emit *e, astitch_dtype from, astitch_dtype to, LLVMValueRef v)
+{
+    LLVMTypeRef tt = ev_type(e, to);
+    if (dtype_is_float(from)) {
+        if (dtype_is_float(to))
+            return round_to(e, to, v);
+        if (to == ASTITCH_BOOL)
+            return LLVMBuildFCmp(e->b, LLVMRealUNE, v, fconst(e, 0), "");
+        return fp_to_int_sat(e, v, tt);
+    }
+    if (from == ASTITCH_BOOL) {
+        if (dtype_is_float(to))
+            return LLVMBuildUIToFP(e->b, v, tt, "");
+        return LLVMBuildZExt(e->b, v, tt, "");
+    }
+    if (dtype_is_float(to))
+        return round_to(e, to, LLVMBuildSIToFP(e->b, v, tt, ""));
+    if (to == ASTITCH_BOOL)
+        return LLVMBuildICmp(e->b, LLVMIntNE, v, LLVMConstInt(LLVMTypeOf(v), 0, 0), "");
+    return LLVMBuildIntCast2(e->b, v, tt, 1, "");
+}
+
+static LLVMValueRef unary(Emit *e, const Node *n, astitch_dtype t, LLVMValueRef x)
+{
+    bool fl = dtype_is_float(t);
+    LLVMTypeRef ty = LLVMTypeOf(x);
+    LLVMValueRef zero = fl ? fconst(e, 0) : LLVMConstInt(ty, 0, 0);
+    switch (n->op) {
+    case ASTITCH_OP_NEG: return fl ? LLVMBuildFNeg(e->b, x, "") : LLVMBuildSub(e->b, zero, x, "");
+    case ASTITCH_OP_ABS:
+        if (fl)
+            return LLVMBuildSelect(e->b, LLVMBuildFCmp(e->b, LLVMRealOLT, x, zero, ""),
+                                   LLVMBuildFNeg(e->b, x, ""), x, "");
+        return LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, x, zero, ""),
+                               LLVMBuildSub(e->b, zero, x, ""), x, "");
+    case ASTITCH_OP_EXP: return fmath(e, MATH_EXP, x, NULL);
+    case ASTITCH_OP_LOG: return fmath(e, MATH_LOG, x, NULL);
+    case ASTITCH_OP_LOG1P: return fmath(e, MATH_LOG1P, x, NULL);
+    case ASTITCH_OP_EXPM1: return fmath(e, MATH_EXPM1, x, NULL);
+    case ASTITCH_OP_SQRT: return fmath(e, MATH_SQRT, x, NULL);
+    case ASTITCH_OP_RSQRT: return fmath(e, MATH_RSQRT, x, NULL);
+    case ASTITCH_OP_TANH: return fmath(e, MATH_TANH, x, NULL);
+    case ASTITCH_OP_ERF: return fmath(e, MATH_ERF, x, NULL);
+    case ASTITCH_OP_SIN: return fmath(e, MATH_SIN, x, NULL);
+    case ASTITCH_OP_COS: return fmath(e, MATH_COS, x, NULL);
+    case ASTITCH_OP_FLOOR: return fmath(e, MATH_FLOOR, x, NULL);
+    case ASTITCH_OP_CEIL: return fmath(e, MATH_CEIL, x, NULL);
+    case ASTITCH_OP_ROUND: return fmath(e, MATH_ROUND, x, NULL);
+    case ASTITCH_OP_SIGMOID: {
+        LLVMValueRef ex = fmath(e, MATH_EXP, LLVMBuildFNeg(e->b, x, ""), NULL);
+        return LLVMBuildFDiv(e->b, fconst(e, 1), LLVMBuildFAdd(e->b, fconst(e, 1), ex, ""), "");
+    }
+    case ASTITCH_OP_SIGN:
+        if (fl) {
+            LLVMValueRef r = LLVMBuildSelect(e->b, LLVMBuildFCmp(e->b, LLVMRealOLT, x, zero, ""),
+                                             fconst(e, -1), x, "");
+            return LLVMBuildSelect(e->b, LLVMBuildFCmp(e->b, LLVMRealOGT, x, zero, ""),
+                                   fconst(e, 1), r, "");
+        }
+        return LLVMBuildSub(e->b,
+                            LLVMBuildZExt(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, x, zero, ""), ty, ""),
+                            LLVMBuildZExt(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, x, zero, ""), ty, ""),
+                            "");
+    case ASTITCH_OP_NOT: return LLVMBuildNot(e->b, x, "");
+    case ASTITCH_OP_RELU:
+        if (fl)
+            return LLVMBuildSelect(e->b, LLVMBuildFCmp(e->b, LLVMRealOLT, x, zero, ""), zero, x, "");
+        return LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, x, zero, ""), zero, x, "");
+    default: return ev_fail(e, ty, ASTITCH_ERR_INTERNAL, "no unary emission for %s", astitch_op_name(n->op));
+    }
+}
+
+static LLVMValueRef binary(Emit *e, const Node *n, astitch_dtype t, LLVMValueRef a, LLVMValueRef b)
+{
+    bool fl = dtype_is_float(t);
+    switch (n->op) {
+    case ASTITCH_OP_ADD: return fl ? LLVMBuildFAdd(e->b, a, b, "") : LLVMBuildAdd(e->b, a, b, "");
+    case ASTITCH_OP_SUB: return fl ? LLVMBuildFSub(e->b, a, b, "") : LLVMBuildSub(e->b, a, b, "");
+    case ASTITCH_OP_MUL: return fl ? LLVMBuildFMul(e->b, a, b, "") : LLVMBuildMul(e->b, a, b, "");
+    case ASTITCH_OP_DIV: return fl ? LLVMBuildFDiv(e->b, a, b, "") : int_divrem(e, false, a, b);
+    case ASTITCH_OP_REM: return fl ? fmath(e, MATH_FMOD, a, b) : int_divrem(e, true, a, b);
+    case ASTITCH_OP_POW: return fmath(e, MATH_POW, a, b);
+    case ASTITCH_OP_MAX: return maxmin(e, true, t, a, b);
+    case ASTITCH_OP_MIN: return maxmin(e, false, t, a, b);
+    case ASTITCH_OP_AND: return LLVMBuildAnd(e->b, a, b, "");
+    case ASTITCH_OP_OR: return LLVMBuildOr(e->b, a, b, "");
+    default: break;
+    }
+    static const LLVMRealPredicate fp[] = {LLVMRealOEQ, LLVMRealUNE, LLVMRealOLT,
+                                           LLVMRealOLE, LLVMRealOGT, LLVMRealOGE};
+    static const LLVMIntPredicate ip[] = {LLVMIntEQ, LLVMIntNE, LLVMIntSLT,
+                                          LLVMIntSLE, LLVMIntSGT, LLVMIntSGE};
+    int c = (int)n->op - (int)ASTITCH_OP_EQ;
+    if (c >= 0 && c < 6)
+        return fl ? LLVMBuildFCmp(e->b, fp[c], a, b, "") : LLVMBuildICmp(e->b, ip[c], a, b, "");
+    return ev_fail(e, LLVMTypeOf(a), ASTITCH_ERR_INTERNAL, "no binary emission for %s",
+                   astitch_op_name(n->op));
+}
+
+LLVMValueRef ev_reduce_identity(Emit *e, astitch_reduce_kind k, astitch_dtype t)
+{
+    switch (k) {
+    case ASTITCH_REDUCE_SUM: return tconst(e, t, 0);
+    case ASTITCH_REDUCE_PROD: return tconst(e, t, 1);
+    case ASTITCH_REDUCE_MAX:
+        if (dtype_is_float(t))
+            return fconst(e, -INFINITY);
+        return LLVMConstInt(ev_type(e, t), t == ASTITCH_I32 ? 0x80000000ull : 0x8000000000000000ull, 0);
+    case ASTITCH_REDUCE_MIN:
+        if (dtype_is_float(t))
+            return fconst(e, INFINITY);
+        return LLVMConstInt(ev_type(e, t), t == ASTITCH_I32 ? 0x7fffffffull : 0x7fffffffffffffffull, 0);
+    case ASTITCH_REDUCE_ANY: return LLVMConstInt(ev_type(e, t), 0, 0);
+    case ASTITCH_REDUCE_ALL: return LLVMConstInt(ev_type(e, t), 1, 0);
+    default: return ev_fail(e, ev_type(e, t), ASTITCH_ERR_INTERNAL, "bad reduce kind");
+    }
+}
+
+LLVMValueRef ev_reduce_combine(Emit *e, astitch_reduce_kind k, astitch_dtype t, LLVMValueRef a,
+                               LLVMValueRef b)
+{
+    bool fl = dtype_is_float(t);
+    switch (k) {
+    case ASTITCH_REDUCE_SUM: return fl ? LLVMBuildFAdd(e->b, a, b, "") : LLVMBuildAdd(e->b, a, b, "");
+    case ASTITCH_REDUCE_PROD: return fl ? LLVMBuildFMul(e->b, a, b, "") : LLVMBuildMul(e->b, a, b, "");
+    case ASTITCH_REDUCE_MAX: return maxmin(e, true, t, a, b);
+    case ASTITCH_REDUCE_MIN: return maxmin(e, false, t, a, b);
+    case ASTITCH_REDUCE_ANY: return LLVMBuildOr(e->b, a, b, "");
+    case ASTITCH_REDUCE_ALL: return LLVMBuildAnd(e->b, a, b, "");
+    default: return ev_fail(e, LLVMTypeOf(a), ASTITCH_ERR_INTERNAL, "bad reduce kind");
+    }
+}
+
+/* A dense constant's table as a module global (in the options' address space). */
+static LLVMValueRef constant_table(Emit *e, int32_t n)
+{
+    const Node *node = gnode(e->g, n);
+    char name[64];
+    snprintf(name, sizeof name, "const.%d", n);
+    LLVMValueRef gv = LLVMGetNamedGlobal(e->m, name);
+    if (!gv) {
+        LLVMTypeRef mt = mem_type(e, node->dtype);
+        int64_t count = node->attr.nvalues;
+        LLVMValueRef *vals = malloc((size_t)count * sizeof *vals);
+        if (!vals)
+            return ev_fail(e, LLVMPointerTypeInContext(e->c, 0), ASTITCH_ERR_MEMORY, "out of memory");
+        for (int64_t i = 0; i < count; i++) {
+            double v = node->attr.values[i];
+            switch (node->dtype) {
+            case ASTITCH_F32: vals[i] = LLVMConstReal(mt, v); break;
+            case ASTITCH_F16: vals[i] = LLVMConstInt(mt, float_to_half((float)v), 0); break;
+            case ASTITCH_BF16: vals[i] = LLVMConstInt(mt, float_to_bf16((float)v), 0); break;
+            default: vals[i] = LLVMConstInt(mt, (unsigned long long)(int64_t)v, 1); break;
+            }
+        }
+        LLVMTypeRef at = LLVMArrayType2(mt, (uint64_t)count);
+        gv = LLVMAddGlobalInAddressSpace(e->m, at, name, e->opt.const_addrspace);
+        LLVMSetInitializer(gv, LLVMConstArray2(mt, vals, (uint64_t)count));
+        LLVMSetGlobalConstant(gv, 1);
+        LLVMSetLinkage(gv, LLVMInternalLinkage);
+        free(vals);
+    }
+    if (e->opt.const_addrspace == 0)
+        return gv;
+    return LLVMBuildAddrSpaceCast(e->b, gv, LLVMPointerTypeInContext(e->c, 0), "");
+}
+
+/* Concatenate: the operand holding the element along the axis, chosen by branches so that only
+ * that operand is evaluated. */
+static LLVMValueRef concat_value(Emit *e, int32_t n, const Node *node, Index *ix)
+{
+    ev_axes(e, ix);
+    int axis = node->attr.axis;
+    LLVMTypeRef ty = ev_type(e, node->dtype);
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->c, e->fn, "cat.done");
+    LLVMBasicBlockRef *from = malloc((size_t)node->nin * sizeof *from);
+    LLVMValueRef *vals = malloc((size_t)node->nin * sizeof *vals);
+    if (!from || !vals) {
+        free(from);
+        free(vals);
+        return ev_fail(e, ty, ASTITCH_ERR_MEMORY, "out of memory");
+    }
+    int64_t start = 0;
+    e->branch_depth++;
+    for (int k = 0; k < node->nin; k++) {
+        const Node *x = gnode(e->g, goperand(e->g, n, k));
+        int64_t len = x->shape.dim[axis];
+        bool last = k == node->nin - 1;
+        LLVMBasicBlockRef take = LLVMAppendBasicBlockInContext(e->c, e->fn, "cat.take");
+        LLVMBasicBlockRef next = last ? NULL : LLVMAppendBasicBlockInContext(e->c, e->fn, "cat.next");
+        if (last)
+            LLVMBuildBr(e->b, take);
+        else
+            LLVMBuildCondBr(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, ix->axis[axis], ev_int(e, start + len), ""),
+                            take, next);
+        LLVMPositionBuilderAtEnd(e->b, take);
+        Index sub = {.shape = &x->shape, .has_axes = true};
+        for (int i = 0; i < x->shape.rank; i++)
+            sub.axis[i] = i == axis ? LLVMBuildSub(e->b, ix->axis[i], ev_int(e, start), "") : ix->axis[i];
+        vals[k] = ev_value(e, goperand(e->g, n, k), &sub);
+        from[k] = LLVMGetInsertBlock(e->b);
+        LLVMBuildBr(e->b, done);
+        if (next)
+            LLVMPositionBuilderAtEnd(e->b, next);
+        start += len;
+    }
+    e->branch_depth--;
+    LLVMPositionBuilderAtEnd(e->b, done);
+    LLVMValueRef phi = LLVMBuildPhi(e->b, ty, "cat");
+    LLVMAddIncoming(phi, vals, from, (unsigned)node->nin);
+    free(from);
+    free(vals);
+    return phi;
+}
+
+/* Computes node n (an op of this kernel, or inlined) at *ix from its operands. */
+static LLVMValueRef compute(Emit *e, int32_t n, const Node *node, Index *ix)
+{
+    const Node *x = node->nin > 0 ? gnode(e->g, goperand(e->g, n, 0)) : NULL;
+    int32_t x0 = node->nin > 0 ? goperand(e->g, n, 0) : -1;
+    switch (node->op) {
+    case ASTITCH_OP_CONSTANT:
+        if (node->attr.nvalues == 1)
+            return round_to(e, node->dtype, tconst(e, node->dtype, node->attr.values[0]));
+        return ev_load(e, constant_table(e, n), node->dtype, ev_lin(e, ix));
+    case ASTITCH_OP_IOTA: {
+        ev_axes(e, ix);
+        LLVMValueRef i = ix->axis[node->attr.axis];
+        if (dtype_is_float(node->dtype))
+            return round_to(e, node->dtype, LLVMBuildUIToFP(e->b, i, ev_type(e, node->dtype), ""));
+        return LLVMBuildIntCast2(e->b, i, ev_type(e, node->dtype), 0, "");
+    }
+    case ASTITCH_OP_CONVERT:
+        return convert(e, x->dtype, node->dtype, ev_value(e, x0, ix));
+    case ASTITCH_OP_SELECT: {
+        LLVMValueRef p = ev_value(e, x0, ix);
+        LLVMValueRef a = ev_value(e, goperand(e->g, n, 1), ix);
+        LLVMValueRef b = ev_value(e, goperand(e->g, n, 2), ix);
+        return LLVMBuildSelect(e->b, p, a, b, "");
+    }
+    case ASTITCH_OP_BROADCAST_IN_DIM: {
+        ev_axes(e, ix);
+        Index sub = {.shape = &x->shape, .has_axes = true};
+        for (int i = 0; i < x->shape.rank; i++)
+            sub.axis[i] = x->shape.dim[i] == 1 ? ev_int(e, 0) : ix->axis[node->attr.dims[i]];
+        return ev_value(e, x0, &sub);
+    }
+    case ASTITCH_OP_RESHAPE: {
+        Index sub = {.shape = &x->shape, .lin = ev_lin(e, ix)};
+        return ev_value(e, x0, &sub);
+    }
+    case ASTITCH_OP_TRANSPOSE: {
+        ev_axes(e, ix);
+        Index sub = {.shape = &x->shape, .has_axes = true};
+        for (int i = 0; i < x->shape.rank; i++)
+            sub.axis[node->attr.dims[i]] = ix->axis[i];
+        return ev_value(e, x0, &sub);
+    }
+    case ASTITCH_OP_SLICE: {
+        ev_axes(e, ix);
+        Index sub = {.shape = &x->shape, .has_axes = true};
+        for (int i = 0; i < x->shape.rank; i++) {
+            LLVMValueRef a = ix->axis[i];
+            if (node->attr.stride[i] != 1)
+                a = LLVMBuildMul(e->b, a, ev_int(e, node->attr.stride[i]), "");
+            if (node->attr.dims[i] != 0)
+                a = LLVMBuildAdd(e->b, a, ev_int(e, node->attr.dims[i]), "");
+            sub.axis[i] = a;
+        }
+        return ev_value(e, x0, &sub);
+    }
+    case ASTITCH_OP_CONCATENATE:
+        return concat_value(e, n, node, ix);
+    case ASTITCH_OP_GATHER: {
+        int32_t ids = goperand(e->g, n, 1);
+        const Node *in = gnode(e->g, ids);
+        ev_axes(e, ix);
+        Index at = {.shape = &in->shape, .has_axes = true};
+        for (int i = 0; i < in->shape.rank; i++)
+            at.axis[i] = ix->axis[i];
+        LLVMValueRef row = ev_value(e, ids, &at);
+        row = LLVMBuildIntCast2(e->b, row, LLVMInt64TypeInContext(e->c), 1, "");
+        LLVMTypeRef i64 = LLVMInt64TypeInContext(e->c);
+        LLVMValueRef lo = LLVMConstInt(i64, 0, 0), hi = LLVMConstInt(i64, (unsigned long long)(x->shape.dim[0] - 1), 0);
+        row = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, row, lo, ""), lo, row, "");
+        row = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, row, hi, ""), hi, row, "");
+        Index tab = {.shape = &x->shape, .has_axes = true};
+        tab.axis[0] = LLVMBuildIntCast2(e->b, row, e->ix, 1, "");
+        for (int i = 1; i < x->shape.rank; i++)
+            tab.axis[i] = ix->axis[in->shape.rank + i - 1];
+        return ev_value(e, x0, &tab);
+    }
+    default:
+        break;
+    }
+    if (!op_is_elementwise(node->op))
+        return ev_fail(e, ev_type(e, node->dtype), ASTITCH_ERR_INTERNAL,
+                       "%s: node %d '%s' (%s) is needed in phase %d but not materialized",
+                       e->k->name, n, node->name, astitch_op_name(node->op), e->phase);
+    LLVMValueRef a = ev_value(e, x0, ix);
+    LLVMValueRef r = node->nin == 1 ? unary(e, node, x->dtype, a)
+                                    : binary(e, node, x->dtype, a, ev_value(e, goperand(e->g, n, 1), ix));
+    return round_to(e, node->dtype, r);
+}
+
+LLVMValueRef ev_value(Emit *e, int32_t n, Index *ix)
+{
+    bool cacheable = ix == e->cache_ix;
+    if (cacheable && e->cache[n])
+        return e->cache[n];
+    const Node *node = gnode(e->g, n);
+    const PlanOp *op = plan_kernel_op(e->k, n);
+    LLVMValueRef v;
+    if (!op)
+        v = load_materialized(e, n, NULL, ix);
+    else if (op->phase >= 0 && op->phase < e->phase)
+        v = load_materialized(e, n, op, ix);
+    else if (op->phase > e->phase)
+        v = ev_fail(e, ev_type(e, node->dtype), ASTITCH_ERR_INTERNAL,
+                    "%s: node %d '%s' is read in phase %d before phase %d makes it", e->k->name, n,
+                    node->name, e->phase, op->phase);
+    else
+        v = compute(e, n, node, ix);
+    if (cacheable && e->branch_depth == 0)
+        e->cache[n] = v;
+    return v;
+}
+
+void ev_store_root(Emit *e, int32_t n, Index *ix, LLVMValueRef v)
+{
+    const Node *node = gnode(e->g, n);
+    const PlanOp *op = plan_kernel_op(e->k, n);
+    LLVMValueRef lin = ev_lin(e, ix);
+    if (op->buf >= 0) {
+        const PlanBuffer *buf = &e->k->buf[op->buf];
+        LLVMValueRef at = lin;
+        if (buf->kind == ASTITCH_BUFFER_SHARED)
+            at = LLVMBuildSub(e->b, lin, shared_first(e, buf, n), "");
+        ev_store(e, ev_buffer_base(e, buf), node->dtype, at, v);
+    }
+    if (op->output && e->tensor[n])
+        ev_store(e, e->tensor[n], node->dtype, lin, v);
+}

@@ -1,0 +1,55 @@
+/*
+ * launch.c: resource-aware launch configuration by assume-relax-apply (paper 4.5).
+ *
+ * Assume a bound of 32 registers per thread; with the kernel's block size and planned shared
+ * memory that gives the resident blocks per SM (the least of the device's block, thread,
+ * register and shared-memory limits) and so the blocks per wave. Relax: the register bound
+ * becomes the most registers per thread at which that many blocks still fit, rounded down to
+ * the allocation unit. Apply: codegen emits the bound (maxnreg) so the compiled kernel keeps the
+ * residency the plan relies on.
+ *
+ * The grid must fit in one wave (global barriers need every block resident). The mapping
+ * assumed a wave without shared memory; if the planned shared memory lowers residency below the
+ * grid, the kernel's wave limit is lowered and the caller plans the kernel again.
+ */
+#include "passes/passes.h"
+
+static int64_t blocks_per_sm(const astitch_device *d, int64_t block, int64_t regs, int64_t shared)
+{
+    int64_t unit = d->reg_alloc_unit > 0 ? d->reg_alloc_unit : 1;
+    int64_t r = (regs + unit - 1) / unit * unit;
+    int64_t b = d->max_blocks_per_sm;
+    if (d->max_threads_per_sm / block < b)
+        b = d->max_threads_per_sm / block;
+    if (d->regs_per_sm / (r * block) < b)
+        b = d->regs_per_sm / (r * block);
+    if (shared > 0 && d->shared_per_sm / shared < b)
+        b = d->shared_per_sm / shared;
+    return b;
+}
+
+astitch_status pass_launch(Planner *pl, PlanKernel *k)
+{
+    const astitch_device *d = &pl->p->dev;
+    int64_t bps = blocks_per_sm(d, k->block, 32, k->shared_bytes);
+    if (bps < 1)
+        return ctx_fail(pl->g->ctx, ASTITCH_ERR_UNSUPPORTED,
+                        "planner: kernel %s: a block of %d threads with %lld bytes of shared "
+                        "memory does not fit on an SM of device '%s'",
+                        k->name, (int)k->block, (long long)k->shared_bytes, d->name);
+    int64_t wave = bps * d->sm_count;
+    if (k->grid > wave) {
+        k->wave_limit = (int32_t)wave;
+        return ASTITCH_ERR_UNSUPPORTED;
+    }
+    int64_t unit = d->reg_alloc_unit > 0 ? d->reg_alloc_unit : 1;
+    int64_t regs = d->regs_per_sm / (bps * k->block) / unit * unit;
+    if (regs > d->max_regs_per_thread)
+        regs = d->max_regs_per_thread / unit * unit;
+    if (regs < 32)
+        regs = 32;
+    k->regs = (int32_t)regs;
+    k->blocks_per_sm = (int32_t)bps;
+    k->blocks_per_wave = (int32_t)wave;
+    return ASTITCH_OK;
+}

@@ -1,0 +1,123 @@
+/*
+ * passes.h: the stitching planner, private to libastitch. A map of lib/passes:
+ *
+ *   pipeline.c   astitch_plan_create: the pass pipeline (diagram at its head)
+ *   scope.c      stitch scopes: BFS clusters of memory-intensive ops, no cycles (or one
+ *                kernel per op under fusion=none)                          paper 4.1
+ *   xla.c        fusion=xla scopes: register-only fusion with duplication  paper 2.3.1
+ *   remote.c     remote stitching: merge independent stitch ops            paper 4.1
+ *   dominant.c   candidates, dominant merging, groups                     paper 4.3 step 1
+ *   mapping.c    adaptive thread mapping of each dominant                  paper 3.3, 4.3 step 2
+ *   propagate.c  schedule propagation: roots, phases, reads                paper 4.2 obs. A
+ *   adapt.c      proactive block-locality adaptation                       paper 4.3 step 3
+ *   schemes.c    passive block-locality check, schemes, barriers           paper 4.3 step 3
+ *   memory.c     shared memory, regional->global fallback, scratch reuse   paper 4.4
+ *   launch.c     assume-relax-apply register bound, blocks per wave        paper 4.5
+ *   sched.c      shared helpers: index maps, ownership, derivability, barriers
+ *   device.c     built-in device models
+ *   plan.c       plan storage, kernel fill (ops, inputs, outputs, steps), checker
+ *   plan_api.c   public accessors and names
+ *   plan_text.c, plan_json.c, plan_dot.c   printers
+ *
+ * The planner state (Planner) lives only while astitch_plan_create runs.
+ */
+#ifndef ASTITCH_PASSES_H
+#define ASTITCH_PASSES_H
+
+#include "passes/plan.h"
+
+/* e -> (e / div) % mod over linear (row-major) indices; mod 0 means no modulo. */
+typedef struct IndexMap {
+    bool known;
+    int64_t div;
+    int64_t mod;
+} IndexMap;
+
+/* A root of a kernel reads a value materialized by another root (src) of the same kernel:
+ * element e of the reader's space reads element f(e) of src. */
+typedef struct Read {
+    int32_t root;
+    int32_t src;
+    IndexMap f;
+} Read;
+
+typedef struct Planner {
+    astitch_plan *p;
+    astitch_graph *g;
+    int32_t n;            /* graph nodes */
+    int32_t *ustart;      /* consumers of node v: use[ustart[v] .. ustart[v + 1]) */
+    int32_t *use;
+    bool *is_output;      /* graph outputs */
+    int32_t *kidx;        /* node -> index in the current kernel's ops, -1 */
+    int32_t *stamp;       /* visit marks, compared with `epoch` */
+    int32_t epoch;
+    int32_t *tmp;         /* n ints of scratch for a pass */
+    int32_t *tmp2;
+    Read *read;           /* reads of the current kernel (propagate.c) */
+    int32_t nread, capread;
+    bool no_regional;     /* last resort of launch feedback: every regional root turns global */
+} Planner;
+
+/* Derivation of a root's mapping from its group's dominant (sched.c). */
+typedef enum Derive {
+    DERIVE_NONE,      /* unrelated: cannot share the dominant's mapping */
+    DERIVE_SAME,      /* walks the dominant's space (same reduce, or an element-wise op of it) */
+    DERIVE_OUTPUT,    /* element-wise over the dominant reduce's result rows */
+    DERIVE_QUOTIENT   /* element-wise over leading dims of an element-wise dominant's space */
+} Derive;
+
+/* plan.c */
+/* Rebuilds every kernel's sorted ops, roles of inlined ops, inputs, outputs and the plan's
+ * steps from the kernels' op lists and p->owner. Fails only on memory. */
+astitch_status plan_fill(Planner *pl);
+/* Checks the invariants of a finished plan (coverage, acyclic order, launch limits); returns
+ * ASTITCH_ERR_INTERNAL with a message naming the kernel and node on a violation. */
+astitch_status plan_check(Planner *pl);
+/* Appends node n to kernel k's op list (unsorted until plan_fill). */
+bool plan_kernel_add(PlanKernel *k, int32_t n);
+/* Sets pl->kidx for the ops of k (and clears it for k = NULL's previous kernel). */
+void plan_index_kernel(Planner *pl, const PlanKernel *k);
+void plan_unindex_kernel(Planner *pl, const PlanKernel *k);
+bool plan_is_owned_class(const astitch_graph *g, int32_t n, const bool *is_output);
+
+/* sched.c */
+IndexMap index_identity(void);
+/* The map from element e of consumer node c to the element of its operand number k. */
+IndexMap index_operand(const astitch_graph *g, int32_t c, int k);
+IndexMap index_compose(IndexMap first, IndexMap then);
+bool index_equal(IndexMap a, IndexMap b, int64_t n);
+/* Which block owns element e of the space of root r in its phase: e -> block as an index map
+ * (div = elements per block run, mod = wrap); unknown when not block-contiguous. */
+IndexMap sched_owner(const astitch_graph *g, const PlanPhase *ph, int32_t r);
+/* True when reader root r (phase pr) reading src (phase ps) through f finds every element it
+ * needs in the part of src its own block produced. */
+bool sched_regional(const astitch_graph *g, const PlanPhase *pr, int32_t r, const PlanPhase *ps,
+                    int32_t src, IndexMap f);
+Derive sched_derive(const astitch_graph *g, int32_t dom, int32_t r, int64_t *q);
+/* The iteration space of root r walked by its own mapping: a reduce's operand, or r. */
+void sched_space(const astitch_graph *g, int32_t r, Shape *s, uint32_t *axes);
+bool sched_map_equal(const astitch_mapping *a, const astitch_mapping *b);
+/* Recomputes phase barriers and barrier counts of k from its roots' schemes and pl->read. */
+void sched_barriers(Planner *pl, PlanKernel *k);
+int64_t sched_elements(const astitch_graph *g, int32_t n);
+int64_t pow2_ceil(int64_t x);
+int64_t pow2_floor(int64_t x);
+int64_t ceil_div(int64_t a, int64_t b);
+
+/* device.c: see astitch_device_builtin */
+
+/* the passes, in pipeline order */
+astitch_status pass_scope(Planner *pl);                     /* scope.c */
+astitch_status pass_xla(Planner *pl);                       /* xla.c */
+astitch_status pass_remote(Planner *pl);                    /* remote.c */
+astitch_status pass_dominant(Planner *pl, PlanKernel *k);   /* dominant.c */
+astitch_status pass_mapping(Planner *pl, PlanKernel *k);    /* mapping.c */
+astitch_status pass_propagate(Planner *pl, PlanKernel *k);  /* propagate.c */
+bool pass_adapt(Planner *pl, PlanKernel *k);                /* adapt.c: true if maps changed */
+astitch_status pass_schemes(Planner *pl, PlanKernel *k);    /* schemes.c */
+astitch_status pass_memory(Planner *pl, PlanKernel *k);     /* memory.c */
+/* launch.c: ASTITCH_OK, or ASTITCH_ERR_UNSUPPORTED when the grid exceeds a wave at the
+ * planned shared memory (k->wave_limit is lowered for another try). */
+astitch_status pass_launch(Planner *pl, PlanKernel *k);
+
+#endif

@@ -1,0 +1,217 @@
+/*
+ * pipeline.c: the stitching planner, start to end.
+ *
+ *   graph (verified)
+ *     |
+ *     +- fusion=stitch|none: scope     clusters of memory-intensive ops, convex (4.1)
+ *     +- fusion=xla:         xla       register-only fusion, cheap producers duplicated
+ *     |  fusion=stitch:      remote    merge independent stitch ops (4.1)
+ *     |
+ *   plan_fill                          kernel ops, inlined sources, inputs, outputs, steps
+ *     |
+ *     | for every kernel:
+ *     |   dominant                     candidates, merging, groups (4.3 step 1)
+ *     |   +-> mapping                  thread mapping of each dominant (3.3, 4.3 step 2)
+ *     |   |   propagate                roots, phases, reads (4.2 observation A)
+ *     |   |   adapt -> propagate       proactive block-locality adaptation (4.3 step 3)
+ *     |   |   schemes                  passive locality check, schemes, barriers (4.3 step 3)
+ *     |   |   memory                   shared/scratch buffers, regional->global fallback (4.4)
+ *     |   +-- launch                   assume-relax-apply; a lower wave limit plans again (4.5)
+ *     |
+ *   plan_check                         coverage, order, launch limits
+ *
+ * Setting ASTITCH_DUMP_PLAN=1 in the environment prints the finished plan (text) to stderr.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/passes.h"
+
+static void planner_free(Planner *pl)
+{
+    free(pl->ustart);
+    free(pl->use);
+    free(pl->is_output);
+    free(pl->kidx);
+    free(pl->stamp);
+    free(pl->tmp);
+    free(pl->tmp2);
+    free(pl->read);
+}
+
+static astitch_status planner_init(Planner *pl, astitch_plan *p)
+{
+    const astitch_graph *g = p->graph;
+    int32_t n = g->nnode;
+    memset(pl, 0, sizeof *pl);
+    pl->p = p;
+    pl->g = p->graph;
+    pl->n = n;
+    size_t sz = (size_t)(n ? n : 1);
+    pl->ustart = calloc(sz + 1, sizeof *pl->ustart);
+    pl->use = malloc((size_t)(g->noperand ? g->noperand : 1) * sizeof *pl->use);
+    pl->is_output = calloc(sz, sizeof *pl->is_output);
+    pl->kidx = malloc(sz * sizeof *pl->kidx);
+    pl->stamp = calloc(sz, sizeof *pl->stamp);
+    pl->tmp = malloc(sz * sizeof *pl->tmp);
+    pl->tmp2 = malloc(sz * sizeof *pl->tmp2);
+    p->owner = malloc(sz * sizeof *p->owner);
+    if (!pl->ustart || !pl->use || !pl->is_output || !pl->kidx || !pl->stamp || !pl->tmp ||
+        !pl->tmp2 || !p->owner)
+        return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
+    for (int32_t v = 0; v < n; v++) {
+        pl->kidx[v] = -1;
+        p->owner[v] = -1;
+        for (int j = 0; j < gnode(g, v)->nin; j++)
+            pl->ustart[goperand(g, v, j) + 1]++;
+    }
+    for (int32_t v = 0; v < n; v++)
+        pl->ustart[v + 1] += pl->ustart[v];
+    memcpy(pl->tmp, pl->ustart, sz * sizeof *pl->tmp);
+    for (int32_t v = 0; v < n; v++)
+        for (int j = 0; j < gnode(g, v)->nin; j++) {
+            int32_t x = goperand(g, v, j);
+            if (pl->ustart[x] == pl->ustart[x + 1])
+                continue;
+            /* one entry per consumer even if it reads x twice */
+            int32_t at = pl->tmp[x];
+            if (at > pl->ustart[x] && pl->use[at - 1] == v)
+                continue;
+            pl->use[pl->tmp[x]++] = v;
+        }
+    /* compact duplicate reads away: shift each list to its real length */
+    int32_t w = 0;
+    for (int32_t v = 0; v < n; v++) {
+        int32_t lo = pl->ustart[v], hi = pl->tmp[v];
+        pl->ustart[v] = w;
+        for (int32_t i = lo; i < hi; i++)
+            pl->use[w++] = pl->use[i];
+    }
+    pl->ustart[n] = w;
+    for (int32_t i = 0; i < g->noutput; i++)
+        pl->is_output[g->output[i]] = true;
+    return ASTITCH_OK;
+}
+
+/* Plans one kernel from its op list to its launch shape. */
+static astitch_status plan_kernel(Planner *pl, PlanKernel *k)
+{
+    astitch_status st;
+    plan_index_kernel(pl, k);
+    pl->no_regional = false;
+    st = pass_dominant(pl, k);
+    for (int attempt = 0; st == ASTITCH_OK; attempt++) {
+        st = pass_mapping(pl, k);
+        if (!st)
+            st = pass_propagate(pl, k);
+        for (int round = 0; !st && round < 3 && pass_adapt(pl, k); round++)
+            st = pass_propagate(pl, k);
+        if (!st)
+            st = pass_schemes(pl, k);
+        if (!st)
+            st = pass_memory(pl, k);
+        if (!st)
+            st = pass_launch(pl, k);
+        if (st != ASTITCH_ERR_UNSUPPORTED || k->wave_limit == 0)
+            break;
+        if (attempt == 3 && pl->no_regional) {
+            st = ctx_fail(pl->g->ctx, ASTITCH_ERR_UNSUPPORTED,
+                          "planner: kernel %s does not fit in one wave of device '%s'",
+                          k->name, pl->p->dev.name);
+            break;
+        }
+        if (attempt == 3) {
+            pl->no_regional = true;
+            attempt = 2;
+        }
+        st = ASTITCH_OK;
+    }
+    plan_unindex_kernel(pl, k);
+    return st;
+}
+
+static void name_kernels(astitch_plan *p)
+{
+    const char *stem = p->opt.fusion == ASTITCH_FUSION_STITCH ? "stitch"
+                       : p->opt.fusion == ASTITCH_FUSION_XLA  ? "fusion"
+                                                              : "kernel";
+    for (int32_t k = 0; k < p->nkernel; k++)
+        snprintf(p->kernel[k].name, sizeof p->kernel[k].name, "%s.%d", stem, (int)k);
+}
+
+static bool device_valid(const astitch_device *d)
+{
+    return d->sm_count > 0 && d->warp_size > 0 && d->max_threads_per_block >= d->warp_size &&
+           d->max_threads_per_sm >= d->max_threads_per_block && d->max_blocks_per_sm > 0 &&
+           d->regs_per_sm >= 32 * d->max_threads_per_block && d->max_regs_per_thread >= 32 &&
+           d->shared_per_block > 0 && d->shared_per_sm >= d->shared_per_block;
+}
+
+astitch_status astitch_plan_create(astitch_graph *g, const astitch_device *dev,
+                                   const astitch_plan_options *opts, astitch_plan **out)
+{
+    if (!out)
+        return ASTITCH_ERR_ARGUMENT;
+    *out = NULL;
+    if (!g || !dev)
+        return g ? ctx_fail(g->ctx, ASTITCH_ERR_ARGUMENT, "plan: no device model given")
+                 : ASTITCH_ERR_ARGUMENT;
+    if (!device_valid(dev))
+        return ctx_fail(g->ctx, ASTITCH_ERR_ARGUMENT,
+                        "plan: device model '%.32s' is inconsistent (SMs, threads, registers "
+                        "or shared memory)",
+                        dev->name);
+    astitch_status st = astitch_graph_verify(g);
+    if (st)
+        return st;
+    astitch_plan *p = calloc(1, sizeof *p);
+    if (!p)
+        return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
+    p->graph = g;
+    p->dev = *dev;
+    if (opts)
+        p->opt = *opts;
+    else
+        astitch_plan_options_default(&p->opt);
+    Planner pl;
+    st = planner_init(&pl, p);
+    if (!st)
+        st = p->opt.fusion == ASTITCH_FUSION_XLA ? pass_xla(&pl) : pass_scope(&pl);
+    if (!st && p->opt.fusion == ASTITCH_FUSION_STITCH && p->opt.remote)
+        st = pass_remote(&pl);
+    if (!st) {
+        name_kernels(p);
+        st = plan_fill(&pl);
+    }
+    for (int32_t k = 0; !st && k < p->nkernel; k++)
+        st = plan_kernel(&pl, &p->kernel[k]);
+    if (!st) {
+        for (int32_t k = 0; k < p->nkernel; k++)
+            if (p->kernel[k].scratch_bytes > p->scratch_bytes)
+                p->scratch_bytes = p->kernel[k].scratch_bytes;
+        st = plan_check(&pl);
+    }
+    planner_free(&pl);
+    if (st) {
+        astitch_plan_destroy(p);
+        return st;
+    }
+    const char *dump = getenv("ASTITCH_DUMP_PLAN");
+    if (dump && *dump && strcmp(dump, "0") != 0)
+        astitch_plan_write_text(p, stderr);
+    *out = p;
+    return ASTITCH_OK;
+}
+
+void astitch_plan_destroy(astitch_plan *p)
+{
+    if (!p)
+        return;
+    for (int32_t k = 0; k < p->nkernel; k++)
+        plan_kernel_clear(&p->kernel[k]);
+    free(p->kernel);
+    free(p->owner);
+    free(p->step);
+    free(p);
+}

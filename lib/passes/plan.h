@@ -1,0 +1,147 @@
+/*
+ * plan.h: the stitch plan as the passes build it and codegen reads it. Private to
+ * libastitch; the public view is include/astitch/plan.h. docs/planner.md explains every field
+ * with worked examples.
+ *
+ * A plan is a list of kernels (stitch ops) plus an execution order (steps) that interleaves
+ * them with compute ops (dot, custom) run elsewhere. Everything is indexed by small integers:
+ * graph node ids, and indices into the arrays of one kernel.
+ *
+ * How codegen reads a kernel
+ * - Arguments: one tensor per kernel input (k->input, graph node ids: parameters, compute-op
+ *   results, other kernels' outputs), one per kernel output (k->output), and a pointer to the
+ *   plan's global scratch arena (buffers of kind SCRATCH and PARTIAL live at their offsets).
+ * - Launch: k->grid blocks of k->block threads, k->shared_bytes of dynamic shared memory, at most
+ *   k->regs registers per thread. k->grid <= k->blocks_per_wave always, so a global barrier is
+ *   always legal.
+ * - Body: the phases in order. Before phase i, wait at phase[i].barrier (NONE, BLOCK: every
+ *   thread of the block, GLOBAL: every thread of the grid). Phase i walks its mapping (see
+ *   astitch_mapping in astitch/plan.h) and, for every root, computes the root's value at each
+ *   element it owns and stores it: into its buffer (PlanOp.buf: SHARED for regional, SCRATCH
+ *   for global schemes) and, when PlanOp.output, into the output tensor of that node. A root
+ *   that is a reduce over the phase's reduce_axes accumulates over row_len and stores one value
+ *   per row; any other root has the phase space's shape and stores per element.
+ * - Values of non-root ops are computed where needed by index propagation from the element
+ *   being computed (they are LOCAL: registers). Reading an op that is materialized in an earlier
+ *   phase reads its buffer (SHARED: the block's chunk, see PlanBuffer) or, for an op with no
+ *   buffer that is an output, its output tensor; kernel inputs are read from their tensors.
+ *   Ops with role INLINED (constants, iota, and under fusion=xla cheap ops owned by another
+ *   kernel) are likewise computed where needed.
+ * - A split reduce (mapping.split > 1) combines its split blocks' partial results: with atomics
+ *   into its destination (zero_init set on it), or deterministically through its PARTIAL buffer
+ *   of rows * split accumulators. Its scheme is GLOBAL: readers wait at a global barrier.
+ */
+#ifndef ASTITCH_PASSES_PLAN_H
+#define ASTITCH_PASSES_PLAN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "astitch/plan.h"
+#include "ir/ir.h"
+
+/* One op of a kernel. Kernel ops are sorted by node id (a topological order). */
+typedef struct PlanOp {
+    int32_t node;
+    int32_t group;          /* index in the kernel's groups, -1 for INLINED */
+    int32_t phase;          /* the phase that materializes it, -1 if computed where used */
+    astitch_role role;
+    astitch_scheme scheme;
+    bool output;            /* written to its own tensor for readers outside the kernel */
+    int32_t buf;            /* its value buffer (SHARED or SCRATCH) in the kernel, -1 if none */
+    int64_t evals;          /* element evaluations in this kernel: its element count once per
+                             * phase that computes it (informational; shows recomputation) */
+    bool zero_init;         /* a split reduce combined with atomics: its destination (output
+                             * tensor or scratch) must hold zeros when the kernel starts */
+} PlanOp;
+
+/* A dominant, its sub-dominants and the local ops that connect them. */
+typedef struct PlanGroup {
+    int32_t dominant;       /* node */
+    int32_t *sub;           /* nodes of the sub-dominants, ascending */
+    int32_t nsub;
+    int32_t *member;        /* nodes of the other (local) ops, ascending */
+    int32_t nmember;
+    astitch_mapping map;    /* thread mapping of the dominant */
+} PlanGroup;
+
+/* A stretch of a kernel between barriers that materializes some ops (its roots). */
+typedef struct PlanPhase {
+    int32_t group;
+    astitch_barrier barrier;   /* waited for before the phase */
+    int32_t *root;             /* nodes, ascending */
+    int32_t nroot;
+    astitch_mapping map;
+} PlanPhase;
+
+/* Memory a kernel uses besides its argument tensors. SHARED: one block's chunk of a regional
+ * op: element e of the op lives at offset + (e - first element the block owns) * dtype size,
+ * elements = the most elements one block owns. REDUCE: block-reduction workspace of a reduce
+ * root (one accumulator per warp of the block, elements of f32/i64/... accumulator dtype).
+ * SCRATCH: all elements of a global op, row-major, in the scratch arena. PARTIAL: rows * split
+ * accumulators of a split reduce, in the arena. */
+typedef struct PlanBuffer {
+    astitch_buffer_kind kind;
+    int32_t node;
+    astitch_dtype dtype;       /* element type stored (accumulator type for REDUCE/PARTIAL) */
+    int64_t elements;
+    int64_t offset;            /* bytes: in shared memory, or in the scratch arena */
+    int64_t bytes;
+    int32_t first_phase;       /* written first in this phase ... */
+    int32_t last_phase;        /* ... read last in this one */
+    bool zero_init;
+} PlanBuffer;
+
+typedef struct PlanKernel {
+    char name[24];
+    PlanOp *op;
+    int32_t nop;
+    int32_t *input;            /* graph nodes read from outside, ascending */
+    int32_t ninput;
+    int32_t *output;           /* nodes written for outside, ascending */
+    int32_t noutput;
+    PlanGroup *group;
+    int32_t ngroup;
+    PlanPhase *phase;
+    int32_t nphase;
+    PlanBuffer *buf;
+    int32_t nbuf;
+    /* launch shape (launch.c) */
+    int32_t block;
+    int32_t grid;
+    int32_t regs;
+    int32_t blocks_per_sm;
+    int32_t blocks_per_wave;
+    int32_t wave_limit;        /* blocks per wave the thread mapping was made for */
+    int64_t shared_bytes;
+    int64_t scratch_bytes;
+    int32_t block_barriers;
+    int32_t global_barriers;
+} PlanKernel;
+
+typedef struct PlanStep {
+    astitch_step_kind kind;
+    int32_t index;             /* kernel index or compute node */
+} PlanStep;
+
+struct astitch_plan {
+    astitch_graph *graph;
+    astitch_device dev;
+    astitch_plan_options opt;
+    PlanKernel *kernel;
+    int32_t nkernel;
+    int32_t *owner;            /* node -> owning kernel, -1 */
+    PlanStep *step;
+    int32_t nstep;
+    int64_t scratch_bytes;
+};
+
+/* plan.c: storage */
+/* The entry of node n in kernel k, or NULL. */
+PlanOp *plan_kernel_op(const PlanKernel *k, int32_t n);
+/* Frees what k owns and zeroes it. */
+void plan_kernel_clear(PlanKernel *k);
+/* Frees the groups, phases and buffers of k (the parts the passes after scope rebuild). */
+void plan_kernel_clear_schedule(PlanKernel *k);
+
+#endif

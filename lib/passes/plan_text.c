@@ -1,0 +1,227 @@
+/* plan_text.c: the plan as readable text and as a Graphviz picture. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "passes/passes.h"
+
+static const char *nm(const astitch_plan *p, int32_t v) { return gnode(p->graph, v)->name; }
+
+static void list(FILE *f, const astitch_plan *p, const int32_t *v, int32_t n)
+{
+    for (int32_t i = 0; i < n; i++)
+        fprintf(f, "%s%s", i ? ", " : "", nm(p, v[i]));
+    if (n == 0)
+        fputs("-", f);
+}
+
+static void mapping(FILE *f, const astitch_mapping *m)
+{
+    fprintf(f, "%s [", astitch_mapping_kind_name(m->kind));
+    for (int i = 0; i < m->rank; i++)
+        fprintf(f, "%s%lld%s", i ? "," : "", (long long)m->dims[i],
+                m->reduce_axes >> i & 1 ? "r" : "");
+    fprintf(f, "] rows %lld x %lld, grid %d x %d, %d lanes/row, %d rows/tile, %lld tiles/block, "
+               "chunk %lld",
+            (long long)m->rows, (long long)m->row_len, (int)m->grid, (int)m->block,
+            (int)m->threads_per_row, (int)m->rows_per_block, (long long)m->tasks_per_block,
+            (long long)m->chunk);
+    if (m->split > 1)
+        fprintf(f, ", split %d x %lld", (int)m->split, (long long)m->split_len);
+}
+
+static void kernel_text(FILE *f, const astitch_plan *p, const PlanKernel *k)
+{
+    const astitch_graph *g = p->graph;
+    fprintf(f, "kernel %s: block %d, grid %d, shared %lld B, scratch %lld B, regs %d, "
+               "%d blocks/SM, wave %d, barriers %d block / %d global\n",
+            k->name, (int)k->block, (int)k->grid, (long long)k->shared_bytes,
+            (long long)k->scratch_bytes, (int)k->regs, (int)k->blocks_per_sm,
+            (int)k->blocks_per_wave, (int)k->block_barriers, (int)k->global_barriers);
+    fputs("  inputs: ", f);
+    list(f, p, k->input, k->ninput);
+    fputs("\n  outputs: ", f);
+    list(f, p, k->output, k->noutput);
+    fputc('\n', f);
+    for (int32_t i = 0; i < k->ngroup; i++) {
+        const PlanGroup *gr = &k->group[i];
+        fprintf(f, "  group %d: dominant %s; sub-dominants ", (int)i, nm(p, gr->dominant));
+        list(f, p, gr->sub, gr->nsub);
+        fputs("; members ", f);
+        list(f, p, gr->member, gr->nmember);
+        fputs("\n    mapping ", f);
+        mapping(f, &gr->map);
+        fputc('\n', f);
+    }
+    for (int32_t i = 0; i < k->nphase; i++) {
+        const PlanPhase *ph = &k->phase[i];
+        fprintf(f, "  phase %d: group %d, after %s barrier: ", (int)i, (int)ph->group,
+                astitch_barrier_name(ph->barrier));
+        list(f, p, ph->root, ph->nroot);
+        fputs("\n    mapping ", f);
+        mapping(f, &ph->map);
+        fputc('\n', f);
+    }
+    for (int32_t i = 0; i < k->nop; i++) {
+        const PlanOp *o = &k->op[i];
+        char type[160];
+        const Node *n = gnode(g, o->node);
+        fprintf(f, "  op %-16s %-16s %-20s %-12s %-11s", n->name, astitch_op_name(n->op),
+                type_str(type, sizeof type, n->dtype, &n->shape), astitch_role_name(o->role),
+                astitch_scheme_name(o->scheme));
+        if (o->group >= 0)
+            fprintf(f, " group %d", (int)o->group);
+        if (o->phase >= 0)
+            fprintf(f, " phase %d", (int)o->phase);
+        if (o->buf >= 0)
+            fprintf(f, " buffer %d", (int)o->buf);
+        if (o->output)
+            fputs(" output", f);
+        if (o->zero_init)
+            fputs(" zero-init", f);
+        fprintf(f, " evals %lld\n", (long long)o->evals);
+    }
+    for (int32_t i = 0; i < k->nbuf; i++) {
+        const PlanBuffer *b = &k->buf[i];
+        fprintf(f, "  buffer %d: %s %s, %lld x %s at %lld, %lld B, phases %d-%d%s\n", (int)i,
+                astitch_buffer_kind_name(b->kind), nm(p, b->node), (long long)b->elements,
+                astitch_dtype_name(b->dtype), (long long)b->offset, (long long)b->bytes,
+                (int)b->first_phase, (int)b->last_phase, b->zero_init ? ", zero-init" : "");
+    }
+}
+
+astitch_status astitch_plan_write_text(const astitch_plan *p, FILE *f)
+{
+    if (!p || !f)
+        return ASTITCH_ERR_ARGUMENT;
+    const astitch_device *d = &p->dev;
+    fprintf(f, "plan: device %s (%d SMs, %d threads/block, %lld B shared/block), fusion %s, "
+               "remote %s, merge %s, packing %s\n",
+            d->name, d->sm_count, d->max_threads_per_block, (long long)d->shared_per_block,
+            astitch_fusion_name(p->opt.fusion), p->opt.remote ? "on" : "off",
+            p->opt.merge ? "on" : "off", p->opt.packing ? "on" : "off");
+    fprintf(f, "kernels %d, scratch %lld B\nsteps:", (int)p->nkernel, (long long)p->scratch_bytes);
+    for (int32_t s = 0; s < p->nstep; s++) {
+        const PlanStep *st = &p->step[s];
+        if (st->kind == ASTITCH_STEP_KERNEL)
+            fprintf(f, " %s", p->kernel[st->index].name);
+        else
+            fprintf(f, " %s(%s)", astitch_op_name(gnode(p->graph, st->index)->op),
+                    nm(p, st->index));
+    }
+    fputc('\n', f);
+    for (int32_t k = 0; k < p->nkernel; k++)
+        kernel_text(f, p, &p->kernel[k]);
+    return ferror(f) ? ASTITCH_ERR_IO : ASTITCH_OK;
+}
+
+static const char *scheme_color(astitch_scheme s)
+{
+    static const char *const c[] = {"#d9d9d9", "#7fc97f", "#fdae61", "#80b1d3"};
+    return (unsigned)s < 4 ? c[s] : "white";
+}
+
+/* The dot name of node v as seen from kernel k: its copy in k if k holds it, else its home. */
+static void dot_id(FILE *f, const astitch_plan *p, int32_t k, int32_t v)
+{
+    if (k >= 0 && plan_kernel_op(&p->kernel[k], v) && p->owner[v] != k)
+        fprintf(f, "k%d_n%d", (int)k, (int)v);
+    else
+        fprintf(f, "n%d", (int)v);
+}
+
+astitch_status astitch_plan_write_dot(const astitch_plan *p, FILE *f)
+{
+    if (!p || !f)
+        return ASTITCH_ERR_ARGUMENT;
+    const astitch_graph *g = p->graph;
+    fputs("digraph plan {\n  rankdir=TB;\n  node [shape=box, style=filled, fontname=\"Helvetica\"];\n",
+          f);
+    fputs("  legend [shape=plaintext, style=\"\", label=\"local: grey, regional: green, "
+          "global: orange, independent: blue, inlined: dashed\"];\n",
+          f);
+    for (int32_t ki = 0; ki < p->nkernel; ki++) {
+        const PlanKernel *k = &p->kernel[ki];
+        fprintf(f, "  subgraph cluster_%d {\n    label=\"%s  block %d grid %d  shared %lld B  "
+                   "regs %d\";\n    style=rounded;\n",
+                (int)ki, k->name, (int)k->block, (int)k->grid, (long long)k->shared_bytes,
+                (int)k->regs);
+        for (int32_t i = 0; i < k->nop; i++) {
+            const PlanOp *o = &k->op[i];
+            fputs("    ", f);
+            dot_id(f, p, ki, o->node);
+            fprintf(f, " [label=\"%s\\n%s%s\", fillcolor=\"%s\"%s%s];\n", nm(p, o->node),
+                    astitch_scheme_name(o->scheme),
+                    o->role == ASTITCH_ROLE_DOMINANT       ? " (dominant)"
+                    : o->role == ASTITCH_ROLE_SUB_DOMINANT ? " (sub-dominant)"
+                                                           : "",
+                    o->role == ASTITCH_ROLE_INLINED ? "white" : scheme_color(o->scheme),
+                    o->role == ASTITCH_ROLE_INLINED ? ", style=\"filled,dashed\"" : "",
+                    o->role == ASTITCH_ROLE_DOMINANT ? ", penwidth=2" : "");
+        }
+        fputs("  }\n", f);
+    }
+    for (int32_t v = 0; v < g->nnode; v++) {
+        if (p->owner[v] >= 0)
+            continue;
+        astitch_op op = gnode(g, v)->op;
+        bool compute = astitch_op_class_of(op) == ASTITCH_CLASS_COMPUTE;
+        bool used = compute || op == ASTITCH_OP_PARAMETER;
+        if (!used)
+            continue;
+        fprintf(f, "  n%d [label=\"%s\\n%s\", shape=%s, fillcolor=white];\n", (int)v, nm(p, v),
+                astitch_op_name(op), compute ? "box3d" : "ellipse");
+    }
+    /* edges into every copy of each consumer */
+    for (int32_t ki = -1; ki < p->nkernel; ki++) {
+        int32_t nop = ki < 0 ? g->nnode : p->kernel[ki].nop;
+        for (int32_t i = 0; i < nop; i++) {
+            int32_t v = ki < 0 ? i : p->kernel[ki].op[i].node;
+            if (ki < 0 && astitch_op_class_of(gnode(g, v)->op) != ASTITCH_CLASS_COMPUTE)
+                continue;
+            for (int j = 0; j < gnode(g, v)->nin; j++) {
+                int32_t x = goperand(g, v, j);
+                if (p->owner[x] < 0 && astitch_op_class_of(gnode(g, x)->op) == ASTITCH_CLASS_SOURCE &&
+                    gnode(g, x)->op != ASTITCH_OP_PARAMETER && (ki < 0 || !plan_kernel_op(&p->kernel[ki], x)))
+                    continue;
+                fputs("  ", f);
+                dot_id(f, p, ki, x);
+                fputs(" -> ", f);
+                dot_id(f, p, ki, v);
+                fputs(";\n", f);
+            }
+        }
+    }
+    fputs("}\n", f);
+    return ferror(f) ? ASTITCH_ERR_IO : ASTITCH_OK;
+}
+
+typedef astitch_status (*writer_fn)(const astitch_plan *, FILE *);
+
+static astitch_status to_string(const astitch_plan *p, char **text, writer_fn fn)
+{
+    if (!text)
+        return ASTITCH_ERR_ARGUMENT;
+    *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(text, &len);
+    if (!f)
+        return ASTITCH_ERR_MEMORY;
+    astitch_status st = fn(p, f);
+    if (fclose(f) != 0 && !st)
+        st = ASTITCH_ERR_MEMORY;
+    if (st) {
+        free(*text);
+        *text = NULL;
+    }
+    return st;
+}
+
+astitch_status astitch_plan_text(const astitch_plan *p, char **text)
+{
+    return to_string(p, text, astitch_plan_write_text);
+}
+
+astitch_status astitch_plan_dot(const astitch_plan *p, char **text)
+{
+    return to_string(p, text, astitch_plan_write_dot);
+}

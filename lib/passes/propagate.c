@@ -1,0 +1,292 @@
+/*
+ * propagate.c: schedule propagation (paper 4.2 observation A, 4.3 step 2).
+ *
+ * Every dominant and sub-dominant is a root: the kernel materializes it. A root's mapping is
+ * derived from its group's dominant: the same mapping when it walks the same space (a reduce of
+ * the same operand and axes, or an element-wise op of the dominant's space, which the dominant's
+ * threads walk element by element), an element-wise mapping over the dominant reduce's result
+ * with the same rows per block, or an element-wise mapping over a leading part of an
+ * element-wise dominant's space with its chunk divided accordingly.
+ *
+ * Local ops get their elements from the root being computed by index propagation: from each
+ * root, the walk goes back through local and inlined ops, composing the index map of each
+ * (identity for element-wise ops and reshapes; projections for broadcasts; the indices of a
+ * gather; general maps for transposes, slices and concatenations, which are exact but do not
+ * preserve block locality) until it meets another root (a Read) or a kernel input.
+ *
+ * Phases: roots in node order, each into the first phase at or after the phases of what it
+ * reads that has its group and mapping; a read of a reduce, or any read not at the same element
+ * in the same mapping, needs a later phase.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/passes.h"
+
+typedef struct Visit {
+    int32_t node;
+    IndexMap f;
+} Visit;
+
+typedef struct Walk {
+    Visit *stack;
+    int32_t n, cap;
+    IndexMap *seen;   /* node -> first map it was reached with under the current epoch */
+    int32_t *phase_seen; /* node -> 1 + the last phase whose evaluations counted it */
+    int32_t *visited; /* local ops the current root computes */
+    int32_t nvisited, capvisited;
+} Walk;
+
+static bool walk_visit(Walk *w, int32_t node)
+{
+    if (w->nvisited == w->capvisited) {
+        int32_t cap = w->capvisited ? w->capvisited * 2 : 64;
+        int32_t *v = realloc(w->visited, (size_t)cap * sizeof *v);
+        if (!v)
+            return false;
+        w->visited = v;
+        w->capvisited = cap;
+    }
+    w->visited[w->nvisited++] = node;
+    return true;
+}
+
+static bool walk_push(Walk *w, int32_t node, IndexMap f)
+{
+    if (w->n == w->cap) {
+        int32_t cap = w->cap ? w->cap * 2 : 64;
+        Visit *s = realloc(w->stack, (size_t)cap * sizeof *s);
+        if (!s)
+            return false;
+        w->stack = s;
+        w->cap = cap;
+    }
+    w->stack[w->n++] = (Visit){node, f};
+    return true;
+}
+
+static bool add_read(Planner *pl, int32_t root, int32_t src, IndexMap f)
+{
+    for (int32_t i = pl->nread - 1; i >= 0 && pl->read[i].root == root; i--)
+        if (pl->read[i].src == src && pl->read[i].f.known == f.known &&
+            pl->read[i].f.div == f.div && pl->read[i].f.mod == f.mod)
+            return true;
+    if (pl->nread == pl->capread) {
+        int32_t cap = pl->capread ? pl->capread * 2 : 64;
+        Read *r = realloc(pl->read, (size_t)cap * sizeof *r);
+        if (!r)
+            return false;
+        pl->read = r;
+        pl->capread = cap;
+    }
+    pl->read[pl->nread++] = (Read){root, src, f};
+    return true;
+}
+
+static bool is_root(const PlanOp *o)
+{
+    return o->role == ASTITCH_ROLE_DOMINANT || o->role == ASTITCH_ROLE_SUB_DOMINANT;
+}
+
+static void space_elements(const astitch_graph *g, int32_t r, int64_t *n)
+{
+    Shape s;
+    uint32_t axes;
+    sched_space(g, r, &s, &axes);
+    *n = shape_elements(&s);
+}
+
+/* Walks back from root r, recording what it reads and the local ops it computes. */
+static bool walk_root(Planner *pl, PlanKernel *k, Walk *w, int32_t r, int32_t budget)
+{
+    const astitch_graph *g = pl->g;
+    pl->epoch++;
+    w->n = 0;
+    w->nvisited = 0;
+    const Node *rn = gnode(g, r);
+    for (int j = 0; j < rn->nin; j++) {
+        IndexMap f = rn->op == ASTITCH_OP_REDUCE ? index_identity() : index_operand(g, r, j);
+        if (!walk_push(w, goperand(g, r, j), f))
+            return false;
+    }
+    while (w->n > 0) {
+        Visit v = w->stack[--w->n];
+        int32_t x = v.node;
+        if (pl->kidx[x] < 0)
+            continue; /* a kernel input */
+        PlanOp *o = &k->op[pl->kidx[x]];
+        if (is_root(o)) {
+            if (!add_read(pl, r, x, v.f))
+                return false;
+            continue;
+        }
+        if (pl->stamp[x] == pl->epoch) {
+            IndexMap s = w->seen[x];
+            if (s.known == v.f.known && s.div == v.f.div && s.mod == v.f.mod)
+                continue;
+            if (--budget < 0)
+                v.f.known = false; /* too many distinct paths: stay conservative */
+            if (!s.known && !v.f.known)
+                continue;
+        } else {
+            pl->stamp[x] = pl->epoch;
+            w->seen[x] = v.f;
+            if (!walk_visit(w, x))
+                return false;
+        }
+        const Node *xn = gnode(g, x);
+        for (int j = 0; j < xn->nin; j++)
+            if (!walk_push(w, goperand(g, x, j), index_compose(v.f, index_operand(g, x, j))))
+                return false;
+    }
+    return true;
+}
+
+/* An element-wise mapping over the elements of node r with the given chunk (rows per block). */
+static void elementwise_map(const astitch_graph *g, int32_t r, const PlanKernel *k, int64_t chunk,
+                            astitch_mapping *m)
+{
+    const Shape *s = &gnode(g, r)->shape;
+    memset(m, 0, sizeof *m);
+    m->kind = ASTITCH_MAP_ELEMENTWISE;
+    m->rank = s->rank;
+    memcpy(m->dims, s->dim, sizeof m->dims);
+    m->rows = shape_elements(s);
+    m->row_len = 1;
+    m->block = k->block;
+    m->threads_per_row = 1;
+    m->split = 1;
+    m->split_len = 1;
+    if (chunk < 1) { /* a fresh mapping: one tile per block, packed into one wave */
+        int64_t tiles = ceil_div(m->rows, k->block);
+        int64_t grid = tiles < k->blocks_per_wave ? tiles : k->blocks_per_wave;
+        chunk = grid > 0 ? ceil_div(tiles, grid) * k->block : k->block;
+    }
+    m->chunk = chunk;
+    m->rows_per_block = (int32_t)(chunk < k->block ? chunk : k->block);
+    m->tasks_per_block = ceil_div(chunk, m->rows_per_block);
+    m->grid = (int32_t)ceil_div(m->rows, chunk);
+    if (m->grid < 1)
+        m->grid = 1;
+}
+
+static void derive_map(const astitch_graph *g, const PlanKernel *k, const PlanGroup *gr,
+                       int32_t r, astitch_mapping *m)
+{
+    const astitch_mapping *dm = &gr->map;
+    int64_t q = 1;
+    Derive d = r == gr->dominant ? DERIVE_SAME : sched_derive(g, gr->dominant, r, &q);
+    if (d == DERIVE_SAME) {
+        *m = *dm;
+    } else if (d == DERIVE_OUTPUT && dm->split == 1) {
+        elementwise_map(g, r, k, dm->chunk, m);
+    } else if (d == DERIVE_QUOTIENT && dm->chunk % q == 0) {
+        elementwise_map(g, r, k, dm->chunk / q, m);
+    } else {
+        elementwise_map(g, r, k, 0, m);
+    }
+}
+
+static bool reads_in_register(const astitch_graph *g, const PlanKernel *k, const PlanOp *src,
+                              const astitch_mapping *m, IndexMap f, int64_t nspace)
+{
+    if (gnode(g, src->node)->op == ASTITCH_OP_REDUCE)
+        return false;
+    return sched_map_equal(&k->phase[src->phase].map, m) && index_equal(f, index_identity(), nspace);
+}
+
+static astitch_status place_roots(Planner *pl, PlanKernel *k, Walk *w)
+{
+    const astitch_graph *g = pl->g;
+    int32_t cap = 0;
+    for (int32_t i = 0; i < k->nop; i++) {
+        PlanOp *o = &k->op[i];
+        if (!is_root(o))
+            continue;
+        astitch_mapping m;
+        derive_map(g, k, &k->group[o->group], o->node, &m);
+        /* reads are needed before placement: walk with no phase yet */
+        int32_t first_read = pl->nread;
+        o->phase = -1;
+        if (!walk_root(pl, k, w, o->node, 4 * k->nop + 64))
+            return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
+        int64_t nspace;
+        space_elements(g, o->node, &nspace);
+        int32_t lo = 0;
+        for (int32_t r = first_read; r < pl->nread; r++) {
+            const PlanOp *src = &k->op[pl->kidx[pl->read[r].src]];
+            int32_t need = reads_in_register(g, k, src, &m, pl->read[r].f, nspace)
+                               ? src->phase
+                               : src->phase + 1;
+            if (need > lo)
+                lo = need;
+        }
+        int32_t p = lo;
+        while (p < k->nphase &&
+               !(k->phase[p].group == o->group && sched_map_equal(&k->phase[p].map, &m)))
+            p++;
+        if (p == k->nphase) {
+            if (k->nphase == cap) {
+                cap = cap ? cap * 2 : 8;
+                PlanPhase *ph = realloc(k->phase, (size_t)cap * sizeof *ph);
+                if (!ph)
+                    return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
+                k->phase = ph;
+            }
+            memset(&k->phase[p], 0, sizeof k->phase[p]);
+            k->phase[p].group = o->group;
+            k->phase[p].map = m;
+            k->nphase++;
+        }
+        PlanPhase *ph = &k->phase[p];
+        int32_t *a = realloc(ph->root, (size_t)(ph->nroot + 1) * sizeof *a);
+        if (!a)
+            return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
+        a[ph->nroot++] = o->node;
+        ph->root = a;
+        o->phase = p;
+        o->evals = sched_elements(g, o->node);
+        for (int32_t v = 0; v < w->nvisited; v++) {
+            int32_t x = w->visited[v];
+            if (w->phase_seen[x] != p + 1) {
+                w->phase_seen[x] = p + 1;
+                k->op[pl->kidx[x]].evals += nspace;
+            }
+        }
+    }
+    return ASTITCH_OK;
+}
+
+astitch_status pass_propagate(Planner *pl, PlanKernel *k)
+{
+    for (int32_t i = 0; i < k->nphase; i++)
+        free(k->phase[i].root);
+    free(k->phase);
+    k->phase = NULL;
+    k->nphase = 0;
+    pl->nread = 0;
+    for (int32_t i = 0; i < k->nop; i++) {
+        k->op[i].phase = -1;
+        k->op[i].evals = 0;
+    }
+    Walk w = {NULL, 0, 0, malloc((size_t)pl->n * sizeof(IndexMap)),
+              malloc((size_t)pl->n * sizeof(int32_t)), NULL, 0, 0};
+    if (!w.seen || !w.phase_seen) {
+        free(w.seen);
+        free(w.phase_seen);
+        return ctx_fail(pl->g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
+    }
+    for (int32_t i = 0; i < k->nop; i++)
+        w.phase_seen[k->op[i].node] = -1;
+    astitch_status st = place_roots(pl, k, &w);
+    int32_t grid = 1;
+    for (int32_t i = 0; i < k->nphase; i++)
+        if (k->phase[i].map.grid > grid)
+            grid = k->phase[i].map.grid;
+    k->grid = grid;
+    free(w.stack);
+    free(w.visited);
+    free(w.seen);
+    free(w.phase_seen);
+    return st;
+}

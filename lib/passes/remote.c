@@ -1,0 +1,152 @@
+/*
+ * remote.c: remote stitching (paper 4.1): stitch ops with no data dependency between them,
+ * in either direction and through any path (other stitch ops, compute ops), merge into one.
+ *
+ * The kernel graph's units are the stitch ops and the compute ops. For every unit we keep the
+ * set of stitch ops reachable from it as a bitset; two stitch ops are independent when neither
+ * reaches the other, and merging independent ones cannot close a cycle. After a merge the
+ * reachability of the merged op is the union, and every unit that reached either part now
+ * reaches everything the merged op reaches. Kernels are tried in order, each absorbing every
+ * later kernel that is still independent of it.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+
+#include "passes/passes.h"
+
+typedef struct Reach {
+    int32_t nk, nu, words;
+    uint64_t *bits; /* nu rows of `words` words */
+} Reach;
+
+static uint64_t *row(Reach *r, int32_t u) { return r->bits + (size_t)u * (size_t)r->words; }
+static bool has(Reach *r, int32_t u, int32_t k) { return row(r, u)[k >> 6] >> (k & 63) & 1; }
+static void set(uint64_t *w, int32_t k) { w[k >> 6] |= (uint64_t)1 << (k & 63); }
+static void clr(uint64_t *w, int32_t k) { w[k >> 6] &= ~((uint64_t)1 << (k & 63)); }
+
+static void merge_into(Reach *r, int32_t i, int32_t j)
+{
+    uint64_t *ri = row(r, i), *rj = row(r, j);
+    for (int32_t w = 0; w < r->words; w++)
+        ri[w] |= rj[w];
+    clr(ri, i);
+    clr(ri, j);
+    for (int32_t u = 0; u < r->nu; u++) {
+        if (u == i)
+            continue;
+        uint64_t *ru = row(r, u);
+        bool hit = has(r, u, i) || has(r, u, j);
+        clr(ru, j);
+        if (!hit)
+            continue;
+        set(ru, i);
+        for (int32_t w = 0; w < r->words; w++)
+            ru[w] |= ri[w];
+        if (u < r->nk)
+            clr(ru, u);
+    }
+}
+
+astitch_status pass_remote(Planner *pl)
+{
+    astitch_plan *p = pl->p;
+    const astitch_graph *g = pl->g;
+    int32_t nk = p->nkernel, n = pl->n;
+    if (nk < 2)
+        return ASTITCH_OK;
+    /* units: kernels, then compute nodes */
+    int32_t *unit = malloc((size_t)n * sizeof *unit);
+    int32_t nu = nk;
+    for (int32_t v = 0; unit && v < n; v++) {
+        if (p->owner[v] >= 0)
+            unit[v] = p->owner[v];
+        else if (astitch_op_class_of(gnode(g, v)->op) == ASTITCH_CLASS_COMPUTE)
+            unit[v] = nu++;
+        else
+            unit[v] = -1;
+    }
+    Reach r = {nk, nu, (nk + 63) / 64, NULL};
+    r.bits = calloc((size_t)nu * (size_t)r.words, sizeof *r.bits);
+    int32_t *alias = malloc((size_t)nk * sizeof *alias);
+    if (!unit || !r.bits || !alias) {
+        free(unit);
+        free(r.bits);
+        free(alias);
+        return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
+    }
+    /* Kernels reachable from each node, in one sweep over nodes in reverse topological order
+     * (consumers have larger ids); a unit reaches what its nodes reach. */
+    uint64_t *nodereach = calloc((size_t)n * (size_t)r.words, sizeof *nodereach);
+    if (!nodereach) {
+        free(unit);
+        free(r.bits);
+        free(alias);
+        return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
+    }
+    for (int32_t v = n - 1; v >= 0; v--) {
+        uint64_t *nv = nodereach + (size_t)v * (size_t)r.words;
+        for (int32_t e = pl->ustart[v]; e < pl->ustart[v + 1]; e++) {
+            int32_t c = pl->use[e];
+            uint64_t *nc = nodereach + (size_t)c * (size_t)r.words;
+            for (int32_t w = 0; w < r.words; w++)
+                nv[w] |= nc[w];
+            if (unit[c] >= 0 && unit[c] < nk && unit[c] != unit[v])
+                set(nv, unit[c]);
+        }
+    }
+    /* scopes are convex, so no path leaves a unit and re-enters it */
+    for (int32_t v = 0; v < n; v++) {
+        if (unit[v] < 0)
+            continue;
+        uint64_t *ru = row(&r, unit[v]), *nv = nodereach + (size_t)v * (size_t)r.words;
+        for (int32_t w = 0; w < r.words; w++)
+            ru[w] |= nv[w];
+    }
+    for (int32_t k = 0; k < nk; k++) {
+        clr(row(&r, k), k);
+        alias[k] = k;
+    }
+    free(nodereach);
+    for (int32_t i = 0; i < nk; i++) {
+        if (alias[i] != i)
+            continue;
+        for (int32_t j = i + 1; j < nk; j++) {
+            if (alias[j] != j || has(&r, i, j) || has(&r, j, i))
+                continue;
+            if (getenv("DBG_REMOTE")) fprintf(stderr, "merge %d <- %d\n", i, j);
+            merge_into(&r, i, j);
+            alias[j] = i;
+        }
+    }
+    /* move ops of merged kernels, then compact */
+    int32_t *newid = unit; /* reuse: kernel -> new index */
+    int32_t nn = 0;
+    for (int32_t k = 0; k < nk; k++)
+        if (alias[k] == k)
+            newid[k] = nn++;
+    for (int32_t k = 0; k < nk; k++) {
+        if (alias[k] == k)
+            continue;
+        PlanKernel *dst = &p->kernel[alias[k]], *src = &p->kernel[k];
+        for (int32_t i = 0; i < src->nop; i++)
+            if (!plan_kernel_add(dst, src->op[i].node)) {
+                free(unit);
+                free(r.bits);
+                free(alias);
+                return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
+            }
+        plan_kernel_clear(src);
+    }
+    for (int32_t k = 0, w = 0; k < nk; k++)
+        if (alias[k] == k)
+            p->kernel[w++] = p->kernel[k];
+    for (int32_t v = 0; v < n; v++)
+        if (p->owner[v] >= 0)
+            p->owner[v] = newid[alias[p->owner[v]]];
+    p->nkernel = nn;
+    free(unit);
+    free(r.bits);
+    free(alias);
+    return ASTITCH_OK;
+}

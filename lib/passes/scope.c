@@ -1,0 +1,150 @@
+/*
+ * scope.c: stitch-scope identification (paper 4.1).
+ *
+ * fusion=stitch: a breadth-first search from each not yet clustered memory-intensive op grows a
+ * cluster over its operand and consumer edges, through memory-intensive ops only (parameters,
+ * compute ops and inlined constants bound it). An op joins only if the cluster stays convex: no
+ * path may leave the cluster and come back (through a compute op or another cluster), which
+ * would make the stitch op and that path depend on each other. Node ids are a topological order,
+ * so the search for such a path only visits ids between the two sides.
+ *
+ * fusion=none: one kernel per memory-intensive op.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/passes.h"
+
+typedef struct Scope {
+    Planner *pl;
+    int32_t *cl;     /* node -> cluster id, -1 */
+    int32_t *lo;     /* cluster -> smallest node id */
+    int32_t *hi;     /* cluster -> largest node id */
+    int32_t *stack;
+    int32_t *queue;
+} Scope;
+
+/* Is there a path from node v to cluster c (forward: v's consumers; backward: operands) that
+ * starts outside c and v? Only ids in (lo, hi) of c can be on such a path. */
+static bool path_to_cluster(Scope *s, int32_t v, int32_t c, bool forward)
+{
+    Planner *pl = s->pl;
+    const astitch_graph *g = pl->g;
+    int32_t bound = forward ? s->hi[c] : s->lo[c];
+    int32_t sp = 0;
+    pl->epoch++;
+    s->stack[sp++] = v;
+    pl->stamp[v] = pl->epoch;
+    while (sp > 0) {
+        int32_t x = s->stack[--sp];
+        int32_t cnt = forward ? pl->ustart[x + 1] - pl->ustart[x] : gnode(g, x)->nin;
+        for (int32_t i = 0; i < cnt; i++) {
+            int32_t y = forward ? pl->use[pl->ustart[x] + i] : goperand(g, x, (int)i);
+            if (forward ? y > bound : y < bound)
+                continue;
+            if (s->cl[y] == c) {
+                if (x != v)
+                    return true; /* reached c through an outside node */
+                continue;
+            }
+            if (pl->stamp[y] != pl->epoch) {
+                pl->stamp[y] = pl->epoch;
+                s->stack[sp++] = y;
+            }
+        }
+    }
+    return false;
+}
+
+static bool can_join(Scope *s, int32_t v, int32_t c)
+{
+    return !path_to_cluster(s, v, c, true) && !path_to_cluster(s, v, c, false);
+}
+
+static bool is_member_class(const Planner *pl, int32_t v)
+{
+    return plan_is_owned_class(pl->g, v, pl->is_output);
+}
+
+static astitch_status grow(Scope *s, int32_t seed, int32_t c)
+{
+    Planner *pl = s->pl;
+    const astitch_graph *g = pl->g;
+    int32_t qh = 0, qt = 0;
+    s->cl[seed] = c;
+    s->lo[c] = s->hi[c] = seed;
+    s->queue[qt++] = seed;
+    while (qh < qt) {
+        int32_t u = s->queue[qh++];
+        int32_t nin = gnode(g, u)->nin;
+        int32_t nuse = pl->ustart[u + 1] - pl->ustart[u];
+        for (int32_t i = 0; i < nin + nuse; i++) {
+            int32_t w = i < nin ? goperand(g, u, (int)i) : pl->use[pl->ustart[u] + i - nin];
+            if (s->cl[w] >= 0 || !is_member_class(pl, w))
+                continue;
+            /* a source owned as a graph output stays alone: it is not a memory-intensive op */
+            if (astitch_op_class_of(gnode(g, w)->op) == ASTITCH_CLASS_SOURCE)
+                continue;
+            if (!can_join(s, w, c))
+                continue;
+            s->cl[w] = c;
+            if (w < s->lo[c])
+                s->lo[c] = w;
+            if (w > s->hi[c])
+                s->hi[c] = w;
+            s->queue[qt++] = w;
+        }
+    }
+    return ASTITCH_OK;
+}
+
+static astitch_status make_kernels(Planner *pl, const int32_t *cl, int32_t ncl)
+{
+    astitch_plan *p = pl->p;
+    p->kernel = calloc((size_t)(ncl ? ncl : 1), sizeof *p->kernel);
+    if (!p->kernel)
+        return ctx_fail(pl->g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
+    p->nkernel = ncl;
+    for (int32_t v = 0; v < pl->n; v++) {
+        p->owner[v] = cl[v];
+        if (cl[v] >= 0 && !plan_kernel_add(&p->kernel[cl[v]], v))
+            return ctx_fail(pl->g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
+    }
+    return ASTITCH_OK;
+}
+
+astitch_status pass_scope(Planner *pl)
+{
+    int32_t n = pl->n;
+    Scope s = {pl, malloc((size_t)n * sizeof(int32_t)), malloc((size_t)n * sizeof(int32_t)),
+               malloc((size_t)n * sizeof(int32_t)), malloc((size_t)n * sizeof(int32_t)),
+               malloc((size_t)n * sizeof(int32_t))};
+    astitch_status st = ASTITCH_OK;
+    if (n && (!s.cl || !s.lo || !s.hi || !s.stack || !s.queue)) {
+        st = ctx_fail(pl->g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
+        goto done;
+    }
+    int32_t ncl = 0;
+    for (int32_t v = 0; v < n; v++)
+        s.cl[v] = -1;
+    for (int32_t v = 0; v < n; v++) {
+        if (s.cl[v] >= 0 || !is_member_class(pl, v))
+            continue;
+        if (pl->p->opt.fusion == ASTITCH_FUSION_NONE ||
+            astitch_op_class_of(gnode(pl->g, v)->op) == ASTITCH_CLASS_SOURCE) {
+            s.cl[v] = ncl++;
+            continue;
+        }
+        st = grow(&s, v, ncl++);
+        if (st)
+            goto done;
+    }
+    st = make_kernels(pl, s.cl, ncl);
+done:
+    free(s.cl);
+    free(s.lo);
+    free(s.hi);
+    free(s.stack);
+    free(s.queue);
+    return st;
+}

@@ -1,0 +1,260 @@
+/* exec.c: executables: compile a graph for a target, lay out where values live, run. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime.h"
+
+const char *astitch_target_name(astitch_target t)
+{
+    switch (t) {
+    case ASTITCH_TARGET_AUTO: return "auto";
+    case ASTITCH_TARGET_REFERENCE: return "reference";
+    case ASTITCH_TARGET_HOST: return "host";
+    case ASTITCH_TARGET_CUDA: return "cuda";
+    }
+    return NULL;
+}
+
+astitch_status astitch_target_from_name(const char *name, astitch_target *t)
+{
+    for (int i = 0; name && i <= ASTITCH_TARGET_CUDA; i++)
+        if (strcmp(astitch_target_name((astitch_target)i), name) == 0) {
+            *t = (astitch_target)i;
+            return ASTITCH_OK;
+        }
+    return ASTITCH_ERR_ARGUMENT;
+}
+
+void astitch_compile_options_default(astitch_compile_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->target = ASTITCH_TARGET_AUTO;
+    astitch_plan_options_default(&o->plan);
+}
+
+/* Values that cross a step boundary get a slot: parameters are the caller's inputs, graph
+ * outputs the caller's outputs, everything else a range of the temporary arena. */
+static astitch_status layout(astitch_executable *x)
+{
+    astitch_graph *g = x->g;
+    const astitch_plan *p = x->plan;
+    x->slot = calloc((size_t)g->nnode + 1, sizeof *x->slot);
+    if (!x->slot)
+        return ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory laying out values");
+    bool *crosses = calloc((size_t)g->nnode + 1, sizeof *crosses);
+    if (!crosses)
+        return ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory laying out values");
+    for (int32_t k = 0; k < p->nkernel; k++) {
+        for (int32_t i = 0; i < p->kernel[k].ninput; i++)
+            crosses[p->kernel[k].input[i]] = true;
+        for (int32_t i = 0; i < p->kernel[k].noutput; i++)
+            crosses[p->kernel[k].output[i]] = true;
+    }
+    for (int32_t s = 0; s < p->nstep; s++)
+        if (p->step[s].kind == ASTITCH_STEP_COMPUTE) {
+            int32_t n = p->step[s].index;
+            crosses[n] = true;
+            for (int k = 0; k < g->node[n].nin; k++)
+                crosses[goperand(g, n, k)] = true;
+        }
+    for (int32_t i = 0; i < g->nparam; i++)
+        x->slot[g->param[i]] = (Slot){SLOT_INPUT, i, 0, 0};
+    for (int32_t i = 0; i < g->noutput; i++)
+        if (g->node[g->output[i]].op != ASTITCH_OP_PARAMETER)
+            x->slot[g->output[i]] = (Slot){SLOT_OUTPUT, i, 0, 0};
+    size_t at = 0;
+    for (int32_t n = 0; n < g->nnode; n++) {
+        Slot *sl = &x->slot[n];
+        sl->bytes = (size_t)shape_elements(&g->node[n].shape) * astitch_dtype_size(g->node[n].dtype);
+        if (sl->kind == SLOT_NONE && crosses[n]) {
+            sl->kind = SLOT_TEMP;
+            sl->offset = at;
+            at += (sl->bytes + 255) & ~(size_t)255;
+        }
+    }
+    x->temp_bytes = at;
+    free(crosses);
+    return ASTITCH_OK;
+}
+
+bool exec_force_split(void)
+{
+    const char *v = getenv("ASTITCH_FORCE_SPLIT");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+int exec_split_inits(const astitch_plan *p, int k, SplitInit *out, int n)
+{
+    const PlanKernel *pk = &p->kernel[k];
+    const astitch_graph *g = p->graph;
+    int count = 0;
+    for (int32_t ph = 0; ph < pk->nphase; ph++) {
+        const PlanPhase *phase = &pk->phase[ph];
+        if (phase->map.split <= 1)
+            continue;
+        for (int32_t r = 0; r < phase->nroot; r++) {
+            const Node *node = gnode(g, phase->root[r]);
+            if (node->op != ASTITCH_OP_REDUCE)
+                continue;
+            const PlanOp *op = plan_kernel_op(pk, phase->root[r]);
+            uint32_t bits = 0;
+            if (node->attr.reduce == ASTITCH_REDUCE_MAX)
+                bits = 0xff800000u;
+            else if (node->attr.reduce == ASTITCH_REDUCE_MIN)
+                bits = 0x7f800000u;
+            int64_t elements = shape_elements(&node->shape);
+            if (op->buf >= 0 && count < n)
+                out[count++] = (SplitInit){phase->root[r], true, (size_t)pk->buf[op->buf].offset,
+                                           elements, bits};
+            if (op->output && count < n)
+                out[count++] = (SplitInit){phase->root[r], false, 0, elements, bits};
+        }
+    }
+    return count;
+}
+
+astitch_status astitch_compile(astitch_graph *g, const astitch_compile_options *o,
+                               astitch_executable **out)
+{
+    if (!out)
+        return ASTITCH_ERR_ARGUMENT;
+    *out = NULL;
+    if (!g)
+        return ASTITCH_ERR_ARGUMENT;
+    astitch_compile_options def;
+    if (!o) {
+        astitch_compile_options_default(&def);
+        o = &def;
+    }
+    astitch_status s = astitch_graph_verify(g);
+    if (s != ASTITCH_OK)
+        return s;
+    astitch_executable *x = calloc(1, sizeof *x);
+    if (!x)
+        return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "out of memory");
+    x->ctx = g->ctx;
+    x->g = g;
+    x->target = o->target;
+    if (x->target == ASTITCH_TARGET_REFERENCE) {
+        *out = x;
+        return ASTITCH_OK;
+    }
+    astitch_device dev;
+    if (x->target == ASTITCH_TARGET_AUTO || x->target == ASTITCH_TARGET_CUDA) {
+        s = exec_cuda_open(x->ctx, &x->cuda, &dev);
+        if (s == ASTITCH_OK)
+            x->target = ASTITCH_TARGET_CUDA;
+        else if (x->target == ASTITCH_TARGET_CUDA)
+            goto fail;
+        else
+            x->target = ASTITCH_TARGET_HOST;
+    }
+    if (x->target == ASTITCH_TARGET_HOST)
+        astitch_device_builtin("host", &dev);
+    if (o->device)
+        dev = *o->device;
+    if ((s = astitch_plan_create(g, &dev, &o->plan, &x->plan)) != ASTITCH_OK ||
+        (s = layout(x)) != ASTITCH_OK)
+        goto fail;
+    s = x->target == ASTITCH_TARGET_CUDA ? exec_cuda_prepare(x) : exec_host_prepare(x);
+    if (s != ASTITCH_OK)
+        goto fail;
+    *out = x;
+    return ASTITCH_OK;
+fail:
+    astitch_executable_destroy(x);
+    return s;
+}
+
+void astitch_executable_destroy(astitch_executable *x)
+{
+    if (!x)
+        return;
+    host_kernels_destroy(x->hk);
+    host_kernels_destroy(x->hk_split);
+    free(x->split);
+    exec_cuda_close(x->cuda);
+    astitch_plan_destroy(x->plan);
+    free(x->slot);
+    free(x);
+}
+
+astitch_target astitch_executable_target(const astitch_executable *x)
+{
+    return x ? x->target : ASTITCH_TARGET_AUTO;
+}
+
+const astitch_plan *astitch_executable_plan(const astitch_executable *x)
+{
+    return x ? x->plan : NULL;
+}
+
+astitch_status astitch_execute(astitch_executable *x, const void *const *inputs,
+                               void *const *outputs)
+{
+    if (!x)
+        return ASTITCH_ERR_ARGUMENT;
+    if ((x->g->nparam > 0 && !inputs) || !outputs)
+        return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT, "astitch_execute: %s array is NULL",
+                        outputs ? "inputs" : "outputs");
+    for (int32_t i = 0; i < x->g->nparam; i++)
+        if (!inputs[i] && x->slot[x->g->param[i]].bytes)
+            return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT, "astitch_execute: input %d ('%s') is NULL",
+                            i, x->g->node[x->g->param[i]].name);
+    for (int32_t i = 0; i < x->g->noutput; i++)
+        if (!outputs[i] && x->slot[x->g->output[i]].bytes)
+            return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT, "astitch_execute: output %d ('%s') is NULL",
+                            i, x->g->node[x->g->output[i]].name);
+    switch (x->target) {
+    case ASTITCH_TARGET_REFERENCE: return astitch_run_reference(x->g, inputs, outputs);
+    case ASTITCH_TARGET_HOST: return exec_host_run(x, inputs, outputs);
+    case ASTITCH_TARGET_CUDA: return exec_cuda_run_host(x, inputs, outputs);
+    default: return ctx_fail(x->ctx, ASTITCH_ERR_INTERNAL, "executable has no target");
+    }
+}
+
+astitch_status astitch_execute_device(astitch_executable *x, const uint64_t *inputs,
+                                      const uint64_t *outputs, void *stream)
+{
+    if (!x)
+        return ASTITCH_ERR_ARGUMENT;
+    if (x->target != ASTITCH_TARGET_CUDA)
+        return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT,
+                        "astitch_execute_device: the executable's target is %s, not cuda",
+                        astitch_target_name(x->target));
+    if ((x->g->nparam > 0 && !inputs) || !outputs)
+        return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT, "astitch_execute_device: NULL pointer array");
+    return exec_cuda_run_device(x, inputs, outputs, stream);
+}
+
+astitch_status astitch_emit(astitch_graph *g, const astitch_compile_options *o, const char *what,
+                            char **text)
+{
+    if (!g || !what || !text)
+        return ASTITCH_ERR_ARGUMENT;
+    *text = NULL;
+    bool ptx = strcmp(what, "ptx") == 0;
+    if (!ptx && strcmp(what, "llvm") != 0)
+        return ctx_fail(g->ctx, ASTITCH_ERR_ARGUMENT, "astitch_emit: unknown form '%s' (ptx, llvm)",
+                        what);
+    astitch_compile_options def;
+    if (!o) {
+        astitch_compile_options_default(&def);
+        o = &def;
+    }
+    astitch_status s = astitch_graph_verify(g);
+    if (s != ASTITCH_OK)
+        return s;
+    astitch_device dev;
+    if (o->device)
+        dev = *o->device;
+    else
+        astitch_device_builtin(ptx || o->target != ASTITCH_TARGET_HOST ? "h100" : "host", &dev);
+    astitch_plan *p;
+    if ((s = astitch_plan_create(g, &dev, &o->plan, &p)) != ASTITCH_OK)
+        return s;
+    s = ptx ? compile_ptx(g->ctx, p, dev.sm_version ? dev.sm_version : 90, false, text)
+            : compile_llvm_text(g->ctx, p, text);
+    astitch_plan_destroy(p);
+    return s;
+}

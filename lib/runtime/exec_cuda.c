@@ -1,0 +1,311 @@
+/* exec_cuda.c: an executable on an NVIDIA GPU: PTX from the plan, loaded into the primary
+ * context; each kernel checked for co-residency after load (occupancy x SMs) and launched
+ * cooperatively when it has grid barriers. A kernel whose grid cannot be co-resident runs as
+ * its parts cut at the grid barriers instead (a second module), never as a hang. Compute ops
+ * (dot, custom) run on the host through the reference interpreter, between kernels. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_driver.h"
+#include "runtime.h"
+
+struct ExecCuda {
+    CudaDevice *dev;
+    CudaModule *mod;        /* whole kernels */
+    CudaModule *split_mod;  /* parts of the kernels that need the fallback, or NULL */
+    CudaKernel *kern;       /* per plan kernel */
+    bool *split;            /* per plan kernel: runs as parts */
+    CudaKernel **part;      /* per plan kernel with split: its parts */
+    int nkernel;
+    CudaWorkspace ws;
+    CUdeviceptr temps;
+    size_t temps_bytes;
+    CUdeviceptr *io;        /* staging buffers for astitch_execute: params then outputs */
+    int nio;
+    bool force_split;
+};
+
+astitch_status exec_cuda_open(astitch_context *ctx, ExecCuda **out, astitch_device *model)
+{
+    *out = NULL;
+    ExecCuda *c = calloc(1, sizeof *c);
+    if (!c)
+        return ctx_fail(ctx, ASTITCH_ERR_MEMORY, "out of memory");
+    astitch_status s = cuda_device_open(ctx, 0, &c->dev);
+    if (s != ASTITCH_OK) {
+        free(c);
+        return s;
+    }
+    cuda_device_model(c->dev, model);
+    cuda_workspace_init(&c->ws, c->dev);
+    c->force_split = exec_force_split();
+    *out = c;
+    return ASTITCH_OK;
+}
+
+void exec_cuda_close(ExecCuda *c)
+{
+    if (!c)
+        return;
+    if (c->dev && cuda_enter(NULL, c->dev) == ASTITCH_OK) {
+        for (int i = 0; c->io && i < c->nio; i++)
+            cuda_free(c->dev, c->io[i]);
+        cuda_free(c->dev, c->temps);
+        cuda_workspace_release(&c->ws);
+        cuda_module_unload(c->mod);
+        cuda_module_unload(c->split_mod);
+        cuda_leave(c->dev);
+    }
+    for (int i = 0; c->part && i < c->nkernel; i++)
+        free(c->part[i]);
+    free(c->part);
+    free(c->io);
+    free(c->kern);
+    free(c->split);
+    cuda_device_close(c->dev);
+    free(c);
+}
+
+static astitch_status load_split(astitch_executable *x, ExecCuda *c)
+{
+    const astitch_plan *p = x->plan;
+    char *ptx;
+    astitch_status s = compile_ptx(x->ctx, p, c->dev->info.cc_major * 10 + c->dev->info.cc_minor,
+                                   true, &ptx);
+    if (s != ASTITCH_OK)
+        return s;
+    s = cuda_module_load(x->ctx, c->dev, ptx, "split kernels", &c->split_mod);
+    free(ptx);
+    for (int k = 0; s == ASTITCH_OK && k < p->nkernel; k++) {
+        if (!c->split[k])
+            continue;
+        int parts = compile_kernel_num_parts(p, k);
+        if (!(c->part[k] = calloc((size_t)parts, sizeof **c->part)))
+            return ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory");
+        for (int i = 0; s == ASTITCH_OK && i < parts; i++) {
+            char name[64];
+            compile_kernel_name(p, k, i, name, sizeof name);
+            s = cuda_kernel_get(x->ctx, c->split_mod, name, p->kernel[k].block,
+                                (size_t)p->kernel[k].shared_bytes, &c->part[k][i]);
+        }
+    }
+    return s;
+}
+
+astitch_status exec_cuda_prepare(astitch_executable *x)
+{
+    ExecCuda *c = x->cuda;
+    const astitch_plan *p = x->plan;
+    astitch_status s = cuda_enter(x->ctx, c->dev);
+    if (s != ASTITCH_OK)
+        return s;
+    c->kern = calloc((size_t)p->nkernel + 1, sizeof *c->kern);
+    c->split = calloc((size_t)p->nkernel + 1, sizeof *c->split);
+    c->part = calloc((size_t)p->nkernel + 1, sizeof *c->part);
+    if (!c->kern || !c->split || !c->part) {
+        s = ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory");
+        goto out;
+    }
+    c->nkernel = p->nkernel;
+    char *ptx;
+    s = compile_ptx(x->ctx, p, c->dev->info.cc_major * 10 + c->dev->info.cc_minor, false, &ptx);
+    if (s != ASTITCH_OK)
+        goto out;
+    s = cuda_module_load(x->ctx, c->dev, ptx, "stitch kernels", &c->mod);
+    free(ptx);
+    bool any_split = false;
+    for (int k = 0; s == ASTITCH_OK && k < p->nkernel; k++) {
+        const PlanKernel *pk = &p->kernel[k];
+        char name[64];
+        compile_kernel_name(p, k, -1, name, sizeof name);
+        s = cuda_kernel_get(x->ctx, c->mod, name, pk->block, (size_t)pk->shared_bytes, &c->kern[k]);
+        if (s == ASTITCH_OK && pk->global_barriers > 0 &&
+            (c->force_split || pk->grid > c->kern[k].max_coresident))
+            c->split[k] = any_split = true;
+    }
+    if (s == ASTITCH_OK && any_split)
+        s = load_split(x, c);
+    if (s == ASTITCH_OK)
+        s = cuda_alloc(x->ctx, c->dev, x->temp_bytes, &c->temps);
+    if (s == ASTITCH_OK)
+        s = cuda_workspace_reserve(x->ctx, &c->ws, (size_t)p->scratch_bytes + 256, 1);
+out:
+    cuda_leave(c->dev);
+    return s;
+}
+
+static CUdeviceptr dev_ptr(const astitch_executable *x, int32_t n, const uint64_t *in,
+                           const uint64_t *outp)
+{
+    const Slot *s = &x->slot[n];
+    switch (s->kind) {
+    case SLOT_INPUT: return (CUdeviceptr)in[s->index];
+    case SLOT_OUTPUT: return (CUdeviceptr)outp[s->index];
+    case SLOT_TEMP: return x->cuda->temps + s->offset;
+    default: return 0;
+    }
+}
+
+static astitch_status launch_kernel(astitch_executable *x, int k, const uint64_t *in,
+                                    const uint64_t *outp, CUstream st)
+{
+    ExecCuda *c = x->cuda;
+    const PlanKernel *pk = &x->plan->kernel[k];
+    if (pk->grid < 1)
+        return ASTITCH_OK;
+    int nargs = compile_kernel_num_args(x->plan, k);
+    CUdeviceptr *vals = calloc((size_t)nargs, sizeof *vals);
+    void **args = calloc((size_t)nargs, sizeof *args);
+    SplitInit *init = calloc((size_t)pk->nop * 2 + 1, sizeof *init);
+    astitch_status s = ASTITCH_OK;
+    if (!vals || !args || !init) {
+        s = ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory");
+        goto out;
+    }
+    int a = 0;
+    for (int32_t i = 0; i < pk->ninput; i++)
+        vals[a++] = dev_ptr(x, pk->input[i], in, outp);
+    for (int32_t i = 0; i < pk->noutput; i++)
+        vals[a++] = dev_ptr(x, pk->output[i], in, outp);
+    vals[a++] = c->ws.scratch;
+    vals[a++] = c->ws.counters;
+    for (int i = 0; i < nargs; i++)
+        args[i] = &vals[i];
+    int ninit = exec_split_inits(x->plan, k, init, pk->nop * 2);
+    for (int i = 0; s == ASTITCH_OK && i < ninit; i++)
+        s = cuda_memset_u32(x->ctx, c->dev,
+                            init[i].scratch ? c->ws.scratch + init[i].offset
+                                            : dev_ptr(x, init[i].node, in, outp),
+                            init[i].bits, (size_t)init[i].elements, st);
+    if (s != ASTITCH_OK)
+        goto out;
+    if (c->split[k]) {
+        int parts = compile_kernel_num_parts(x->plan, k);
+        for (int i = 0; s == ASTITCH_OK && i < parts; i++) {
+            CudaLaunch l = {.kernel = &c->part[k][i], .grid = (unsigned)pk->grid, .args = args,
+                            .stream = st};
+            s = cuda_launch(x->ctx, c->dev, &l);
+        }
+    } else {
+        bool coop = pk->global_barriers > 0;
+        if (coop)
+            s = cuda_workspace_clear_counters(x->ctx, &c->ws, 1, st);
+        CudaLaunch l = {.kernel = &c->kern[k], .grid = (unsigned)pk->grid, .args = args,
+                        .cooperative = coop, .stream = st};
+        if (s == ASTITCH_OK)
+            s = cuda_launch(x->ctx, c->dev, &l);
+    }
+out:
+    free(vals);
+    free(args);
+    free(init);
+    return s;
+}
+
+/* Runs a compute op on the host: operands down, the interpreter, the result up. */
+static astitch_status run_compute(astitch_executable *x, int32_t n, const uint64_t *in,
+                                  const uint64_t *outp, CUstream st)
+{
+    ExecCuda *c = x->cuda;
+    const Node *node = gnode(x->g, n);
+    void **host = calloc((size_t)node->nin + 1, sizeof *host);
+    astitch_status s = host ? cuda_stream_sync(x->ctx, c->dev, st)
+                            : ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory");
+    for (int k = 0; s == ASTITCH_OK && k <= node->nin; k++) {
+        int32_t id = k < node->nin ? goperand(x->g, n, k) : n;
+        size_t bytes = x->slot[id].bytes;
+        if (!(host[k] = malloc(bytes + 1))) {
+            s = ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory for %zu bytes", bytes);
+            break;
+        }
+        if (k < node->nin && bytes)
+            s = cuda_copy_to_host(x->ctx, c->dev, host[k], dev_ptr(x, id, in, outp), bytes, st);
+    }
+    if (s == ASTITCH_OK)
+        s = cuda_stream_sync(x->ctx, c->dev, st);
+    if (s == ASTITCH_OK)
+        s = interp_node(x->g, n, (const void *const *)host, host[node->nin]);
+    if (s == ASTITCH_OK && x->slot[n].bytes)
+        s = cuda_copy_to_device(x->ctx, c->dev, dev_ptr(x, n, in, outp), host[node->nin],
+                                x->slot[n].bytes, st);
+    if (s == ASTITCH_OK)
+        s = cuda_stream_sync(x->ctx, c->dev, st);
+    for (int k = 0; host && k <= node->nin; k++)
+        free(host[k]);
+    free(host);
+    return s;
+}
+
+static astitch_status run_steps(astitch_executable *x, const uint64_t *in, const uint64_t *outp,
+                                CUstream st)
+{
+    const astitch_plan *p = x->plan;
+    astitch_status s = ASTITCH_OK;
+    for (int32_t i = 0; s == ASTITCH_OK && i < p->nstep; i++)
+        s = p->step[i].kind == ASTITCH_STEP_KERNEL ? launch_kernel(x, p->step[i].index, in, outp, st)
+                                                   : run_compute(x, p->step[i].index, in, outp, st);
+    for (int32_t i = 0; s == ASTITCH_OK && i < x->g->noutput; i++) {
+        int32_t n = x->g->output[i];
+        if (x->g->node[n].op == ASTITCH_OP_PARAMETER && x->slot[n].bytes) {
+            const CudaDriver *d = &x->cuda->dev->drv;
+            CUresult r = d->MemcpyDtoDAsync((CUdeviceptr)outp[i], (CUdeviceptr)in[x->g->node[n].attr.param],
+                                        x->slot[n].bytes, st);
+            if (r != CUDA_SUCCESS)
+                s = cuda_fail(x->ctx, d, r, "copying parameter output '%s'", x->g->node[n].name);
+        }
+    }
+    return s;
+}
+
+astitch_status exec_cuda_run_device(astitch_executable *x, const uint64_t *inputs,
+                                    const uint64_t *outputs, void *stream)
+{
+    astitch_status s = cuda_enter(x->ctx, x->cuda->dev);
+    if (s != ASTITCH_OK)
+        return s;
+    s = run_steps(x, inputs, outputs, (CUstream)stream);
+    cuda_leave(x->cuda->dev);
+    return s;
+}
+
+astitch_status exec_cuda_run_host(astitch_executable *x, const void *const *inputs,
+                                  void *const *outputs)
+{
+    ExecCuda *c = x->cuda;
+    astitch_graph *g = x->g;
+    astitch_status s = cuda_enter(x->ctx, c->dev);
+    if (s != ASTITCH_OK)
+        return s;
+    int nio = g->nparam + g->noutput;
+    if (!c->io) {
+        if (!(c->io = calloc((size_t)nio + 1, sizeof *c->io))) {
+            cuda_leave(c->dev);
+            return ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory");
+        }
+        c->nio = nio;
+        for (int i = 0; s == ASTITCH_OK && i < nio; i++) {
+            int32_t n = i < g->nparam ? g->param[i] : g->output[i - g->nparam];
+            s = cuda_alloc(x->ctx, c->dev, x->slot[n].bytes, &c->io[i]);
+        }
+    }
+    uint64_t *in = calloc((size_t)nio + 1, sizeof *in);
+    if (!in && s == ASTITCH_OK)
+        s = ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory");
+    for (int i = 0; s == ASTITCH_OK && i < nio; i++)
+        in[i] = c->io[i];
+    for (int i = 0; s == ASTITCH_OK && i < g->nparam; i++)
+        if (x->slot[g->param[i]].bytes)
+            s = cuda_copy_to_device(x->ctx, c->dev, c->io[i], inputs[i], x->slot[g->param[i]].bytes,
+                                    NULL);
+    if (s == ASTITCH_OK)
+        s = run_steps(x, in, in + g->nparam, NULL);
+    for (int i = 0; s == ASTITCH_OK && i < g->noutput; i++)
+        if (x->slot[g->output[i]].bytes)
+            s = cuda_copy_to_host(x->ctx, c->dev, outputs[i], c->io[g->nparam + i],
+                                  x->slot[g->output[i]].bytes, NULL);
+    if (s == ASTITCH_OK)
+        s = cuda_stream_sync(x->ctx, c->dev, NULL);
+    free(in);
+    cuda_leave(c->dev);
+    return s;
+}

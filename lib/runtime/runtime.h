@@ -1,0 +1,84 @@
+/*
+ * runtime.h: executables, private to libastitch. A map of lib/runtime:
+ *
+ *   exec.c         the public executable API (astitch/runtime.h): compile, target dispatch,
+ *                  where every value lives during a run, split-reduction initial values
+ *   exec_host.c    running an executable's steps on the host SIMT runtime
+ *   exec_cuda.c    running them on a GPU: PTX modules, device buffers, launches, fallback
+ *   simt*.c        the host SIMT runtime (simt.h)
+ *   cuda_*.c       the CUDA driver, loaded with dlopen (cuda_driver.h)
+ */
+#ifndef ASTITCH_RUNTIME_PRIVATE_H
+#define ASTITCH_RUNTIME_PRIVATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "astitch/runtime.h"
+#include "codegen/compile.h"
+#include "ir/ir.h"
+#include "passes/plan.h"
+
+/* Where a node's value lives during a run. */
+typedef enum SlotKind {
+    SLOT_NONE,   /* never read across steps (lives inside one kernel) */
+    SLOT_INPUT,  /* the caller's input `index` (a parameter) */
+    SLOT_OUTPUT, /* the caller's output `index` */
+    SLOT_TEMP    /* the executable's temporary arena at `offset` */
+} SlotKind;
+
+typedef struct Slot {
+    SlotKind kind;
+    int index;
+    size_t offset;
+    size_t bytes;
+} Slot;
+
+/* A destination a split reduction combines into by atomics: it must hold the reduction's
+ * identity before the kernel runs. */
+typedef struct SplitInit {
+    int32_t node;
+    bool scratch;     /* at scratch + offset; else the node's own slot */
+    size_t offset;
+    int64_t elements;
+    uint32_t bits;    /* the identity's 32-bit pattern (f32 or i32) */
+} SplitInit;
+
+typedef struct ExecCuda ExecCuda;
+
+struct astitch_executable {
+    astitch_context *ctx;
+    astitch_graph *g;
+    astitch_target target;
+    astitch_plan *plan;
+    Slot *slot;          /* per node */
+    size_t temp_bytes;
+    HostKernels *hk;     /* host: whole kernels */
+    HostKernels *hk_split; /* host: parts of every kernel, when some kernel needs the fallback */
+    bool *split;         /* host: per kernel, runs as parts */
+    ExecCuda *cuda;      /* cuda */
+};
+
+/* exec.c */
+/* True when ASTITCH_FORCE_SPLIT asks every grid-barrier kernel to run split (for tests). */
+bool exec_force_split(void);
+/* The destinations kernel k must have initialized; returns the count (0..n) written to out. */
+int exec_split_inits(const astitch_plan *p, int k, SplitInit *out, int n);
+
+/* exec_host.c */
+astitch_status exec_host_prepare(astitch_executable *x);
+astitch_status exec_host_run(astitch_executable *x, const void *const *inputs,
+                             void *const *outputs);
+
+/* exec_cuda.c */
+/* Opens the driver and device (ASTITCH_ERR_NO_DEVICE if none) and fills *dev with its model. */
+astitch_status exec_cuda_open(astitch_context *ctx, ExecCuda **out, astitch_device *dev);
+/* Compiles x->plan to PTX and loads it. */
+astitch_status exec_cuda_prepare(astitch_executable *x);
+astitch_status exec_cuda_run_host(astitch_executable *x, const void *const *inputs,
+                                  void *const *outputs);
+astitch_status exec_cuda_run_device(astitch_executable *x, const uint64_t *inputs,
+                                    const uint64_t *outputs, void *stream);
+void exec_cuda_close(ExecCuda *c); /* accepts NULL */
+
+#endif

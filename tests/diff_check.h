@@ -1,0 +1,33 @@
+/* diff_check.h: running a graph on a target and comparing every output with the reference
+ * interpreter, in the manner of ggml's test-backend-ops. Shared by the host and gpu suites. */
+#ifndef ASTITCH_TESTS_DIFF_CHECK_H
+#define ASTITCH_TESTS_DIFF_CHECK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "astitch/astitch.h"
+#include "astitch/runtime.h"
+
+/* Tolerances on the normalized error max|out - ref| / max(1, max|ref|), per dtype:
+ * f32 1e-4, f16 1e-2, bf16 4e-2; integers and bool exact; NaN must match NaN. */
+double diff_tolerance(astitch_dtype t);
+
+typedef struct DiffResult {
+    bool ok;
+    double worst;         /* the largest normalized error over all outputs */
+    int worst_output;
+    char message[512];    /* why it failed */
+} DiffResult;
+
+/* Fills random inputs from seed, runs the reference, then compiles g for `target` under
+ * `fusion` and runs it with outputs poisoned beforehand; compares every output. Returns the
+ * status of the first failing library call (ASTITCH_OK if all calls succeeded; r->ok tells
+ * whether the numbers matched). */
+astitch_status diff_run(astitch_graph *g, astitch_target target, astitch_fusion fusion,
+                        uint64_t seed, DiffResult *r);
+
+/* A seed that differs between runs (time and pid), for one fresh case per run. */
+uint64_t diff_fresh_seed(void);
+
+#endif

@@ -1,0 +1,40 @@
+/*
+ * gen_graph.h: random valid graphs for property and differential tests.
+ *
+ * gen_graph builds a DAG through the public builder API from a seed (same seed, same graph):
+ * parameters, constants and iota; light and heavy element-wise ops, compares and selects,
+ * converts; broadcasts, reshapes, transposes, slices, concatenations and gathers; row, column
+ * and mixed reductions; and (optionally) dots and custom ops that bound stitch scopes. Shapes
+ * are drawn from one small family of dimensions so that ops combine often, which makes the
+ * graphs dense in the one-to-many dependencies the planner cares about.
+ */
+#ifndef ASTITCH_TESTS_GEN_GRAPH_H
+#define ASTITCH_TESTS_GEN_GRAPH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "astitch/astitch.h"
+
+typedef struct gen_options {
+    int nodes;           /* about this many nodes (at least 4) */
+    int max_dim;         /* each dimension of the family is in [1, max_dim] */
+    int percent_compute; /* share of dot ops, in percent */
+    int percent_custom;  /* share of custom ops (target "gen_custom", one input, same shape) */
+    int percent_reduce;  /* share of reductions */
+    int outputs;         /* extra random outputs besides every node without consumers */
+    bool half;           /* also produce f16/bf16 values through converts */
+} gen_options;
+
+/* Defaults: 40 nodes, dims up to 8, 5% dots, no custom ops, 15% reductions, 2 outputs, no
+ * half types. */
+void gen_options_default(gen_options *o);
+
+/* A fresh random graph on ctx, or NULL with the reason in astitch_last_error (a bug in the
+ * generator, since every graph it builds must be valid). Free with astitch_graph_destroy. */
+astitch_graph *gen_graph(astitch_context *ctx, uint64_t seed, const gen_options *o);
+
+/* A seed from the clock, for tests that also run a fresh graph each time (print it). */
+uint64_t gen_fresh_seed(void);
+
+#endif

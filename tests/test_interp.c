@@ -1,0 +1,302 @@
+/*
+ * test_interp.c: the reference interpreter, the numerical oracle, against values computed in
+ * the tests with plain loops, on fresh random inputs. This file holds whole graphs, custom ops,
+ * errors and main; test_interp_elem.c and test_interp_shape.c hold the per-op tests, and
+ * interp_check.c their shared helpers. The seed is printed first; ASTITCH_TEST_SEED=N repeats
+ * a run.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "interp_check.h"
+
+/* The out-of-memory test asks for 8 TiB: under AddressSanitizer malloc must return NULL. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+
+/* ---- whole graphs -------------------------------------------------------------------------- */
+
+/* y = (x - mean) * rsqrt(var + eps) * gamma + beta over rows of x, with mean as a second output. */
+static void test_layernorm_graph(void **state)
+{
+    Fx f;
+    fx_open(&f);
+    astitch_graph *g = f.g;
+    enum { R = 6, C = 32 };
+    int64_t xd[] = {R, C}, rows = R, cols = C, ax1[] = {1}, b0[] = {0}, b1[] = {1};
+    astitch_node x = param(&f, ASTITCH_F32, 2, xd), gamma = param(&f, ASTITCH_F32, 1, &cols);
+    astitch_node beta = param(&f, ASTITCH_F32, 1, &cols);
+    astitch_node n = astitch_constant(g, ASTITCH_F32, 1, &rows, (const double[]){C}, 1);
+    astitch_node eps = astitch_constant(g, ASTITCH_F32, 1, &rows, (const double[]){1e-5}, 1);
+    astitch_node mean = astitch_binary(g, ASTITCH_OP_DIV,
+                                       astitch_reduce(g, ASTITCH_REDUCE_SUM, x, 1, ax1), n);
+    astitch_node d = astitch_binary(g, ASTITCH_OP_SUB, x,
+                                    astitch_broadcast_in_dim(g, mean, 2, xd, b0));
+    astitch_node var = astitch_binary(
+        g, ASTITCH_OP_DIV,
+        astitch_reduce(g, ASTITCH_REDUCE_SUM, astitch_binary(g, ASTITCH_OP_MUL, d, d), 1, ax1), n);
+    astitch_node rstd = astitch_unary(g, ASTITCH_OP_RSQRT, astitch_binary(g, ASTITCH_OP_ADD, var, eps));
+    astitch_node y = astitch_binary(g, ASTITCH_OP_MUL, d, astitch_broadcast_in_dim(g, rstd, 2, xd, b0));
+    y = astitch_binary(g, ASTITCH_OP_MUL, y, astitch_broadcast_in_dim(g, gamma, 2, xd, b1));
+    y = astitch_binary(g, ASTITCH_OP_ADD, y, astitch_broadcast_in_dim(g, beta, 2, xd, b1));
+    output(&f, y);
+    output(&f, mean);
+    float *xv = rand_floats(R * C, -3, 5), *gv = rand_floats(C, 0.5, 2), *bv = rand_floats(C, -1, 1);
+    float gy[R * C], gm[R];
+    run(&f, (const void *[]){xv, gv, bv}, (void *[]){gy, gm});
+    double wy[R * C], wm[R];
+    for (int i = 0; i < R; i++) {
+        double s = 0, ss = 0;
+        for (int j = 0; j < C; j++)
+            s += xv[i * C + j];
+        wm[i] = s / C;
+        for (int j = 0; j < C; j++)
+            ss += (xv[i * C + j] - wm[i]) * (xv[i * C + j] - wm[i]);
+        double r = 1 / sqrt(ss / C + 1e-5);
+        for (int j = 0; j < C; j++)
+            wy[i * C + j] = (xv[i * C + j] - wm[i]) * r * gv[j] + bv[j];
+    }
+    expect_f32("layernorm mean", R, gm, wm, 1e-6);
+    for (int k = 0; k < R * C; k++)
+        if (fabs(gy[k] - wy[k]) > 1e-5 * (1 + fabs(wy[k])))
+            fail_msg("layernorm: element %d: got %.9g, want %.9g", k, gy[k], wy[k]);
+    free(xv);
+    free(gv);
+    free(bv);
+    fx_close(&f);
+}
+
+/* A long chain in which x and an early node are read again at the very end, with a parameter
+ * and an inner node among the outputs: values must live exactly until their last reader. */
+static void test_value_lifetimes(void **state)
+{
+    Fx f;
+    fx_open(&f);
+    int64_t n = 4096;
+    astitch_node x = param(&f, ASTITCH_F32, 1, &n);
+    astitch_node early = astitch_unary(f.g, ASTITCH_OP_NEG, x);
+    astitch_node acc = x;
+    for (int i = 0; i < 60; i++)
+        acc = astitch_binary(f.g, ASTITCH_OP_ADD, acc, x);
+    astitch_node late = param(&f, ASTITCH_F32, 1, &n);
+    astitch_node out = astitch_binary(f.g, ASTITCH_OP_ADD, astitch_binary(f.g, ASTITCH_OP_ADD, acc, early), late);
+    output(&f, out);
+    output(&f, x);
+    output(&f, early);
+    float *xv = malloc((size_t)n * sizeof *xv), *lv = malloc((size_t)n * sizeof *lv);
+    float *g1 = malloc((size_t)n * sizeof *g1), *g2 = malloc((size_t)n * sizeof *g2);
+    float *g3 = malloc((size_t)n * sizeof *g3);
+    double *w1 = malloc((size_t)n * sizeof *w1), *w2 = malloc((size_t)n * sizeof *w2);
+    double *w3 = malloc((size_t)n * sizeof *w3);
+    for (int64_t k = 0; k < n; k++) {
+        xv[k] = (float)rand_int(-1000, 1000);
+        lv[k] = (float)rand_int(-1000, 1000);
+        w1[k] = 61.0 * xv[k] - xv[k] + lv[k];
+        w2[k] = xv[k];
+        w3[k] = -(double)xv[k];
+    }
+    run(&f, (const void *[]){xv, lv}, (void *[]){g1, g2, g3});
+    expect_f32("chain", n, g1, w1, 0);
+    expect_f32("parameter as output", n, g2, w2, 0);
+    expect_f32("early node as output", n, g3, w3, 0);
+    free(xv);
+    free(lv);
+    free(g1);
+    free(g2);
+    free(g3);
+    free(w1);
+    free(w2);
+    free(w3);
+    fx_close(&f);
+}
+
+/* ---- custom ops ---------------------------------------------------------------------------- */
+
+typedef struct Axpy {
+    float alpha;
+    int calls;
+    int bad_views;
+} Axpy;
+
+/* out = alpha * x + y, x f32 and y f16 of the output's shape [2,3]. */
+static astitch_status axpy(void *user, int n, const astitch_tensor_view *in,
+                           astitch_tensor_view *out)
+{
+    Axpy *a = user;
+    a->calls++;
+    if (n != 2 || in[0].dtype != ASTITCH_F32 || in[1].dtype != ASTITCH_F16 ||
+        out->dtype != ASTITCH_F32 || out->rank != 2 || out->dims[0] != 2 || out->dims[1] != 3 ||
+        in[1].rank != 2 || in[1].dims[1] != 3) {
+        a->bad_views++;
+        return ASTITCH_ERR_ARGUMENT;
+    }
+    const float *x = in[0].data;
+    const uint16_t *y = in[1].data;
+    float *o = out->data;
+    for (int k = 0; k < 6; k++)
+        o[k] = (float)(a->alpha * x[k] + f16_value(y[k]));
+    return ASTITCH_OK;
+}
+
+static astitch_status refuse(void *user, int n, const astitch_tensor_view *in,
+                             astitch_tensor_view *out)
+{
+    return ASTITCH_ERR_DEVICE;
+}
+
+static void test_custom_op(void **state)
+{
+    Fx f;
+    fx_open(&f);
+    Axpy a = {.alpha = (float)uniform(-2, 2)};
+    assert_int_equal(astitch_register_custom(f.ctx, "axpy", axpy, &a), ASTITCH_OK);
+    int64_t d[] = {2, 3};
+    astitch_node x = param(&f, ASTITCH_F32, 2, d), y = param(&f, ASTITCH_F16, 2, d);
+    astitch_node c = astitch_custom(f.g, "axpy", 2, (const astitch_node[]){x, y}, ASTITCH_F32, 2, d);
+    output(&f, astitch_binary(f.g, ASTITCH_OP_MUL, c, x)); /* the result feeds later ops */
+    float *xv = rand_floats(6, -10, 10), got[6];
+    uint16_t yv[6];
+    double want[6];
+    for (int k = 0; k < 6; k++) {
+        yv[k] = rand_f16();
+        want[k] = (double)(float)(a.alpha * xv[k] + f16_value(yv[k])) * xv[k];
+    }
+    run(&f, (const void *[]){xv, yv}, (void *[]){got});
+    assert_int_equal(a.calls, 1);
+    assert_int_equal(a.bad_views, 0);
+    expect_f32("custom axpy * x", 6, got, want, 0);
+    /* a failing implementation: its status comes back, with the node and target named */
+    assert_int_equal(astitch_register_custom(f.ctx, "axpy", refuse, NULL), ASTITCH_OK);
+    assert_int_equal(astitch_run_reference(f.g, (const void *[]){xv, yv}, (void *[]){got}),
+                     ASTITCH_ERR_DEVICE);
+    assert_error_contains(&f, "(custom)");
+    assert_error_contains(&f, "'axpy'");
+    free(xv);
+    fx_close(&f);
+}
+
+/* ---- errors -------------------------------------------------------------------------------- */
+
+static void test_unregistered_custom_op(void **state)
+{
+    Fx f;
+    fx_open(&f);
+    int64_t d = 4;
+    astitch_node x = param(&f, ASTITCH_F32, 1, &d);
+    astitch_node c = astitch_custom(f.g, "my_conv", 1, &x, ASTITCH_F32, 1, &d);
+    assert_int_equal(astitch_set_name(f.g, c, "conv1"), ASTITCH_OK);
+    output(&f, c);
+    float in[4] = {1, 2, 3, 4}, out[4];
+    assert_int_equal(astitch_run_reference(f.g, (const void *[]){in}, (void *[]){out}),
+                     ASTITCH_ERR_UNSUPPORTED);
+    assert_error_contains(&f, "'conv1' (custom)");
+    assert_error_contains(&f, "'my_conv'");
+    fx_close(&f);
+}
+
+static void test_null_buffers(void **state)
+{
+    Fx f;
+    fx_open(&f);
+    int64_t d = 4;
+    astitch_node x = param(&f, ASTITCH_F32, 1, &d), y = param(&f, ASTITCH_F32, 1, &d);
+    output(&f, astitch_binary(f.g, ASTITCH_OP_ADD, x, y));
+    output(&f, y);
+    float a[4] = {0}, b[4] = {0}, o1[4], o2[4];
+    assert_int_equal(astitch_run_reference(NULL, (const void *[]){a, b}, (void *[]){o1, o2}),
+                     ASTITCH_ERR_ARGUMENT);
+    assert_int_equal(astitch_run_reference(f.g, NULL, (void *[]){o1, o2}), ASTITCH_ERR_ARGUMENT);
+    assert_error_contains(&f, "inputs is NULL");
+    assert_int_equal(astitch_run_reference(f.g, (const void *[]){a, NULL}, (void *[]){o1, o2}),
+                     ASTITCH_ERR_ARGUMENT);
+    assert_error_contains(&f, "inputs[1]");
+    assert_error_contains(&f, "'p1'");
+    assert_int_equal(astitch_run_reference(f.g, (const void *[]){a, b}, NULL), ASTITCH_ERR_ARGUMENT);
+    assert_error_contains(&f, "outputs is NULL");
+    assert_int_equal(astitch_run_reference(f.g, (const void *[]){a, b}, (void *[]){o1, NULL}),
+                     ASTITCH_ERR_ARGUMENT);
+    assert_error_contains(&f, "outputs[1]");
+    fx_close(&f);
+}
+
+static void test_invalid_graph_is_refused(void **state)
+{
+    Fx f;
+    fx_open(&f);
+    int64_t d3 = 3, d4 = 4;
+    astitch_node x = param(&f, ASTITCH_F32, 1, &d3), y = param(&f, ASTITCH_F32, 1, &d4);
+    assert_int_equal(astitch_binary(f.g, ASTITCH_OP_ADD, x, y), ASTITCH_NO_NODE);
+    float a[3], b[4], o[3];
+    assert_int_equal(astitch_run_reference(f.g, (const void *[]){a, b}, (void *[]){o}),
+                     ASTITCH_ERR_GRAPH);
+    fx_close(&f);
+}
+
+static bool overcommit_always(void)
+{
+    FILE *fp = fopen("/proc/sys/vm/overcommit_memory", "r");
+    int mode = 0;
+    if (fp) {
+        if (fscanf(fp, "%d", &mode) != 1)
+            mode = 0;
+        fclose(fp);
+    }
+    return mode == 1;
+}
+
+/* 2^40 elements is a legal shape, but its 8 TiB of wide values cannot be had. */
+static void test_out_of_memory(void **state)
+{
+    if (overcommit_always())
+        skip(); /* malloc would succeed and the pages fault in later */
+    Fx f;
+    fx_open(&f);
+    int64_t d[] = {(int64_t)1 << 20, (int64_t)1 << 20};
+    astitch_node big = astitch_iota(f.g, ASTITCH_F32, 2, d, 1);
+    assert_int_equal(astitch_set_name(f.g, big, "huge"), ASTITCH_OK);
+    output(&f, big);
+    float dummy;
+    assert_int_equal(astitch_run_reference(f.g, NULL, (void *[]){&dummy}), ASTITCH_ERR_MEMORY);
+    assert_error_contains(&f, "'huge' (iota)");
+    assert_error_contains(&f, "f32[1048576,1048576]");
+    assert_error_contains(&f, "8796093022208 bytes");
+    fx_close(&f);
+}
+
+int main(void)
+{
+    const char *env = getenv("ASTITCH_TEST_SEED");
+    rng = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL) ^ (uint64_t)clock() << 32;
+    printf("# test_interp: seed %llu (ASTITCH_TEST_SEED=%llu repeats this run)\n",
+           (unsigned long long)rng, (unsigned long long)rng);
+    const struct CMUnitTest own[] = {
+        cmocka_unit_test(test_layernorm_graph),
+        cmocka_unit_test(test_value_lifetimes),
+        cmocka_unit_test(test_custom_op),
+        cmocka_unit_test(test_unregistered_custom_op),
+        cmocka_unit_test(test_null_buffers),
+        cmocka_unit_test(test_invalid_graph_is_refused),
+        cmocka_unit_test(test_out_of_memory),
+    };
+    size_t nown = sizeof own / sizeof own[0];
+    size_t n = interp_elem_ntests + interp_shape_ntests + nown;
+    struct CMUnitTest *all = malloc(n * sizeof *all);
+    if (!all)
+        return 1;
+    memcpy(all, interp_elem_tests, interp_elem_ntests * sizeof *all);
+    memcpy(all + interp_elem_ntests, interp_shape_tests, interp_shape_ntests * sizeof *all);
+    memcpy(all + interp_elem_ntests + interp_shape_ntests, own, sizeof own);
+    int failed = _cmocka_run_group_tests("interp", all, n, NULL, NULL);
+    free(all);
+    return failed;
+}

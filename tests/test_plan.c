@@ -1,0 +1,636 @@
+/*
+ * test_plan.c: the paper's cases as assertions on plans, through the public plan API.
+ *
+ * Figure 7 (one kernel under stitch with reduce.1 regional and power.1, reduce.2 global; four
+ * kernels under xla), Figure 4 (a shared producer computed once), Figure 5 (power computed
+ * once per element of its own output), the 750000x32 and 64x30000 row reductions of section
+ * 2.3.2, the shared-memory fallback of section 4.4, assume-relax-apply (4.5), scope bounds at
+ * compute ops, remote stitching, and the ablation switches.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "astitch/plan.h"
+
+typedef struct Fixture {
+    astitch_context *ctx;
+    astitch_graph *g;
+    astitch_plan *p;
+} Fixture;
+
+static int setup(void **state)
+{
+    Fixture *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    assert_int_equal(astitch_context_create(&f->ctx), ASTITCH_OK);
+    assert_int_equal(astitch_graph_create(f->ctx, &f->g), ASTITCH_OK);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    Fixture *f = *state;
+    astitch_plan_destroy(f->p);
+    astitch_graph_destroy(f->g);
+    astitch_context_destroy(f->ctx);
+    free(f);
+    return 0;
+}
+
+static astitch_device device(const char *name)
+{
+    astitch_device d;
+    assert_int_equal(astitch_device_builtin(name, &d), ASTITCH_OK);
+    return d;
+}
+
+static astitch_plan_options opts(astitch_fusion fusion)
+{
+    astitch_plan_options o;
+    astitch_plan_options_default(&o);
+    o.fusion = fusion;
+    return o;
+}
+
+/* Plans f->g (replacing an earlier plan); fails the test with the context's message. */
+static astitch_plan *plan(Fixture *f, const astitch_device *d, const astitch_plan_options *o)
+{
+    astitch_plan_destroy(f->p);
+    f->p = NULL;
+    if (astitch_plan_create(f->g, d, o, &f->p) != ASTITCH_OK)
+        fail_msg("plan: %s", astitch_last_error(f->ctx));
+    return f->p;
+}
+
+static astitch_node named(astitch_graph *g, astitch_node n, const char *name)
+{
+    assert_int_not_equal(n, ASTITCH_NO_NODE);
+    assert_int_equal(astitch_set_name(g, n, name), ASTITCH_OK);
+    return n;
+}
+
+static astitch_op_info info(const astitch_plan *p, const astitch_graph *g, const char *name)
+{
+    astitch_op_info i;
+    astitch_node n = astitch_graph_find(g, name);
+    assert_int_not_equal(n, ASTITCH_NO_NODE);
+    if (astitch_plan_node_info(p, n, &i) != ASTITCH_OK)
+        fail_msg("%s has no kernel", name);
+    return i;
+}
+
+static astitch_scheme scheme_of(const astitch_plan *p, const astitch_graph *g, const char *name)
+{
+    return info(p, g, name).scheme;
+}
+
+/* Element evaluations of node `name` summed over every kernel that computes it. */
+static int64_t evals_of(const astitch_plan *p, const astitch_graph *g, const char *name)
+{
+    astitch_node n = astitch_graph_find(g, name);
+    int64_t total = 0;
+    for (int k = 0; k < astitch_plan_num_kernels(p); k++) {
+        astitch_kernel_info ki;
+        assert_int_equal(astitch_plan_kernel_info(p, k, &ki), ASTITCH_OK);
+        for (int i = 0; i < ki.num_ops; i++) {
+            astitch_op_info x;
+            assert_int_equal(astitch_plan_kernel_op(p, k, i, &x), ASTITCH_OK);
+            if (x.node == n)
+                total += x.evals;
+        }
+    }
+    return total;
+}
+
+/* ---- Figure 7 ------------------------------------------------------------------------------ */
+
+/* The graph of examples/fig7_subgraph.json (docs/examples.md gives the reconstruction). */
+static void build_fig7(astitch_graph *g, int64_t rows, int64_t cols)
+{
+    int64_t rc[2] = {rows, cols}, bd0[1] = {0}, ax1[1] = {1}, ax0[1] = {0};
+    double two = 2.0;
+    astitch_node p1 = named(g, astitch_parameter(g, "parameter.1", ASTITCH_F32, 2, rc), "parameter.1");
+    astitch_node p2 = named(g, astitch_parameter(g, "parameter.2", ASTITCH_F32, 1, rc), "parameter.2");
+    astitch_node b1 = named(g, astitch_broadcast_in_dim(g, p2, 2, rc, bd0), "broadcast.1");
+    astitch_node a1 = named(g, astitch_binary(g, ASTITCH_OP_ADD, p1, b1), "add.1");
+    astitch_node r1 = named(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, a1, 1, ax1), "reduce.1");
+    astitch_node d1 = named(g, astitch_binary(g, ASTITCH_OP_DIV, r1, p2), "divide.1");
+    astitch_node c1 = named(g, astitch_constant(g, ASTITCH_F32, 1, rc, &two, 1), "constant.1");
+    astitch_node w1 = named(g, astitch_binary(g, ASTITCH_OP_POW, d1, c1), "power.1");
+    astitch_node b2 = named(g, astitch_broadcast_in_dim(g, w1, 2, rc, bd0), "broadcast.2");
+    astitch_node r2 = named(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, b2, 1, ax0), "reduce.2");
+    astitch_node m1 = named(g, astitch_binary(g, ASTITCH_OP_MUL, b2, p1), "multiply.1");
+    assert_int_equal(astitch_add_output(g, r2), ASTITCH_OK);
+    assert_int_equal(astitch_add_output(g, m1), ASTITCH_OK);
+    assert_int_equal(astitch_graph_status(g), ASTITCH_OK);
+}
+
+static void check_fig7_stitch(const astitch_plan *p, const astitch_graph *g)
+{
+    assert_int_equal(astitch_plan_num_kernels(p), 1);
+    assert_int_equal(scheme_of(p, g, "reduce.1"), ASTITCH_SCHEME_REGIONAL);
+    assert_int_equal(scheme_of(p, g, "power.1"), ASTITCH_SCHEME_GLOBAL);
+    /* reduce.2 is a column reduce split across blocks: combined in global memory */
+    assert_int_equal(scheme_of(p, g, "reduce.2"), ASTITCH_SCHEME_GLOBAL);
+    assert_int_equal(scheme_of(p, g, "multiply.1"), ASTITCH_SCHEME_INDEPENDENT);
+    static const char *const local[] = {"broadcast.1", "add.1", "divide.1", "broadcast.2"};
+    for (size_t i = 0; i < sizeof local / sizeof local[0]; i++)
+        assert_int_equal(scheme_of(p, g, local[i]), ASTITCH_SCHEME_LOCAL);
+    /* Figure 9: reduce.1 and reduce.2 dominate; power.1 and multiply.1 are sub-dominants */
+    assert_int_equal(info(p, g, "reduce.1").role, ASTITCH_ROLE_DOMINANT);
+    assert_int_equal(info(p, g, "reduce.2").role, ASTITCH_ROLE_DOMINANT);
+    assert_int_equal(info(p, g, "power.1").role, ASTITCH_ROLE_SUB_DOMINANT);
+    assert_int_equal(info(p, g, "multiply.1").role, ASTITCH_ROLE_SUB_DOMINANT);
+    assert_int_equal(info(p, g, "power.1").group, info(p, g, "reduce.1").group);
+    assert_int_equal(info(p, g, "multiply.1").group, info(p, g, "reduce.2").group);
+    assert_int_equal(info(p, g, "broadcast.2").group, info(p, g, "reduce.2").group);
+    astitch_kernel_info k;
+    assert_int_equal(astitch_plan_kernel_info(p, 0, &k), ASTITCH_OK);
+    assert_int_equal(k.num_groups, 2);
+    assert_true(k.global_barriers >= 1);
+    assert_true(k.block_barriers >= 1);
+    assert_true(k.grid <= k.blocks_per_wave);
+}
+
+static void fig7_stitch(void **state)
+{
+    Fixture *f = *state;
+    build_fig7(f->g, 1024, 512);
+    astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
+    static const char *const gpus[] = {"v100", "a100", "h100"};
+    for (int i = 0; i < 3; i++) {
+        astitch_device d = device(gpus[i]);
+        check_fig7_stitch(plan(f, &d, &o), f->g);
+    }
+    /* The host's 8-block wave has more column tiles than blocks, so reduce.2 is not split:
+     * each block owns whole columns and nothing in the kernel reads it. */
+    astitch_device h = device("host");
+    astitch_plan *p = plan(f, &h, &o);
+    assert_int_equal(astitch_plan_num_kernels(p), 1);
+    assert_int_equal(scheme_of(p, f->g, "reduce.1"), ASTITCH_SCHEME_REGIONAL);
+    assert_int_equal(scheme_of(p, f->g, "power.1"), ASTITCH_SCHEME_GLOBAL);
+    assert_int_equal(scheme_of(p, f->g, "reduce.2"), ASTITCH_SCHEME_INDEPENDENT);
+}
+
+static void fig7_xla(void **state)
+{
+    Fixture *f = *state;
+    build_fig7(f->g, 1024, 512);
+    astitch_device d = device("v100");
+    astitch_plan_options o = opts(ASTITCH_FUSION_XLA);
+    astitch_plan *p = plan(f, &d, &o);
+    assert_int_equal(astitch_plan_num_kernels(p), 4);
+    /* the kernels end at reduce.1, power.1, reduce.2 and multiply.1 */
+    static const char *const ends[] = {"reduce.1", "power.1", "reduce.2", "multiply.1"};
+    bool seen[4] = {false};
+    for (int i = 0; i < 4; i++) {
+        astitch_op_info x = info(p, f->g, ends[i]);
+        assert_false(seen[x.kernel]);
+        seen[x.kernel] = true;
+        assert_true(x.output);
+        assert_int_equal(x.role, ASTITCH_ROLE_DOMINANT);
+    }
+    /* broadcast.2 (cheap) is recomputed by reduce.2's and multiply.1's kernels */
+    int copies = 0;
+    for (int k = 0; k < 4; k++) {
+        astitch_kernel_info ki;
+        assert_int_equal(astitch_plan_kernel_info(p, k, &ki), ASTITCH_OK);
+        for (int i = 0; i < ki.num_ops; i++) {
+            astitch_op_info x;
+            assert_int_equal(astitch_plan_kernel_op(p, k, i, &x), ASTITCH_OK);
+            copies += x.node == astitch_graph_find(f->g, "broadcast.2");
+        }
+    }
+    assert_int_equal(copies, 2);
+}
+
+static void fig7_example_file(void **state)
+{
+    Fixture *f = *state;
+    const char *root = getenv("ASTITCH_SOURCE_ROOT");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/examples/fig7_subgraph.json", root ? root : ".");
+    FILE *probe = fopen(path, "r");
+    if (!probe)
+        skip();
+    fclose(probe);
+    astitch_graph_destroy(f->g);
+    f->g = NULL;
+    if (astitch_graph_load_json(f->ctx, path, &f->g) != ASTITCH_OK)
+        fail_msg("%s", astitch_last_error(f->ctx));
+    astitch_device d = device("h100");
+    astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
+    check_fig7_stitch(plan(f, &d, &o), f->g);
+    o.fusion = ASTITCH_FUSION_XLA;
+    assert_int_equal(astitch_plan_num_kernels(plan(f, &d, &o)), 4);
+}
+
+static void fig7_no_merging(void **state)
+{
+    Fixture *f = *state;
+    build_fig7(f->g, 1024, 512);
+    astitch_device d = device("h100");
+    astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
+    o.merge = false;
+    astitch_plan *p = plan(f, &d, &o);
+    astitch_kernel_info k;
+    assert_int_equal(astitch_plan_kernel_info(p, 0, &k), ASTITCH_OK);
+    assert_int_equal(k.num_groups, 4);
+    assert_int_equal(info(p, f->g, "power.1").role, ASTITCH_ROLE_DOMINANT);
+    assert_int_equal(info(p, f->g, "multiply.1").role, ASTITCH_ROLE_DOMINANT);
+}
+
+/* ---- Figure 4: a producer shared by two consumers -------------------------------------------- */
+
+static void fig4_shared_producer(void **state)
+{
+    Fixture *f = *state;
+    astitch_graph *g = f->g;
+    int64_t rc[2] = {4096, 768}, bd1[1] = {1}, ax1[1] = {1};
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, rc);
+    astitch_node bias = astitch_parameter(g, "bias", ASTITCH_F32, 1, &rc[1]);
+    astitch_node bb = named(g, astitch_broadcast_in_dim(g, bias, 2, rc, bd1), "bias.b");
+    astitch_node a = named(g, astitch_binary(g, ASTITCH_OP_ADD, x, bb), "A");
+    astitch_node b = named(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, a, 1, ax1), "B");
+    astitch_node c = named(g, astitch_reduce(g, ASTITCH_REDUCE_MAX, a, 1, ax1), "C");
+    astitch_add_output(g, b);
+    astitch_add_output(g, c);
+    int64_t elements = rc[0] * rc[1];
+    astitch_device d = device("h100");
+    astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
+    astitch_plan *p = plan(f, &d, &o);
+    assert_int_equal(astitch_plan_num_kernels(p), 1);
+    assert_int_equal(info(p, g, "A").scheme, ASTITCH_SCHEME_LOCAL);
+    assert_int_equal(info(p, g, "B").phase, info(p, g, "C").phase);
+    assert_int_equal(evals_of(p, g, "A"), elements);
+    /* XLA separates B and C and recomputes A in both kernels */
+    o.fusion = ASTITCH_FUSION_XLA;
+    p = plan(f, &d, &o);
+    assert_int_equal(astitch_plan_num_kernels(p), 2);
+    assert_int_equal(evals_of(p, g, "A"), 2 * elements);
+}
+
+/* ---- Figure 5: power<2> - broadcast<2,128> - add<2,128> ------------------------------------ */
+
+static void build_fig5(astitch_graph *g)
+{
+    int64_t s2[1] = {2}, s2x128[2] = {2, 128}, bd0[1] = {0};
+    double two = 2.0;
+    astitch_node p1 = astitch_parameter(g, "parameter.1", ASTITCH_F32, 1, s2);
+    astitch_node c1 = astitch_constant(g, ASTITCH_F32, 1, s2, &two, 1);
+    astitch_node w = named(g, astitch_binary(g, ASTITCH_OP_POW, p1, c1), "power.1");
+    astitch_node b = named(g, astitch_broadcast_in_dim(g, w, 2, s2x128, bd0), "broadcast.1");
+    astitch_node p2 = astitch_parameter(g, "parameter.2", ASTITCH_F32, 2, s2x128);
+    astitch_node a = named(g, astitch_binary(g, ASTITCH_OP_ADD, b, p2), "add.1");
+    astitch_add_output(g, a);
+}
+
+static void fig5_power_once(void **state)
+{
+    Fixture *f = *state;
+    build_fig5(f->g);
+    for (int i = 0; astitch_device_builtin_name(i); i++) {
+        astitch_device d = device(astitch_device_builtin_name(i));
+        for (int merge = 0; merge < 2; merge++) {
+            astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
+            o.merge = merge;
+            astitch_plan *p = plan(f, &d, &o);
+            assert_int_equal(astitch_plan_num_kernels(p), 1);
+            assert_int_equal(evals_of(p, f->g, "power.1"), 2);
+            assert_int_equal(evals_of(p, f->g, "add.1"), 256);
+            /* the block that reads a power value is the block that made it */
+            assert_int_equal(scheme_of(p, f->g, "power.1"), ASTITCH_SCHEME_REGIONAL);
+            astitch_op_info w = info(p, f->g, "power.1");
+            astitch_phase_info ph;
+            assert_int_equal(astitch_plan_phase_info(p, 0, w.phase, &ph), ASTITCH_OK);
+            assert_int_equal(ph.mapping.rows, 2);
+        }
+    }
+}
+
+/* ---- section 2.3.2: irregular row reductions ----------------------------------------------- */
+
+static void build_row_reduce(astitch_graph *g, int64_t rows, int64_t cols)
+{
+    int64_t rc[2] = {rows, cols}, ax1[1] = {1};
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, rc);
+    astitch_node r = named(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, x, 1, ax1), "row_sum");
+    astitch_add_output(g, r);
+}
+
+static astitch_mapping phase_mapping_of(const astitch_plan *p, const astitch_graph *g,
+                                        const char *name)
+{
+    astitch_op_info x = info(p, g, name);
+    astitch_phase_info ph;
+    assert_int_equal(astitch_plan_phase_info(p, x.kernel, x.phase, &ph), ASTITCH_OK);
+    return ph.mapping;
+}
+
+static void row_reduce_750000x32(void **state)
+{
+    Fixture *f = *state;
+    build_row_reduce(f->g, 750000, 32);
+    static const char *const devs[] = {"v100", "a100", "h100"};
+    for (int i = 0; i < 3; i++) {
+        astitch_device d = device(devs[i]);
+        astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
+        astitch_plan *p = plan(f, &d, &o);
+        astitch_mapping m = phase_mapping_of(p, f->g, "row_sum");
+        astitch_kernel_info k;
+        assert_int_equal(astitch_plan_kernel_info(p, 0, &k), ASTITCH_OK);
+        assert_int_equal(m.kind, ASTITCH_MAP_ROW_REDUCE);
+        assert_int_equal(m.threads_per_row, 32);
+        assert_int_equal(m.rows_per_block, 32); /* 32 rows of 32 in a block of 1024 */
+        assert_int_equal(k.block, 1024);
+        assert_int_equal(m.split, 1);
+        assert_true(m.tasks_per_block > 1);    /* vertical packing keeps one wave */
+        assert_true(k.grid <= k.blocks_per_wave);
+        assert_int_equal(k.blocks_per_wave, 2 * d.sm_count);
+        assert_true(m.chunk * (int64_t)m.grid >= 750000);
+        /* without packing: one row per block (the XLA mapping of Figure 6-(a)) */
+        o.packing = false;
+        p = plan(f, &d, &o);
+        m = phase_mapping_of(p, f->g, "row_sum");
+        assert_int_equal(m.rows_per_block, 1);
+        assert_int_equal(m.threads_per_row, 32);
+    }
+}
+
+static void row_reduce_64x30000(void **state)
+{
+    Fixture *f = *state;
+    build_row_reduce(f->g, 64, 30000);
+    static const char *const devs[] = {"v100", "a100", "h100"};
+    for (int i = 0; i < 3; i++) {
+        astitch_device d = device(devs[i]);
+        astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
+        astitch_plan *p = plan(f, &d, &o);
+        astitch_mapping m = phase_mapping_of(p, f->g, "row_sum");
+        astitch_kernel_info k;
+        assert_int_equal(astitch_plan_kernel_info(p, 0, &k), ASTITCH_OK);
+        assert_int_equal(m.kind, ASTITCH_MAP_ROW_REDUCE);
+        assert_int_equal(m.threads_per_row, 1024);
+        assert_true(m.split >= 2); /* more blocks than the 64 rows */
+        assert_int_equal(m.grid, 64 * m.split);
+        assert_true(m.grid <= k.blocks_per_wave);
+        assert_true((int64_t)m.split * m.split_len >= 30000);
+        assert_int_equal(scheme_of(p, f->g, "row_sum"), ASTITCH_SCHEME_GLOBAL);
+        o.packing = false;
+        p = plan(f, &d, &o);
+        assert_int_equal(phase_mapping_of(p, f->g, "row_sum").split, 1);
+    }
+    /* the paper's V100 case: 160 blocks per wave, so two blocks per row */
+    astitch_device v = device("v100");
+    astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
+    assert_int_equal(phase_mapping_of(plan(f, &v, &o), f->g, "row_sum").split, 2);
+}
+
+/* ---- section 4.4: shared memory over the limit ------------------------------------------- */
+
+/* Layer normalization: four regional statistics per row. */
+static void build_layernorm(astitch_graph *g, int64_t rows, int64_t cols)
+{
+    int64_t rc[2] = {rows, cols}, bd0[1] = {0}, ax1[1] = {1};
+    double inv = 1.0 / (double)cols, eps = 1e-5;
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, rc);
+    astitch_node n = astitch_constant(g, ASTITCH_F32, 1, rc, &inv, 1);
+    astitch_node e = astitch_constant(g, ASTITCH_F32, 1, rc, &eps, 1);
+    astitch_node s = named(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, x, 1, ax1), "sum");
+    astitch_node mean = named(g, astitch_binary(g, ASTITCH_OP_MUL, s, n), "mean");
+    astitch_node mb = astitch_broadcast_in_dim(g, mean, 2, rc, bd0);
+    astitch_node c = named(g, astitch_binary(g, ASTITCH_OP_SUB, x, mb), "centered");
+    astitch_node sq = astitch_binary(g, ASTITCH_OP_MUL, c, c);
+    astitch_node v = named(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, sq, 1, ax1), "sqsum");
+    astitch_node var = astitch_binary(g, ASTITCH_OP_MUL, v, n);
+    astitch_node ve = astitch_binary(g, ASTITCH_OP_ADD, var, e);
+    astitch_node r = named(g, astitch_unary(g, ASTITCH_OP_RSQRT, ve), "rstd");
+    astitch_node rb = astitch_broadcast_in_dim(g, r, 2, rc, bd0);
+    astitch_node out = named(g, astitch_binary(g, ASTITCH_OP_MUL, c, rb), "out");
+    astitch_add_output(g, out);
+}
+
+static int count_regional(const astitch_plan *p)
+{
+    int n = 0;
+    for (int k = 0; k < astitch_plan_num_kernels(p); k++) {
+        astitch_kernel_info ki;
+        astitch_plan_kernel_info(p, k, &ki);
+        for (int i = 0; i < ki.num_ops; i++) {
+            astitch_op_info x;
+            astitch_plan_kernel_op(p, k, i, &x);
+            n += x.scheme == ASTITCH_SCHEME_REGIONAL;
+        }
+    }
+    return n;
+}
+
+static void shared_memory_fallback(void **state)
+{
+    Fixture *f = *state;
+    build_layernorm(f->g, 65536, 256);
+    astitch_device d = device("h100");
+    astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
+    astitch_plan *p = plan(f, &d, &o);
+    int full = count_regional(p);
+    astitch_kernel_info k;
+    astitch_plan_kernel_info(p, 0, &k);
+    assert_true(full >= 2);
+    assert_true(k.shared_bytes > 0);
+    /* shrink the limit step by step: regional ops turn global one at a time */
+    int64_t limit = k.shared_bytes;
+    int prev = full, steps = 0;
+    while (prev > 0 && steps < 16) {
+        astitch_device small = d;
+        small.shared_per_block = limit - 1;
+        p = plan(f, &small, &o);
+        astitch_plan_kernel_info(p, 0, &k);
+        int now = count_regional(p);
+        assert_true(k.shared_bytes <= small.shared_per_block);
+        assert_true(now < prev);
+        assert_true(now >= prev - 2); /* buffer reuse may need two to free a byte */
+        assert_int_equal(astitch_plan_num_kernels(p), 1);
+        prev = now;
+        limit = k.shared_bytes;
+        steps++;
+    }
+    assert_int_equal(prev, 0);
+    assert_true(steps >= full / 2);
+    assert_int_equal(scheme_of(p, f->g, "sum"), ASTITCH_SCHEME_GLOBAL);
+}
+
+/* ---- section 4.5: assume-relax-apply -------------------------------------------------------- */
+
+static void register_bound_relaxed(void **state)
+{
+    Fixture *f = *state;
+    build_layernorm(f->g, 128, 768);
+    astitch_device d = device("h100");
+    astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
+    astitch_plan *p = plan(f, &d, &o);
+    astitch_kernel_info k;
+    astitch_plan_kernel_info(p, 0, &k);
+    assert_int_equal(k.block, 1024);
+    assert_int_equal(k.regs, 32); /* two blocks of 1024 per SM leave 32 registers */
+    assert_int_equal(k.blocks_per_sm, 2);
+    int64_t s = k.shared_bytes;
+    assert_true(s > 0);
+    /* when shared memory allows one block per SM, the bound relaxes to 64 */
+    d.shared_per_block = s;
+    d.shared_per_sm = s + s / 2;
+    p = plan(f, &d, &o);
+    astitch_plan_kernel_info(p, 0, &k);
+    assert_int_equal(k.blocks_per_sm, 1);
+    assert_int_equal(k.blocks_per_wave, d.sm_count);
+    assert_int_equal(k.regs, 64);
+    assert_true(k.grid <= k.blocks_per_wave);
+}
+
+/* ---- scopes --------------------------------------------------------------------------------- */
+
+static void compute_op_bounds_scope(void **state)
+{
+    Fixture *f = *state;
+    astitch_graph *g = f->g;
+    int64_t s[2] = {64, 64};
+    astitch_dot_dims dd = {0};
+    dd.ncontract = 1;
+    dd.lhs_contract[0] = 1;
+    dd.rhs_contract[0] = 0;
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, s);
+    astitch_node w = astitch_parameter(g, "w", ASTITCH_F32, 2, s);
+    astitch_node a = named(g, astitch_unary(g, ASTITCH_OP_EXP, x), "a");
+    astitch_node m = named(g, astitch_dot(g, a, w, &dd), "mm");
+    astitch_node b = named(g, astitch_binary(g, ASTITCH_OP_ADD, m, a), "b");
+    astitch_add_output(g, b);
+    astitch_device d = device("a100");
+    astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
+    astitch_plan *p = plan(f, &d, &o);
+    /* a and b in one kernel would wait for the dot that waits for a */
+    assert_int_equal(astitch_plan_num_kernels(p), 2);
+    assert_int_not_equal(astitch_plan_kernel_of(p, a), astitch_plan_kernel_of(p, b));
+    assert_int_equal(astitch_plan_kernel_of(p, m), -1);
+    assert_int_equal(astitch_plan_num_steps(p), 3);
+    int idx;
+    assert_int_equal(astitch_plan_step(p, 0, &idx), ASTITCH_STEP_KERNEL);
+    assert_int_equal(idx, astitch_plan_kernel_of(p, a));
+    assert_int_equal(astitch_plan_step(p, 1, &idx), ASTITCH_STEP_COMPUTE);
+    assert_int_equal(idx, m);
+    assert_int_equal(astitch_plan_step(p, 2, &idx), ASTITCH_STEP_KERNEL);
+    assert_int_equal(idx, astitch_plan_kernel_of(p, b));
+    assert_true(info(p, g, "a").output); /* read by the dot and the later kernel */
+}
+
+static void remote_stitching(void **state)
+{
+    Fixture *f = *state;
+    astitch_graph *g = f->g;
+    int64_t s[2] = {32, 32};
+    astitch_dot_dims dd = {0};
+    dd.ncontract = 1;
+    dd.lhs_contract[0] = 1;
+    dd.rhs_contract[0] = 0;
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, s);
+    astitch_node y = astitch_parameter(g, "y", ASTITCH_F32, 2, s);
+    astitch_node w = astitch_parameter(g, "w", ASTITCH_F32, 2, s);
+    astitch_node a = named(g, astitch_unary(g, ASTITCH_OP_EXP, x), "a");   /* independent of c */
+    astitch_node m = astitch_dot(g, y, w, &dd);
+    astitch_node c = named(g, astitch_unary(g, ASTITCH_OP_TANH, m), "c");
+    astitch_node m2 = astitch_dot(g, c, w, &dd);
+    astitch_node e = named(g, astitch_unary(g, ASTITCH_OP_SIN, m2), "e");  /* depends on c */
+    astitch_add_output(g, a);
+    astitch_add_output(g, e);
+    astitch_device d = device("h100");
+    astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
+    astitch_plan *p = plan(f, &d, &o);
+    assert_int_equal(astitch_plan_num_kernels(p), 2);
+    assert_int_equal(astitch_plan_kernel_of(p, a), astitch_plan_kernel_of(p, c));
+    assert_int_not_equal(astitch_plan_kernel_of(p, c), astitch_plan_kernel_of(p, e));
+    o.remote = false;
+    p = plan(f, &d, &o);
+    assert_int_equal(astitch_plan_num_kernels(p), 3);
+}
+
+static void fusion_none_one_kernel_per_op(void **state)
+{
+    Fixture *f = *state;
+    build_fig7(f->g, 256, 128);
+    astitch_device d = device("host");
+    astitch_plan_options o = opts(ASTITCH_FUSION_NONE);
+    astitch_plan *p = plan(f, &d, &o);
+    /* 11 nodes: two parameters and one constant are not memory-intensive ops */
+    assert_int_equal(astitch_plan_num_kernels(p), 8);
+    for (int k = 0; k < 8; k++) {
+        astitch_kernel_info ki;
+        assert_int_equal(astitch_plan_kernel_info(p, k, &ki), ASTITCH_OK);
+        assert_int_equal(ki.num_groups, 1);
+        assert_true(ki.grid <= ki.blocks_per_wave);
+        assert_true(ki.block <= 128);
+    }
+}
+
+/* ---- API ------------------------------------------------------------------------------------- */
+
+static void api_arguments(void **state)
+{
+    Fixture *f = *state;
+    build_fig5(f->g);
+    astitch_device d = device("h100");
+    astitch_plan *p = (astitch_plan *)&d; /* poisoned: must become NULL on failure */
+    astitch_device bad = d;
+    bad.sm_count = 0;
+    assert_int_equal(astitch_plan_create(f->g, &bad, NULL, &p), ASTITCH_ERR_ARGUMENT);
+    assert_null(p);
+    assert_non_null(strstr(astitch_last_error(f->ctx), "h100"));
+    assert_int_equal(astitch_plan_create(f->g, NULL, NULL, &p), ASTITCH_ERR_ARGUMENT);
+    assert_int_equal(astitch_device_builtin("tpu", &d), ASTITCH_ERR_ARGUMENT);
+    astitch_fusion fu;
+    assert_int_equal(astitch_fusion_from_name("xla", &fu), ASTITCH_OK);
+    assert_int_equal(fu, ASTITCH_FUSION_XLA);
+    assert_int_equal(astitch_fusion_from_name("XLA", &fu), ASTITCH_ERR_ARGUMENT);
+    assert_string_equal(astitch_fusion_name(ASTITCH_FUSION_STITCH), "stitch");
+    assert_string_equal(astitch_scheme_name(ASTITCH_SCHEME_REGIONAL), "regional");
+    assert_null(astitch_scheme_name((astitch_scheme)9));
+    astitch_plan_options o;
+    astitch_plan_options_default(&o);
+    assert_true(o.remote && o.merge && o.packing);
+    assert_int_equal(o.fusion, ASTITCH_FUSION_STITCH);
+    p = plan(f, &d, NULL);
+    astitch_kernel_info k;
+    assert_int_equal(astitch_plan_kernel_info(p, 1, &k), ASTITCH_ERR_ARGUMENT);
+    assert_int_equal(astitch_plan_kernel_input(p, 0, 99), ASTITCH_NO_NODE);
+    assert_int_equal(astitch_plan_kernel_of(p, 999), -1);
+    astitch_op_info x;
+    assert_int_equal(astitch_plan_node_info(p, astitch_graph_find(f->g, "parameter.1"), &x),
+                     ASTITCH_ERR_ARGUMENT);
+    astitch_plan_destroy(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(fig7_stitch, setup, teardown),
+        cmocka_unit_test_setup_teardown(fig7_xla, setup, teardown),
+        cmocka_unit_test_setup_teardown(fig7_example_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(fig7_no_merging, setup, teardown),
+        cmocka_unit_test_setup_teardown(fig4_shared_producer, setup, teardown),
+        cmocka_unit_test_setup_teardown(fig5_power_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(row_reduce_750000x32, setup, teardown),
+        cmocka_unit_test_setup_teardown(row_reduce_64x30000, setup, teardown),
+        cmocka_unit_test_setup_teardown(shared_memory_fallback, setup, teardown),
+        cmocka_unit_test_setup_teardown(register_bound_relaxed, setup, teardown),
+        cmocka_unit_test_setup_teardown(compute_op_bounds_scope, setup, teardown),
+        cmocka_unit_test_setup_teardown(remote_stitching, setup, teardown),
+        cmocka_unit_test_setup_teardown(fusion_none_one_kernel_per_op, setup, teardown),
+        cmocka_unit_test_setup_teardown(api_arguments, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages astitch needs to build and test. Uses sudo when not root.
+set -euo pipefail
+
+packages=(
+  build-essential meson ninja-build pkg-config python3
+  llvm-19-dev          # llvm-config-19 and the LLVM 19 C API
+  libffi-dev           # calls into host-compiled kernels
+  libcmocka-dev        # the test suites
+  libjansson-dev       # graph.json
+)
+
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+  sudo=(sudo)
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update
+"${sudo[@]}" apt-get install -y --no-install-recommends "${packages[@]}"

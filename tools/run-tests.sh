@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Builds astitch and runs every test suite twice: in a plain build ("build") and in a build with
+# AddressSanitizer and UndefinedBehaviorSanitizer ("build-san"). Exits non-zero when a build or
+# a test fails; the last line says "N passed, N failed" over both runs.
+#
+# ASTITCH_BUILD_DIR overrides where the plain build goes (default: build in the source tree);
+# the sanitizer build goes next to it with the suffix -san.
+set -uo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${ASTITCH_BUILD_DIR:-$root/build}"
+jobs="$(nproc 2>/dev/null || echo 2)"
+
+passed=0
+failed=0
+status=0
+
+# setup DIR [meson options...]: configures DIR, or reconfigures it when it exists already.
+setup() {
+  local dir="$1"
+  shift
+  if [ -f "$dir/meson-private/coredata.dat" ]; then
+    meson setup --reconfigure "$dir" "$root" "$@"
+  else
+    meson setup "$dir" "$root" "$@"
+  fi
+}
+
+# Counts the results of the last `meson test` in DIR into passed/failed.
+count() {
+  local log="$1/meson-logs/testlog.json" p f
+  if [ ! -f "$log" ]; then
+    failed=$((failed + 1))
+    return
+  fi
+  p=$(grep -c '"result": "OK"' "$log" || true)
+  f=$(grep -cE '"result": "(FAIL|TIMEOUT|ERROR|UNEXPECTEDPASS)"' "$log" || true)
+  passed=$((passed + p))
+  failed=$((failed + f))
+}
+
+# run_suite NAME DIR [meson options...]
+run_suite() {
+  local name="$1" dir="$2"
+  shift 2
+  echo "=== $name: $dir"
+  rm -f "$dir/meson-logs/testlog.json"
+  if ! setup "$dir" "$@" || ! ninja -C "$dir" -j "$jobs"; then
+    echo "=== $name: build failed"
+    failed=$((failed + 1))
+    status=1
+    return
+  fi
+  if ! meson test -C "$dir" --print-errorlogs --num-processes "$jobs"; then
+    status=1
+  fi
+  count "$dir"
+}
+
+run_suite plain "$build"
+
+export ASAN_OPTIONS=detect_leaks=1
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+run_suite sanitizers "$build-san" -Db_sanitize=address,undefined -Db_lundef=false
+
+if [ "$failed" -ne 0 ]; then
+  status=1
+fi
+echo "$passed passed, $failed failed"
+exit "$status"

@@ -1,0 +1,87 @@
+/*
+ * run.h: the private header of astitch-run, and a map of its files:
+ *
+ *   run_main.c     the run: load the graph, make or read inputs, run on a target, report
+ *   run_options.c  the option table: parsing and --help
+ *   tensor_io.c    seeded random inputs, checksums, printing of values
+ *   npy.c          reading and writing .npy files (the input and output format)
+ *
+ * Functions that can fail return a tio_status whose values are the exit statuses of
+ * astitch-run, and write a one-line message (without the program prefix) into err.
+ */
+#ifndef ASTITCH_TOOLS_RUN_H
+#define ASTITCH_TOOLS_RUN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "astitch/astitch.h"
+
+typedef enum tio_status {
+    TIO_OK = 0,
+    TIO_RUNTIME = 1, /* the run failed: memory, a write, the library */
+    TIO_BAD_INPUT = 2 /* the user gave something unusable: flags, files, shapes */
+} tio_status;
+
+/* Size of the message buffers passed as err. */
+#define TIO_ERRLEN 512
+
+#define PROG "astitch-run"
+/* How many leading values of each output are printed. */
+#define NUM_SHOWN 8
+#define EXIT_RUNTIME TIO_RUNTIME
+#define EXIT_USAGE TIO_BAD_INPUT
+
+typedef enum Target {
+    TARGET_AUTO, /* the best target this build and machine have */
+    TARGET_REFERENCE,
+    TARGET_HOST,
+    TARGET_CUDA,
+    TARGET_COUNT
+} Target;
+
+typedef struct Options {
+    const char *graph;   /* path, or "-" for standard input */
+    Target target;
+    uint64_t seed;
+    const char *inputs;  /* NULL: random inputs from seed */
+    const char *outputs; /* NULL: no files */
+    bool help, version;
+} Options;
+
+/* run_options.c */
+/* Prints "astitch-run: MESSAGE" and a newline on stderr. */
+void run_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Fills o from the command line; returns 0, or EXIT_USAGE after a message. */
+int parse_options(int argc, char **argv, Options *o);
+/* Prints --help text. */
+void print_usage(FILE *f);
+/* "auto", "reference", "host", "cuda". */
+const char *target_name(Target t);
+
+/* tensor_io.c */
+/* Fills data (t->bytes bytes) with the deterministic random values of parameter number
+ * `index` under `seed`; the generator is described in docs/astitch-run.md. */
+void tio_fill_random(const astitch_tensor_info *t, void *data, uint64_t seed, int index);
+/* Element i of data as a double (f16/bf16 widened, bool as 0 or 1). */
+double tio_element(astitch_dtype t, const void *data, int64_t i);
+/* The sum of all elements as doubles, in row-major order. */
+double tio_sum(const astitch_tensor_info *t, const void *data);
+/* 64-bit FNV-1a hash of n bytes. */
+uint64_t tio_fnv1a64(const void *bytes, size_t n);
+/* Prints the first n elements of data, separated by spaces, without a newline. */
+void tio_print_values(FILE *f, const astitch_tensor_info *t, const void *data, int64_t n);
+/* Writes "f32[4,3]" into buf. */
+const char *tio_type_str(char *buf, size_t len, const astitch_tensor_info *t);
+
+/* npy.c */
+/* Reads the .npy file at path into data, which holds want->bytes bytes; the file's dtype and
+ * shape must equal want's (bf16 is stored as '<u2'). */
+tio_status tio_npy_read(const char *path, const astitch_tensor_info *want, void *data,
+                        char *err, size_t errlen);
+/* Writes t's data as a version 1.0 .npy file at path. */
+tio_status tio_npy_write(const char *path, const astitch_tensor_info *t, const void *data,
+                         char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,316 @@
+/*
+ * run_main.c: astitch-run, which loads a graph.json, gives it inputs, runs it and reports its
+ * outputs (docs/astitch-run.md).
+ *
+ *   parse_options   the command line -> Options (run_options.c; usage errors exit 2)
+ *   load_graph      graph.json -> verified graph (bad files exit 2)
+ *   prepare_inputs  random (--seed) or .npy (--inputs) parameter buffers
+ *   run_on_target   the one place where targets are told apart
+ *   report          name, type, checksums and first values of each output; --outputs files
+ *
+ * Exit status: 0 success, 1 runtime failure, 2 bad input or usage. Every message goes to stderr
+ * and starts with "astitch-run: ".
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "run.h"
+
+/* Everything a run owns; run_free releases it all. */
+typedef struct Run {
+    astitch_context *ctx;
+    astitch_graph *g;
+    int nin, nout;
+    astitch_tensor_info *in_info, *out_info;
+    void **in, **out;
+} Run;
+
+static void run_free(Run *r)
+{
+    for (int i = 0; r->in && i < r->nin; i++)
+        free(r->in[i]);
+    for (int i = 0; r->out && i < r->nout; i++)
+        free(r->out[i]);
+    free(r->in);
+    free(r->out);
+    free(r->in_info);
+    free(r->out_info);
+    astitch_graph_destroy(r->g);
+    astitch_context_destroy(r->ctx);
+}
+
+static int load_graph(Run *r, const char *path)
+{
+    astitch_status s;
+    if (strcmp(path, "-") == 0) {
+        size_t len = 0, cap = 1 << 16;
+        char *text = malloc(cap);
+        size_t got;
+        while (text && (got = fread(text + len, 1, cap - len, stdin)) > 0) {
+            len += got;
+            if (len == cap) {
+                char *bigger = realloc(text, cap *= 2);
+                if (!bigger)
+                    free(text);
+                text = bigger;
+            }
+        }
+        if (!text) {
+            run_fail("out of memory reading standard input");
+            return EXIT_RUNTIME;
+        }
+        s = astitch_graph_read_json(r->ctx, text, len, "<stdin>", &r->g);
+        free(text);
+    } else {
+        s = astitch_graph_load_json(r->ctx, path, &r->g);
+    }
+    if (s == ASTITCH_OK)
+        s = astitch_graph_verify(r->g);
+    if (s != ASTITCH_OK) {
+        run_fail("%s", astitch_last_error(r->ctx));
+        return EXIT_USAGE; /* an unreadable or invalid graph is bad input, whatever the cause */
+    }
+    return 0;
+}
+
+/* Node names become file names in --inputs and --outputs directories. */
+static bool usable_file_name(const char *name)
+{
+    return *name && strcmp(name, ".") != 0 && strcmp(name, "..") != 0 && !strchr(name, '/');
+}
+
+static char *join_path(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 6;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s.npy", dir, name);
+    return p;
+}
+
+/* Collects the tensor infos of parameters and outputs and allocates their buffers. */
+static int allocate(Run *r)
+{
+    r->nin = astitch_graph_num_parameters(r->g);
+    r->nout = astitch_graph_num_outputs(r->g);
+    r->in_info = calloc((size_t)r->nin + 1, sizeof *r->in_info);
+    r->out_info = calloc((size_t)r->nout + 1, sizeof *r->out_info);
+    r->in = calloc((size_t)r->nin + 1, sizeof *r->in);
+    r->out = calloc((size_t)r->nout + 1, sizeof *r->out);
+    if (!r->in_info || !r->out_info || !r->in || !r->out) {
+        run_fail("out of memory");
+        return EXIT_RUNTIME;
+    }
+    double total = 0;
+    for (int i = 0; i < r->nin + r->nout; i++) {
+        bool is_in = i < r->nin;
+        astitch_node n = is_in ? astitch_graph_parameter(r->g, i)
+                               : astitch_graph_output(r->g, i - r->nin);
+        astitch_tensor_info *t = is_in ? &r->in_info[i] : &r->out_info[i - r->nin];
+        if (astitch_node_info(r->g, n, t) != ASTITCH_OK) {
+            run_fail("%s", astitch_last_error(r->ctx));
+            return EXIT_RUNTIME;
+        }
+        total += (double)t->bytes;
+    }
+    /* refuse at once what cannot fit rather than be killed half way */
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0 && total > (double)pages * (double)page) {
+        run_fail("the inputs and outputs need %.0f bytes, more than this machine's %.0f bytes of "
+             "memory", total, (double)pages * (double)page);
+        return EXIT_RUNTIME;
+    }
+    for (int i = 0; i < r->nin + r->nout; i++) {
+        bool is_in = i < r->nin;
+        const astitch_tensor_info *t = is_in ? &r->in_info[i] : &r->out_info[i - r->nin];
+        void *p = malloc(t->bytes ? t->bytes : 1);
+        if (!p) {
+            run_fail("out of memory: %zu bytes for %s '%s'", t->bytes,
+                 is_in ? "parameter" : "output", t->name);
+            return EXIT_RUNTIME;
+        }
+        *(is_in ? &r->in[i] : &r->out[i - r->nin]) = p;
+    }
+    return 0;
+}
+
+static int prepare_inputs(Run *r, const Options *o)
+{
+    if (!o->inputs) {
+        for (int i = 0; i < r->nin; i++)
+            tio_fill_random(&r->in_info[i], r->in[i], o->seed, i);
+        return 0;
+    }
+    struct stat st;
+    if (stat(o->inputs, &st) != 0) {
+        run_fail("--inputs %s: %s", o->inputs, strerror(errno));
+        return EXIT_USAGE;
+    }
+    char err[TIO_ERRLEN];
+    if (!S_ISDIR(st.st_mode)) {
+        if (r->nin != 1) {
+            run_fail("--inputs %s: a single .npy file needs a graph with one parameter, and this "
+                 "one has %d; give a directory of <parameter>.npy files", o->inputs, r->nin);
+            return EXIT_USAGE;
+        }
+        tio_status s = tio_npy_read(o->inputs, &r->in_info[0], r->in[0], err, sizeof err);
+        if (s != TIO_OK)
+            run_fail("%s", err);
+        return (int)s;
+    }
+    for (int i = 0; i < r->nin; i++) {
+        if (!usable_file_name(r->in_info[i].name)) {
+            run_fail("--inputs %s: parameter '%s' cannot name a file", o->inputs,
+                 r->in_info[i].name);
+            return EXIT_USAGE;
+        }
+        char *path = join_path(o->inputs, r->in_info[i].name);
+        if (!path) {
+            run_fail("out of memory");
+            return EXIT_RUNTIME;
+        }
+        tio_status s = tio_npy_read(path, &r->in_info[i], r->in[i], err, sizeof err);
+        free(path);
+        if (s != TIO_OK) {
+            run_fail("%s", err);
+            return (int)s;
+        }
+    }
+    return 0;
+}
+
+/* Checks the --outputs directory before the run, creating it when missing. */
+static int prepare_outputs(const Run *r, const char *dir)
+{
+    for (int i = 0; i < r->nout; i++) {
+        if (!usable_file_name(r->out_info[i].name)) {
+            run_fail("--outputs %s: output '%s' cannot name a file", dir, r->out_info[i].name);
+            return EXIT_USAGE;
+        }
+    }
+    struct stat st;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        run_fail("--outputs %s: cannot create the directory: %s", dir, strerror(errno));
+        return EXIT_USAGE;
+    }
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        run_fail("--outputs %s: not a directory", dir);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* Runs the graph on target t, resolving auto to the best target this build and machine have;
+ * *used receives the target's name. Later targets plug in here and nowhere else. */
+static int run_on_target(Run *r, Target t, const char **used)
+{
+    if (t == TARGET_AUTO)
+        t = TARGET_REFERENCE;
+    *used = target_name(t);
+    astitch_status s;
+    switch (t) {
+    case TARGET_REFERENCE:
+        s = astitch_run_reference(r->g, (const void *const *)r->in, r->out);
+        break;
+    case TARGET_HOST:
+    case TARGET_CUDA:
+    default:
+        run_fail("target '%s' is not available in this build (use --target=reference)", *used);
+        return EXIT_RUNTIME;
+    }
+    if (s != ASTITCH_OK) {
+        run_fail("%s target: %s", *used, astitch_last_error(r->ctx));
+        return EXIT_RUNTIME;
+    }
+    return 0;
+}
+
+static void print_output(const astitch_tensor_info *t, const void *data, int i)
+{
+    char type[256];
+    printf("output %d '%s' %s\n", i, t->name, tio_type_str(type, sizeof type, t));
+    printf("  sum    %.17g\n", tio_sum(t, data));
+    printf("  fnv1a  %016" PRIx64 "\n", tio_fnv1a64(data, t->bytes));
+    printf("  first  ");
+    if (t->elements == 0) {
+        printf("(none)\n");
+        return;
+    }
+    tio_print_values(stdout, t, data, NUM_SHOWN);
+    printf(" (%" PRId64 " of %" PRId64 ")\n",
+           t->elements < NUM_SHOWN ? t->elements : NUM_SHOWN, t->elements);
+}
+
+static int report(const Run *r, const Options *o, const char *used)
+{
+    const char *name = astitch_graph_name(r->g);
+    printf("graph %s%s%s%s: target %s, ", name ? "'" : "", name ? name : "", name ? "' from " : "",
+           o->graph, used);
+    if (o->inputs)
+        printf("inputs from %s\n", o->inputs);
+    else
+        printf("random inputs with seed %" PRIu64 "\n", o->seed);
+    for (int i = 0; i < r->nout; i++)
+        print_output(&r->out_info[i], r->out[i], i);
+    if (fflush(stdout) != 0) {
+        run_fail("cannot write to standard output: %s", strerror(errno));
+        return EXIT_RUNTIME;
+    }
+    char err[TIO_ERRLEN];
+    for (int i = 0; o->outputs && i < r->nout; i++) {
+        char *path = join_path(o->outputs, r->out_info[i].name);
+        if (!path) {
+            run_fail("out of memory");
+            return EXIT_RUNTIME;
+        }
+        tio_status s = tio_npy_write(path, &r->out_info[i], r->out[i], err, sizeof err);
+        free(path);
+        if (s != TIO_OK) {
+            run_fail("%s", err);
+            return EXIT_RUNTIME;
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    Options o;
+    int rc = parse_options(argc, argv, &o);
+    if (rc)
+        return rc;
+    if (o.help) {
+        print_usage(stdout);
+        return 0;
+    }
+    if (o.version) {
+        printf(PROG " %s (libastitch %s)\n", ASTITCH_VERSION_STRING, astitch_version());
+        return 0;
+    }
+
+    Run r = {0};
+    if (astitch_context_create(&r.ctx) != ASTITCH_OK) {
+        run_fail("cannot create a context (out of memory)");
+        return EXIT_RUNTIME;
+    }
+    const char *used = "";
+    rc = load_graph(&r, o.graph);
+    if (!rc)
+        rc = allocate(&r);
+    if (!rc)
+        rc = prepare_inputs(&r, &o);
+    if (!rc && o.outputs)
+        rc = prepare_outputs(&r, o.outputs);
+    if (!rc)
+        rc = run_on_target(&r, o.target, &used);
+    if (!rc)
+        rc = report(&r, &o, used);
+    run_free(&r);
+    return rc;
+}
