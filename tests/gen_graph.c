@@ -95,8 +95,10 @@ static astitch_node param(Gen *s, int mask)
 }
 
 /* x itself, or a broadcast of x to family shape `mask` (x's family dims must be a subset). */
-static astitch_node to_family(Gen *s, const GNode *x, int mask)
+static astitch_node to_family(Gen *s, const GNode *xp, int mask)
 {
+    GNode xc = *xp; /* xp may point into the pool, which record() can move */
+    const GNode *x = &xc;
     if (x->mask == mask)
         return x->id;
     int rank;
@@ -146,8 +148,17 @@ static void op_unary(Gen *s)
     if (i < 0)
         return;
     GNode x = s->pool[i];
-    astitch_op op = pick_int(s, 2) ? light[pick_int(s, 4)] : heavy[pick_int(s, 5)];
-    record(s, astitch_unary(s->g, op, x.id), x.mask);
+    int nlight = s->o->discontinuous ? 4 : 3; /* floor last */
+    astitch_op op = pick_int(s, 2) ? light[pick_int(s, nlight)] : heavy[pick_int(s, 5)];
+    astitch_node arg = x.id;
+    if (op == ASTITCH_OP_SIN || op == ASTITCH_OP_COS) {
+        /* periodic functions see a bounded argument: of a large one (a long sum) f32 keeps
+         * no correct digits, and no two correct summation orders agree */
+        arg = astitch_unary(s->g, ASTITCH_OP_TANH, x.id);
+        use(s, x.id);
+    }
+    record(s, astitch_unary(s->g, op, arg), x.mask);
+    use(s, arg);
     use(s, x.id);
 }
 
@@ -222,7 +233,23 @@ static void op_reduce(Gen *s)
         }
         mask = keep;
     }
-    record(s, astitch_reduce(s->g, kinds[pick_int(s, 3)], x.id, n, axes), mask);
+    astitch_reduce_kind kind = kinds[pick_int(s, 3)];
+    astitch_node r = astitch_reduce(s->g, kind, x.id, n, axes);
+    int64_t count = 1;
+    for (int a = 0; a < n; a++)
+        count *= x.dims[axes[a]];
+    if (kind == ASTITCH_REDUCE_SUM && count > 64 && r >= 0) {
+        /* long sums become means: a sum of thousands of values fed to sin or pow is so
+         * ill-conditioned in f32 that no two correct summation orders agree on it */
+        astitch_tensor_info ri;
+        astitch_node_info(s->g, r, &ri);
+        double inv = 1.0 / (double)count;
+        astitch_node c = astitch_constant(s->g, ASTITCH_F32, ri.rank, ri.dims, &inv, 1);
+        use(s, r);
+        r = astitch_binary(s->g, ASTITCH_OP_MUL, r, c);
+        use(s, c);
+    }
+    record(s, r, mask);
     use(s, x.id);
 }
 
@@ -356,6 +383,7 @@ void gen_options_default(gen_options *o)
     o->percent_reduce = 15;
     o->outputs = 2;
     o->half = false;
+    o->discontinuous = false;
 }
 
 uint64_t gen_fresh_seed(void)

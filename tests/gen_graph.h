@@ -23,11 +23,14 @@ typedef struct gen_options {
     int percent_custom;  /* share of custom ops (target "gen_custom", one input, same shape) */
     int percent_reduce;  /* share of reductions */
     int outputs;         /* extra random outputs besides every node without consumers */
-    bool half;           /* also produce f16/bf16 values through converts */
+    bool half;           /* also produce f16/bf16 values through converts (their rounding makes
+                          * results differ by up to 2^-8 relative between summation orders) */
+    bool discontinuous;  /* also use floor, whose result can jump when its input differs in the
+                          * last bit (off for differential tests) */
 } gen_options;
 
 /* Defaults: 40 nodes, dims up to 8, 5% dots, no custom ops, 15% reductions, 2 outputs, no
- * half types. */
+ * half types, only continuous ops. */
 void gen_options_default(gen_options *o);
 
 /* A fresh random graph on ctx, or NULL with the reason in astitch_last_error (a bug in the

@@ -275,8 +275,10 @@ static void test_file_order_kept(void **state)
 {
     astitch_context *ctx = *state;
     const char *text = HEAD " \"nodes\": [\n"
-                       "  {\"name\": \"b\", \"op\": \"parameter\", \"dtype\": \"i32\", \"shape\": []},\n"
-                       "  {\"name\": \"a\", \"op\": \"parameter\", \"dtype\": \"i32\", \"shape\": []},\n"
+                       "  {\"name\": \"b\", \"op\": \"parameter\", \"dtype\": \"i32\","
+                       " \"shape\": []},\n"
+                       "  {\"name\": \"a\", \"op\": \"parameter\", \"dtype\": \"i32\","
+                       " \"shape\": []},\n"
                        "  {\"name\": \"d\", \"op\": \"sub\", \"inputs\": [\"a\", \"b\"]},\n"
                        "  {\"name\": \"c\", \"op\": \"add\", \"inputs\": [\"a\", \"b\"]}\n"
                        " ],\n \"outputs\": [\"c\", \"d\"]}\n";
@@ -298,7 +300,8 @@ static void test_accepted_spellings(void **state)
         " \"values\": [\"nan\", \"inf\", \"-inf\", 2, -0.0], \"comment\": \"per node\"},\n"
         "  {\"name\": \"p\", \"op\": \"constant\", \"dtype\": \"bool\", \"shape\": [4],"
         " \"values\": [true, false, 1, 0]},\n"
-        "  {\"name\": \"e\", \"op\": \"constant\", \"dtype\": \"f16\", \"shape\": [2, 0], \"value\": 1}\n"
+        "  {\"name\": \"e\", \"op\": \"constant\", \"dtype\": \"f16\", \"shape\": [2, 0],"
+        " \"value\": 1}\n"
         " ],\n \"outputs\": [\"f\", \"p\", \"e\"]}\n";
     astitch_graph *g = read_ok(ctx, text);
     const Node *f = gnode(g, 0), *p = gnode(g, 1);
@@ -339,10 +342,12 @@ static void test_writer_layout(void **state)
         "  \"name\": \"tiny\",\n"
         "  \"nodes\": [\n"
         "    {\"name\": \"x\", \"op\": \"parameter\", \"dtype\": \"f32\", \"shape\": [2, 3]},\n"
-        "    {\"name\": \"constant.1\", \"op\": \"constant\", \"dtype\": \"f32\", \"shape\": [2, 3], "
+        "    {\"name\": \"constant.1\", \"op\": \"constant\", \"dtype\": \"f32\", "
+        "\"shape\": [2, 3], "
         "\"values\": [1.0, 0.5, -2.0, 1e-05, 3e+20, 0.1]},\n"
         "    {\"name\": \"add.2\", \"op\": \"add\", \"inputs\": [\"x\", \"constant.1\"]},\n"
-        "    {\"name\": \"reduce.3\", \"op\": \"reduce\", \"kind\": \"sum\", \"inputs\": [\"add.2\"], "
+        "    {\"name\": \"reduce.3\", \"op\": \"reduce\", \"kind\": \"sum\", "
+        "\"inputs\": [\"add.2\"], "
         "\"axes\": [1]}\n"
         "  ],\n"
         "  \"outputs\": [\"reduce.3\"]\n"
@@ -357,7 +362,8 @@ static void expect_error(astitch_context *ctx, const char *text, const char *sta
                          const char *part)
 {
     astitch_graph *g = (astitch_graph *)ctx; /* must be reset to NULL */
-    assert_int_not_equal(astitch_graph_read_json(ctx, text, strlen(text), "t.json", &g), ASTITCH_OK);
+    assert_int_not_equal(astitch_graph_read_json(ctx, text, strlen(text), "t.json", &g),
+                         ASTITCH_OK);
     assert_null(g);
     const char *msg = astitch_last_error(ctx);
     if (strncmp(msg, start, strlen(start)) != 0 || !strstr(msg, part))
@@ -371,7 +377,8 @@ static void test_error_positions(void **state)
     expect_error(ctx, "{\"format\": \"astitch-graph\",\n \"version\": 1,,\n", "t.json:2:15: ",
                  "string or '}' expected near ','");
     const char *nodes = HEAD " \"nodes\": [\n  " XNODE ",\n"
-                        "  {\"name\": \"w\", \"op\": \"parameter\", \"dtype\": \"f32\", \"shape\": [4]},\n";
+                        "  {\"name\": \"w\", \"op\": \"parameter\", \"dtype\": \"f32\","
+                        " \"shape\": [4]},\n";
     char text[2048];
     snprintf(text, sizeof text,
              "%s  {\"name\": \"sum\", \"op\": \"add\", \"inputs\": [\"x\", \"w\"]}\n ],\n"

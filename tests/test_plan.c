@@ -494,6 +494,44 @@ static void register_bound_relaxed(void **state)
     assert_true(k.grid <= k.blocks_per_wave);
 }
 
+/* A row sum read back row-aligned by an element-wise output: regional while its per-block part
+ * is small, global (keeping the full wave) once that part would leave one block per SM. */
+static void launch_prefers_parallelism(void **state)
+{
+    Fixture *f = *state;
+    astitch_graph *g = f->g;
+    int64_t rc[2] = {8000000, 32}, ax1[1] = {1}, bd0[1] = {0};
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, rc);
+    astitch_node sum = named(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, x, 1, ax1), "s");
+    astitch_node b = astitch_broadcast_in_dim(g, sum, 2, rc, bd0);
+    astitch_add_output(g, named(g, astitch_binary(g, ASTITCH_OP_SUB, x, b), "y"));
+    astitch_device d = device("h100");
+    astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
+    astitch_plan *p = plan(f, &d, &o);
+    astitch_kernel_info k;
+    astitch_plan_kernel_info(p, 0, &k);
+    /* 30304 rows of 4 bytes per block would allow one block per SM: turned global instead */
+    assert_int_equal(scheme_of(p, g, "s"), ASTITCH_SCHEME_GLOBAL);
+    assert_int_equal(k.grid, 264);
+    assert_int_equal(k.blocks_per_wave, 264);
+    assert_int_equal(k.global_barriers, 1);
+    /* a tenth of the rows: 3040 rows per block fit next to a second block */
+    astitch_graph_destroy(f->g);
+    assert_int_equal(astitch_graph_create(f->ctx, &f->g), ASTITCH_OK);
+    g = f->g;
+    rc[0] = 800000;
+    x = astitch_parameter(g, "x", ASTITCH_F32, 2, rc);
+    sum = named(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, x, 1, ax1), "s");
+    b = astitch_broadcast_in_dim(g, sum, 2, rc, bd0);
+    astitch_add_output(g, named(g, astitch_binary(g, ASTITCH_OP_SUB, x, b), "y"));
+    p = plan(f, &d, &o);
+    astitch_plan_kernel_info(p, 0, &k);
+    assert_int_equal(scheme_of(p, g, "s"), ASTITCH_SCHEME_REGIONAL);
+    assert_int_equal(k.blocks_per_sm, 2);
+    assert_int_equal(k.block_barriers, 1);
+    assert_int_equal(k.global_barriers, 0);
+}
+
 /* ---- scopes --------------------------------------------------------------------------------- */
 
 static void compute_op_bounds_scope(void **state)
@@ -627,6 +665,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(row_reduce_64x30000, setup, teardown),
         cmocka_unit_test_setup_teardown(shared_memory_fallback, setup, teardown),
         cmocka_unit_test_setup_teardown(register_bound_relaxed, setup, teardown),
+        cmocka_unit_test_setup_teardown(launch_prefers_parallelism, setup, teardown),
         cmocka_unit_test_setup_teardown(compute_op_bounds_scope, setup, teardown),
         cmocka_unit_test_setup_teardown(remote_stitching, setup, teardown),
         cmocka_unit_test_setup_teardown(fusion_none_one_kernel_per_op, setup, teardown),

@@ -3,6 +3,7 @@
  *
  *   run_main.c     the run: load the graph, make or read inputs, run on a target, report
  *   run_options.c  the option table: parsing and --help
+ *   run_plan.c     --plan and --dot: print the stitch plan instead of running
  *   tensor_io.c    seeded random inputs, checksums, printing of values
  *   npy.c          reading and writing .npy files (the input and output format)
  *
@@ -47,6 +48,10 @@ typedef struct Options {
     uint64_t seed;
     const char *inputs;  /* NULL: random inputs from seed */
     const char *outputs; /* NULL: no files */
+    const char *plan;    /* --plan: "text" or "json"; NULL: run the graph */
+    const char *dot;     /* --dot: Graphviz file of the plan; NULL: none */
+    const char *device;  /* device model of the plan (default "h100") */
+    const char *fusion;  /* none, xla, stitch (default "stitch") */
     bool help, version;
 } Options;
 
@@ -59,6 +64,11 @@ int parse_options(int argc, char **argv, Options *o);
 void print_usage(FILE *f);
 /* "auto", "reference", "host", "cuda". */
 const char *target_name(Target t);
+
+/* run_plan.c */
+/* Plans g for o->device and o->fusion and prints it (o->plan) and/or writes its picture
+ * (o->dot); returns 0 or an exit status after a message. */
+int run_plan(astitch_context *ctx, astitch_graph *g, const Options *o);
 
 /* tensor_io.c */
 /* Fills data (t->bytes bytes) with the deterministic random values of parameter number

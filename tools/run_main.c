@@ -301,6 +301,11 @@ int main(int argc, char **argv)
     }
     const char *used = "";
     rc = load_graph(&r, o.graph);
+    if (!rc && (o.plan || o.dot)) {
+        rc = run_plan(r.ctx, r.g, &o);
+        run_free(&r);
+        return rc;
+    }
     if (!rc)
         rc = allocate(&r);
     if (!rc)

@@ -13,7 +13,7 @@
 
 static const char *const target_names[TARGET_COUNT] = {"auto", "reference", "host", "cuda"};
 
-enum { OPT_TARGET = 256, OPT_SEED, OPT_INPUTS, OPT_OUTPUTS };
+enum { OPT_TARGET = 256, OPT_SEED, OPT_INPUTS, OPT_OUTPUTS, OPT_PLAN, OPT_DOT, OPT_DEVICE, OPT_FUSION };
 
 typedef struct OptionSpec {
     const char *name;
@@ -34,6 +34,14 @@ static const OptionSpec option_table[] = {
      ".npy file when the graph has one parameter"},
     {"outputs", required_argument, OPT_OUTPUTS, "DIR",
      "write each output to DIR/<output>.npy (DIR is created when missing)"},
+    {"plan", optional_argument, OPT_PLAN, "[=text|json]",
+     "print the stitch plan (docs/planner.md) instead of running the graph"},
+    {"dot", required_argument, OPT_DOT, "FILE",
+     "write the plan as a Graphviz picture to FILE instead of running the graph"},
+    {"device", required_argument, OPT_DEVICE, "D",
+     "device model of --plan and --dot: h100 (the default), a100, v100, host"},
+    {"fusion", required_argument, OPT_FUSION, "F",
+     "fusion mode of --plan and --dot: stitch (the default), xla, none"},
     {"help", no_argument, 'h', NULL, "print this help and exit"},
     {"version", no_argument, 'V', NULL, "print the version and exit"},
 };
@@ -67,7 +75,8 @@ void print_usage(FILE *f)
         if (o->id < 128)
             snprintf(shortname, sizeof shortname, "-%c, ", o->id);
         int n = snprintf(left, sizeof left, "%s--%s%s%s", shortname, o->name,
-                         o->arg ? "=" : "", o->arg ? o->arg : "");
+                         o->arg && o->has_arg == required_argument ? "=" : "",
+                         o->arg ? o->arg : "");
         fprintf(f, "  %s%*s", left, n < 22 ? 22 - n : 1, "");
         /* wrap the help text at 78 columns, continuing under itself */
         const char *h = o->help;
@@ -128,7 +137,7 @@ int parse_options(int argc, char **argv, Options *o)
     longopts[NUM_OPTIONS] = (struct option){0};
     shortopts[ns] = '\0';
 
-    *o = (Options){.target = TARGET_AUTO, .seed = 1};
+    *o = (Options){.target = TARGET_AUTO, .seed = 1, .device = "h100", .fusion = "stitch"};
     opterr = 0;
     optind = 1;
     int c;
@@ -153,6 +162,16 @@ int parse_options(int argc, char **argv, Options *o)
             break;
         case OPT_INPUTS: o->inputs = optarg; break;
         case OPT_OUTPUTS: o->outputs = optarg; break;
+        case OPT_PLAN:
+            o->plan = optarg ? optarg : "text";
+            if (strcmp(o->plan, "text") != 0 && strcmp(o->plan, "json") != 0) {
+                run_fail("--plan takes text or json, not '%s'", o->plan);
+                return EXIT_USAGE;
+            }
+            break;
+        case OPT_DOT: o->dot = optarg; break;
+        case OPT_DEVICE: o->device = optarg; break;
+        case OPT_FUSION: o->fusion = optarg; break;
         case 'h': o->help = true; break;
         case 'V': o->version = true; break;
         case ':':

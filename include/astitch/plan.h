@@ -67,6 +67,7 @@ typedef struct astitch_plan_options {
 
 /* Fills *o with the defaults: fusion=stitch, every switch on. */
 ASTITCH_API void astitch_plan_options_default(astitch_plan_options *o);
+/* "none", "xla", "stitch"; NULL for an out-of-range value. */
 ASTITCH_API const char *astitch_fusion_name(astitch_fusion f);
 /* "none", "xla", "stitch" -> ASTITCH_OK, else ASTITCH_ERR_ARGUMENT. */
 ASTITCH_API astitch_status astitch_fusion_from_name(const char *name, astitch_fusion *f);
@@ -109,6 +110,8 @@ typedef enum astitch_buffer_kind {
     ASTITCH_BUFFER_PARTIAL        /* per-split partial results of a split reduce, scratch */
 } astitch_buffer_kind;
 
+/* Constant names ("regional", "dominant", "row-reduce", "block", "shared", ...); NULL for
+ * out-of-range values. */
 ASTITCH_API const char *astitch_scheme_name(astitch_scheme s);
 ASTITCH_API const char *astitch_role_name(astitch_role r);
 ASTITCH_API const char *astitch_mapping_kind_name(astitch_mapping_kind k);
@@ -124,6 +127,7 @@ typedef struct astitch_plan astitch_plan;
 ASTITCH_API astitch_status astitch_plan_create(astitch_graph *g, const astitch_device *dev,
                                                const astitch_plan_options *opts,
                                                astitch_plan **out);
+/* Frees p and everything it owns; p may be NULL. */
 ASTITCH_API void astitch_plan_destroy(astitch_plan *p);
 
 /* Writers. The _file forms write to f; the string forms return malloc'd NUL-terminated text
@@ -216,6 +220,7 @@ typedef struct astitch_buffer_info {
 
 typedef enum astitch_step_kind { ASTITCH_STEP_KERNEL, ASTITCH_STEP_COMPUTE } astitch_step_kind;
 
+/* The graph, device model and options the plan was made from (owned by the plan or caller). */
 ASTITCH_API const astitch_graph *astitch_plan_graph(const astitch_plan *p);
 ASTITCH_API const astitch_device *astitch_plan_device(const astitch_plan *p);
 ASTITCH_API const astitch_plan_options *astitch_plan_get_options(const astitch_plan *p);

@@ -141,23 +141,24 @@ static bool name_table_insert(astitch_graph *g, int32_t id)
     return true;
 }
 
+/* Removes name by backward-shift deletion, which keeps every probe chain intact. */
 static void name_table_remove(astitch_graph *g, const char *name)
 {
-    /* Rebuild after removal keeps probing chains intact; removals are rare. */
     int32_t *slot = name_slot(g, name);
     if (*slot < 0)
         return;
-    *slot = -1;
-    int32_t *old = malloc((size_t)g->capname * sizeof *old);
-    if (!old)
-        abort();
-    memcpy(old, g->nameslot, (size_t)g->capname * sizeof *old);
-    for (int32_t i = 0; i < g->capname; i++)
-        g->nameslot[i] = -1;
-    for (int32_t i = 0; i < g->capname; i++)
-        if (old[i] >= 0)
-            *name_slot(g, g->node[old[i]].name) = old[i];
-    free(old);
+    uint32_t mask = (uint32_t)g->capname - 1;
+    uint32_t hole = (uint32_t)(slot - g->nameslot);
+    for (uint32_t i = (hole + 1) & mask; g->nameslot[i] >= 0; i = (i + 1) & mask) {
+        uint32_t home = hash_name(g->node[g->nameslot[i]].name) & mask;
+        /* move the entry into the hole unless its home lies cyclically in (hole, i] */
+        bool stays = hole <= i ? (home > hole && home <= i) : (home > hole || home <= i);
+        if (!stays) {
+            g->nameslot[hole] = g->nameslot[i];
+            hole = i;
+        }
+    }
+    g->nameslot[hole] = -1;
 }
 
 astitch_node astitch_graph_find(const astitch_graph *g, const char *name)

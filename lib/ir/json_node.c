@@ -32,7 +32,8 @@ static const char *const key_names[] = {KEY_LIST(KEY_NAME)};
 #undef KEY_NAME
 #define K(id) (1u << KEY_##id)
 
-static bool failf(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool failf(char *why, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static bool failf(char *why, size_t len, const char *fmt, ...)
 {
     va_list ap;
@@ -246,8 +247,9 @@ static bool get_value(const json_t *v, astitch_dtype t, const char *what, double
             return true;
         }
         if (json_is_integer(v))
-            return failf(why, len, "%s of a bool constant must be true, false, 0 or 1, not %" PRId64,
-                         what, (int64_t)json_integer_value(v));
+            return failf(why, len,
+                         "%s of a bool constant must be true, false, 0 or 1, not %" PRId64, what,
+                         (int64_t)json_integer_value(v));
         return failf(why, len, "%s of a bool constant must be true, false, 0 or 1, not %s", what,
                      jtype(v));
     }

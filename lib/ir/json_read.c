@@ -421,11 +421,23 @@ static void printable(char *out, size_t len, const char *text)
     out[at] = '\0';
 }
 
-static astitch_status syntax_error(astitch_context *ctx, const char *src, size_t len,
-                                   const json_error_t *e)
+/* Reports jansson's error e, or the NUL byte where jansson stopped, calling it the end. */
+static astitch_status syntax_error(astitch_context *ctx, const char *src, const char *text,
+                                   size_t len, const json_error_t *e)
 {
-    char text[4 * JSON_ERROR_TEXT_LENGTH + 8];
-    printable(text, sizeof text, e->text);
+    const char *nul = len ? memchr(text, '\0', len) : NULL;
+    if (nul && e->position >= 0 && (size_t)e->position >= (size_t)(nul - text)) {
+        JsonPos at = {1, 0};
+        for (const char *c = text; c <= nul; c++)
+            if (*c == '\n')
+                at.line++, at.col = 0;
+            else if ((*c & 0xC0) != 0x80)
+                at.col++;
+        return ctx_fail(ctx, ASTITCH_ERR_PARSE, "%s:%d:%d: NUL byte in the text", src, at.line,
+                        at.col);
+    }
+    char msg[4 * JSON_ERROR_TEXT_LENGTH + 8];
+    printable(msg, sizeof msg, e->text);
     int line = e->line > 0 ? e->line : 1, col = e->column > 0 ? e->column : 1;
     if (len == 0)
         return ctx_fail(ctx, ASTITCH_ERR_PARSE, "%s:1:1: empty input: no graph", src);
@@ -435,7 +447,7 @@ static astitch_status syntax_error(astitch_context *ctx, const char *src, size_t
                         src, line, col, JSON_PARSER_MAX_DEPTH);
     if (json_error_code(e) == json_error_out_of_memory)
         return ctx_fail(ctx, ASTITCH_ERR_MEMORY, "%s:%d:%d: out of memory", src, line, col);
-    return ctx_fail(ctx, ASTITCH_ERR_PARSE, "%s:%d:%d: %s", src, line, col, text);
+    return ctx_fail(ctx, ASTITCH_ERR_PARSE, "%s:%d:%d: %s", src, line, col, msg);
 }
 
 astitch_status astitch_graph_read_json(astitch_context *ctx, const char *text, size_t len,
@@ -451,7 +463,7 @@ astitch_status astitch_graph_read_json(astitch_context *ctx, const char *text, s
     json_error_t err;
     json_t *root = json_loadb(text ? text : "", len, JSON_REJECT_DUPLICATES, &err);
     if (!root)
-        return syntax_error(ctx, src, len, &err);
+        return syntax_error(ctx, src, text, len, &err);
     Reader r = {.ctx = ctx, .src = src};
     astitch_status s;
     if (!json_pos_scan(text, len, &r.pos))

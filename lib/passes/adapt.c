@@ -14,7 +14,7 @@
 /* The chunk that makes read rd of root r block-local, or 0. */
 static int64_t chunk_for(Planner *pl, PlanKernel *k, const Read *rd)
 {
-    const PlanOp *src = plan_kernel_op(k, rd->src);
+    const PlanOp *src = &k->op[pl->kidx[rd->src]];
     IndexMap own = sched_owner(pl->g, &k->phase[src->phase], rd->src);
     IndexMap have = index_compose(rd->f, own);
     if (!have.known || have.mod != 0 || have.div < 1)
@@ -35,14 +35,14 @@ bool pass_adapt(Planner *pl, PlanKernel *k)
         bool ok = true;
         for (int32_t r = 0; r < pl->nread && ok; r++) {
             const Read *rd = &pl->read[r];
-            if (rd->root != d || plan_kernel_op(k, rd->src)->group == gi)
+            if (rd->root != d || k->op[pl->kidx[rd->src]].group == gi)
                 continue;
             int64_t c = chunk_for(pl, k, rd);
             if (c == 0 || (chunk && c != chunk))
                 ok = false;
             chunk = c;
         }
-        if (!ok || chunk == 0 || chunk == gr->map.chunk)
+        if (!ok || chunk == 0)
             continue;
         /* sub-dominants over a leading part of the space need whole runs of it */
         for (int32_t s = 0; s < gr->nsub && ok; s++) {
@@ -53,7 +53,11 @@ bool pass_adapt(Planner *pl, PlanKernel *k)
         int64_t grid = ceil_div(gr->map.rows, chunk);
         if (!ok || grid > k->blocks_per_wave)
             continue;
+        if ((grid <= 1 && gr->map.grid == 1) || chunk == gr->map.chunk)
+            continue; /* already aligned */
         astitch_mapping *m = &gr->map;
+        if (grid <= 1)
+            chunk = m->rows > 0 ? m->rows : 1;
         m->chunk = chunk;
         m->rows_per_block = (int32_t)(chunk < k->block ? chunk : k->block);
         m->tasks_per_block = ceil_div(chunk, m->rows_per_block);

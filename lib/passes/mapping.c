@@ -63,11 +63,13 @@ static void finish(astitch_mapping *m, const Ctx *c, int64_t tiles, int64_t quan
     int64_t chunk = per * m->rows_per_block;
     if (quantum > 1 && chunk % quantum) /* element-wise groups with quotient sub-dominants */
         chunk = ceil_div(chunk, quantum) * quantum;
+    m->grid = (int32_t)ceil_div(m->rows, chunk);
+    if (m->grid <= 1) { /* one block owns everything: say so exactly */
+        m->grid = 1;
+        chunk = m->rows > 0 ? m->rows : 1;
+    }
     m->chunk = chunk;
     m->tasks_per_block = ceil_div(chunk, m->rows_per_block);
-    m->grid = (int32_t)ceil_div(m->rows, chunk);
-    if (m->grid < 1)
-        m->grid = 1;
 }
 
 static void map_row(astitch_mapping *m, const Ctx *c)

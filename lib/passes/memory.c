@@ -12,8 +12,9 @@
  * of the one from the first write of the other. Offsets are assigned first-fit in order of
  * first write, skipping only ranges of buffers that are still live.
  *
- * If the shared memory of a block exceeds the device limit, the regional root with the largest
- * shared buffer turns global, one at a time, until it fits (barriers are recomputed each time).
+ * If the shared memory of a block exceeds the limit (the device's, or a lower one from launch
+ * feedback), the regional root with the largest shared buffer turns global, one at a time, until
+ * it fits (barriers are recomputed each time).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -63,22 +64,25 @@ static int64_t block_elements(const astitch_graph *g, const PlanPhase *ph, const
     return e < all ? e : all;
 }
 
-static int32_t last_reader(const Planner *pl, const PlanKernel *k, int32_t node, int32_t from)
+/* last[i] = the last phase reading op i of k (at least its own phase). */
+static void last_readers(const Planner *pl, const PlanKernel *k, int32_t *last)
 {
-    int32_t last = from;
-    for (int32_t r = 0; r < pl->nread; r++)
-        if (pl->read[r].src == node) {
-            int32_t p = plan_kernel_op(k, pl->read[r].root)->phase;
-            if (p > last)
-                last = p;
-        }
-    return last;
+    for (int32_t i = 0; i < k->nop; i++)
+        last[i] = k->op[i].phase;
+    for (int32_t r = 0; r < pl->nread; r++) {
+        int32_t s = pl->kidx[pl->read[r].src];
+        int32_t p = k->op[pl->kidx[pl->read[r].root]].phase;
+        if (p > last[s])
+            last[s] = p;
+    }
 }
 
 static bool collect(Planner *pl, PlanKernel *k)
 {
     const astitch_graph *g = pl->g;
     int32_t cap = 0;
+    int32_t *last = pl->tmp;
+    last_readers(pl, k, last);
     free(k->buf);
     k->buf = NULL;
     k->nbuf = 0;
@@ -115,7 +119,7 @@ static bool collect(Planner *pl, PlanKernel *k)
             }
         }
         b.dtype = n->dtype;
-        b.last_phase = last_reader(pl, k, o->node, o->phase);
+        b.last_phase = last[i];
         if (o->scheme == ASTITCH_SCHEME_REGIONAL) {
             b.kind = ASTITCH_BUFFER_SHARED;
             b.elements = block_elements(g, ph, o);
@@ -123,6 +127,8 @@ static bool collect(Planner *pl, PlanKernel *k)
             b.kind = ASTITCH_BUFFER_SCRATCH;
             b.elements = sched_elements(g, o->node);
             b.zero_init = o->zero_init;
+            if (b.zero_init)
+                b.first_phase = 0; /* its initial contents come from before the launch */
         } else {
             continue;
         }
@@ -230,7 +236,8 @@ astitch_status pass_memory(Planner *pl, PlanKernel *k)
             return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
         k->shared_bytes = shared;
         k->scratch_bytes = scratch;
-        if (shared <= pl->p->dev.shared_per_block)
+        int64_t cap = pl->shared_cap > 0 ? pl->shared_cap : pl->p->dev.shared_per_block;
+        if (shared <= cap)
             return ASTITCH_OK;
         /* regional -> global, the largest shared buffer first */
         int32_t victim = -1;
@@ -241,10 +248,9 @@ astitch_status pass_memory(Planner *pl, PlanKernel *k)
         if (victim < 0)
             return ctx_fail(g->ctx, ASTITCH_ERR_UNSUPPORTED,
                             "planner: kernel %s needs %lld bytes of shared memory for its "
-                            "reductions; device '%s' allows %lld per block",
-                            k->name, (long long)shared, pl->p->dev.name,
-                            (long long)pl->p->dev.shared_per_block);
-        plan_kernel_op(k, k->buf[victim].node)->scheme = ASTITCH_SCHEME_GLOBAL;
+                            "reductions; device '%s' allows %lld per block here",
+                            k->name, (long long)shared, pl->p->dev.name, (long long)cap);
+        k->op[pl->kidx[k->buf[victim].node]].scheme = ASTITCH_SCHEME_GLOBAL;
         sched_barriers(pl, k);
     }
 }

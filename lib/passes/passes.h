@@ -55,7 +55,7 @@ typedef struct Planner {
     int32_t *tmp2;
     Read *read;           /* reads of the current kernel (propagate.c) */
     int32_t nread, capread;
-    bool no_regional;     /* last resort of launch feedback: every regional root turns global */
+    int64_t shared_cap;   /* shared bytes per block memory.c may plan (launch feedback) */
 } Planner;
 
 /* Derivation of a root's mapping from its group's dominant (sched.c). */

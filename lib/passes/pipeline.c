@@ -16,7 +16,9 @@
  *     |   |   adapt -> propagate       proactive block-locality adaptation (4.3 step 3)
  *     |   |   schemes                  passive locality check, schemes, barriers (4.3 step 3)
  *     |   |   memory                   shared/scratch buffers, regional->global fallback (4.4)
- *     |   +-- launch                   assume-relax-apply; a lower wave limit plans again (4.5)
+ *     |   +-- launch                   assume-relax-apply (4.5); if shared memory leaves too
+ *     |                                few blocks resident: memory again under a lower cap,
+ *     |                                else mapping again for the smaller wave
  *     |
  *   plan_check                         coverage, order, launch limits
  *
@@ -94,38 +96,52 @@ static astitch_status planner_init(Planner *pl, astitch_plan *p)
     return ASTITCH_OK;
 }
 
-/* Plans one kernel from its op list to its launch shape. */
+/* Mapping to memory for kernel k (the part that launch feedback repeats). */
+static astitch_status schedule(Planner *pl, PlanKernel *k)
+{
+    astitch_status st = pass_mapping(pl, k);
+    if (!st)
+        st = pass_propagate(pl, k);
+    for (int round = 0; !st && round < 3 && pass_adapt(pl, k); round++)
+        st = pass_propagate(pl, k);
+    if (!st)
+        st = pass_schemes(pl, k);
+    if (!st)
+        st = pass_memory(pl, k);
+    return st;
+}
+
+/* Plans one kernel from its op list to its launch shape. When the planned shared memory leaves
+ * fewer resident blocks than the grid, parallelism wins: regional ops turn global until the
+ * grid's residency fits (memory, with a lower cap); failing that, the mapping is made again
+ * for the smaller wave. */
 static astitch_status plan_kernel(Planner *pl, PlanKernel *k)
 {
-    astitch_status st;
+    const astitch_device *d = &pl->p->dev;
     plan_index_kernel(pl, k);
-    pl->no_regional = false;
-    st = pass_dominant(pl, k);
-    for (int attempt = 0; st == ASTITCH_OK; attempt++) {
-        st = pass_mapping(pl, k);
-        if (!st)
-            st = pass_propagate(pl, k);
-        for (int round = 0; !st && round < 3 && pass_adapt(pl, k); round++)
-            st = pass_propagate(pl, k);
-        if (!st)
-            st = pass_schemes(pl, k);
-        if (!st)
-            st = pass_memory(pl, k);
+    astitch_status st = pass_dominant(pl, k);
+    for (int attempt = 0; !st; attempt++) {
+        pl->shared_cap = d->shared_per_block;
+        st = schedule(pl, k);
         if (!st)
             st = pass_launch(pl, k);
+        if (st == ASTITCH_ERR_UNSUPPORTED && k->wave_limit > 0) {
+            int64_t per_sm = ceil_div(k->grid, d->sm_count);
+            int64_t cap = per_sm > 0 ? d->shared_per_sm / per_sm : d->shared_per_block;
+            pl->shared_cap = cap < d->shared_per_block ? cap : d->shared_per_block;
+            st = pass_memory(pl, k);
+            if (!st)
+                st = pass_launch(pl, k);
+        }
         if (st != ASTITCH_ERR_UNSUPPORTED || k->wave_limit == 0)
             break;
-        if (attempt == 3 && pl->no_regional) {
+        if (attempt == 3) {
             st = ctx_fail(pl->g->ctx, ASTITCH_ERR_UNSUPPORTED,
                           "planner: kernel %s does not fit in one wave of device '%s'",
-                          k->name, pl->p->dev.name);
+                          k->name, d->name);
             break;
         }
-        if (attempt == 3) {
-            pl->no_regional = true;
-            attempt = 2;
-        }
-        st = ASTITCH_OK;
+        st = ASTITCH_OK; /* again, for the wave launch found */
     }
     plan_unindex_kernel(pl, k);
     return st;

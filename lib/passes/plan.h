@@ -20,7 +20,13 @@
  *   element it owns and stores it: into its buffer (PlanOp.buf: SHARED for regional, SCRATCH
  *   for global schemes) and, when PlanOp.output, into the output tensor of that node. A root
  *   that is a reduce over the phase's reduce_axes accumulates over row_len and stores one value
- *   per row; any other root has the phase space's shape and stores per element.
+ *   per row; any other root has as many elements as the phase's space, and element e (row-major)
+ *   of the space is element e of the root. In a row/column-reduce phase such a root is computed
+ *   at every (row, k) the lanes visit (row r over the kept axes, k over the reduced axes, each
+ *   row-major), without accumulating. A SHARED buffer of a reduce root holds the block's chunk
+ *   of rows; of another root in an element-wise phase, the block's chunk of elements; in a
+ *   row-reduce phase (reduced axes trailing), chunk * row_len elements. Roots of column-reduce
+ *   phases other than the reduces are never regional.
  * - Values of non-root ops are computed where needed by index propagation from the element
  *   being computed (they are LOCAL: registers). Reading an op that is materialized in an earlier
  *   phase reads its buffer (SHARED: the block's chunk, see PlanBuffer) or, for an op with no

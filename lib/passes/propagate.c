@@ -162,12 +162,14 @@ static void elementwise_map(const astitch_graph *g, int32_t r, const PlanKernel 
         int64_t grid = tiles < k->blocks_per_wave ? tiles : k->blocks_per_wave;
         chunk = grid > 0 ? ceil_div(tiles, grid) * k->block : k->block;
     }
+    m->grid = (int32_t)ceil_div(m->rows, chunk);
+    if (m->grid <= 1) {
+        m->grid = 1;
+        chunk = m->rows > 0 ? m->rows : 1;
+    }
     m->chunk = chunk;
     m->rows_per_block = (int32_t)(chunk < k->block ? chunk : k->block);
     m->tasks_per_block = ceil_div(chunk, m->rows_per_block);
-    m->grid = (int32_t)ceil_div(m->rows, chunk);
-    if (m->grid < 1)
-        m->grid = 1;
 }
 
 static void derive_map(const astitch_graph *g, const PlanKernel *k, const PlanGroup *gr,

@@ -2,7 +2,8 @@
  * remote.c: remote stitching (paper 4.1): stitch ops with no data dependency between them,
  * in either direction and through any path (other stitch ops, compute ops), merge into one.
  *
- * The kernel graph's units are the stitch ops and the compute ops. For every unit we keep the
+ * The kernel graph's units are the stitch ops and the compute ops; a unit runs as a whole, so
+ * anything that feeds one node of a stitch op precedes all of it. For every unit we keep the
  * set of stitch ops reachable from it as a bitset; two stitch ops are independent when neither
  * reaches the other, and merging independent ones cannot close a cycle. After a merge the
  * reachability of the merged op is the union, and every unit that reached either part now
@@ -11,7 +12,6 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <stdio.h>
 
 #include "passes/passes.h"
 
@@ -75,46 +75,89 @@ astitch_status pass_remote(Planner *pl)
         free(alias);
         return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
     }
-    /* Kernels reachable from each node, in one sweep over nodes in reverse topological order
-     * (consumers have larger ids); a unit reaches what its nodes reach. */
-    uint64_t *nodereach = calloc((size_t)n * (size_t)r.words, sizeof *nodereach);
-    if (!nodereach) {
+    /* Kernels are atomic: a unit reaches a kernel if any of its nodes feeds a unit from which
+     * that kernel is reachable. Unit edges, a topological order (Kahn), then the closure in
+     * reverse order. */
+    int32_t *es = calloc((size_t)nu + 1, sizeof *es), *indeg = calloc((size_t)nu, sizeof *indeg);
+    int32_t *ed = malloc((size_t)(g->noperand ? g->noperand : 1) * sizeof *ed);
+    int32_t *order = malloc((size_t)nu * sizeof *order);
+    if (!es || !indeg || !ed || !order) {
+        free(es);
+        free(indeg);
+        free(ed);
+        free(order);
         free(unit);
         free(r.bits);
         free(alias);
         return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
     }
-    for (int32_t v = n - 1; v >= 0; v--) {
-        uint64_t *nv = nodereach + (size_t)v * (size_t)r.words;
-        for (int32_t e = pl->ustart[v]; e < pl->ustart[v + 1]; e++) {
-            int32_t c = pl->use[e];
-            uint64_t *nc = nodereach + (size_t)c * (size_t)r.words;
-            for (int32_t w = 0; w < r.words; w++)
-                nv[w] |= nc[w];
-            if (unit[c] >= 0 && unit[c] < nk && unit[c] != unit[v])
-                set(nv, unit[c]);
+    for (int pass = 0; pass < 2; pass++) {
+        for (int32_t v = 0; v < n; v++) {
+            if (unit[v] < 0)
+                continue;
+            for (int32_t e = pl->ustart[v]; e < pl->ustart[v + 1]; e++) {
+                int32_t w = unit[pl->use[e]];
+                if (w < 0 || w == unit[v])
+                    continue;
+                if (pass == 0) {
+                    es[unit[v] + 1]++;
+                    indeg[w]++;
+                } else {
+                    ed[es[unit[v]]++] = w;
+                }
+            }
+        }
+        if (pass == 0) {
+            for (int32_t u = 0; u < nu; u++)
+                es[u + 1] += es[u];
+        } else {
+            for (int32_t u = nu; u > 0; u--)
+                es[u] = es[u - 1];
+            es[0] = 0;
         }
     }
-    /* scopes are convex, so no path leaves a unit and re-enters it */
-    for (int32_t v = 0; v < n; v++) {
-        if (unit[v] < 0)
-            continue;
-        uint64_t *ru = row(&r, unit[v]), *nv = nodereach + (size_t)v * (size_t)r.words;
-        for (int32_t w = 0; w < r.words; w++)
-            ru[w] |= nv[w];
+    int32_t qh = 0, qt = 0;
+    for (int32_t u = 0; u < nu; u++)
+        if (indeg[u] == 0)
+            order[qt++] = u;
+    while (qh < qt) {
+        int32_t u = order[qh++];
+        for (int32_t e = es[u]; e < es[u + 1]; e++)
+            if (--indeg[ed[e]] == 0)
+                order[qt++] = ed[e];
+    }
+    for (int32_t i = qt - 1; i >= 0; i--) {
+        int32_t u = order[i];
+        uint64_t *ru = row(&r, u);
+        for (int32_t e = es[u]; e < es[u + 1]; e++) {
+            int32_t w = ed[e];
+            uint64_t *rw = row(&r, w);
+            for (int32_t x = 0; x < r.words; x++)
+                ru[x] |= rw[x];
+            if (w < nk)
+                set(ru, w);
+        }
+    }
+    free(es);
+    free(indeg);
+    free(ed);
+    free(order);
+    if (qt != nu) {
+        free(unit);
+        free(r.bits);
+        free(alias);
+        return ctx_fail(g->ctx, ASTITCH_ERR_INTERNAL, "planner: stitch scopes form a cycle");
     }
     for (int32_t k = 0; k < nk; k++) {
         clr(row(&r, k), k);
         alias[k] = k;
     }
-    free(nodereach);
     for (int32_t i = 0; i < nk; i++) {
         if (alias[i] != i)
             continue;
         for (int32_t j = i + 1; j < nk; j++) {
             if (alias[j] != j || has(&r, i, j) || has(&r, j, i))
                 continue;
-            if (getenv("DBG_REMOTE")) fprintf(stderr, "merge %d <- %d\n", i, j);
             merge_into(&r, i, j);
             alias[j] = i;
         }

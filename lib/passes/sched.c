@@ -8,6 +8,7 @@
  * that expand leading or trailing dimensions, a gather's indices) and under composition when
  * the divisions line up; anything else is "unknown", which makes a dependency global.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "passes/passes.h"
@@ -279,16 +280,35 @@ bool sched_map_equal(const astitch_mapping *a, const astitch_mapping *b)
 
 void sched_barriers(Planner *pl, PlanKernel *k)
 {
-    const astitch_graph *g = pl->g;
-    int32_t gsat = 0, bsat = 0;
+    /* the reads of each phase, bucketed by reader phase (counting sort) */
+    int32_t np = k->nphase;
+    int32_t *start = calloc((size_t)np + 2, sizeof *start);
+    int32_t *order = malloc((size_t)(pl->nread ? pl->nread : 1) * sizeof *order);
     k->block_barriers = k->global_barriers = 0;
-    for (int32_t i = 0; i < k->nphase; i++) {
+    if (!start || !order) {
+        /* out of memory: the strongest barriers are always safe */
+        for (int32_t i = 1; i < np; i++)
+            k->phase[i].barrier = ASTITCH_BARRIER_GLOBAL;
+        k->global_barriers = np > 1 ? np - 1 : 0;
+        free(start);
+        free(order);
+        return;
+    }
+    for (int32_t r = 0; r < pl->nread; r++)
+        start[k->op[pl->kidx[pl->read[r].root]].phase + 1]++;
+    for (int32_t i = 0; i < np; i++)
+        start[i + 1] += start[i];
+    for (int32_t r = 0; r < pl->nread; r++)
+        order[start[k->op[pl->kidx[pl->read[r].root]].phase]++] = r;
+    for (int32_t i = np; i > 0; i--)
+        start[i] = start[i - 1];
+    start[0] = 0;
+    int32_t gsat = 0, bsat = 0;
+    for (int32_t i = 0; i < np; i++) {
         astitch_barrier need = ASTITCH_BARRIER_NONE;
-        for (int32_t r = 0; r < pl->nread; r++) {
-            const Read *rd = &pl->read[r];
-            const PlanOp *dst = plan_kernel_op(k, rd->root);
-            const PlanOp *src = plan_kernel_op(k, rd->src);
-            if (dst->phase != i || src->phase >= i)
+        for (int32_t j = start[i]; j < start[i + 1]; j++) {
+            const PlanOp *src = &k->op[pl->kidx[pl->read[order[j]].src]];
+            if (src->phase >= i)
                 continue;
             bool global = src->scheme != ASTITCH_SCHEME_REGIONAL;
             if (global && gsat <= src->phase)
@@ -296,7 +316,6 @@ void sched_barriers(Planner *pl, PlanKernel *k)
             else if (!global && bsat <= src->phase && need == ASTITCH_BARRIER_NONE)
                 need = ASTITCH_BARRIER_BLOCK;
         }
-        (void)g;
         k->phase[i].barrier = need;
         if (need == ASTITCH_BARRIER_GLOBAL) {
             gsat = bsat = i;
@@ -306,4 +325,6 @@ void sched_barriers(Planner *pl, PlanKernel *k)
             k->block_barriers++;
         }
     }
+    free(start);
+    free(order);
 }

@@ -8,41 +8,49 @@
  * read's index map), and global otherwise. A split reduce is always global: its split blocks
  * combine their results across blocks in global memory, read or not. Barriers follow from the schemes (sched_barriers).
  */
+#include <stdlib.h>
+
 #include "passes/passes.h"
+
+enum { READ_SAME = 1, READ_LATER = 2, NOT_LOCAL = 4 };
 
 astitch_status pass_schemes(Planner *pl, PlanKernel *k)
 {
     const astitch_graph *g = pl->g;
+    uint8_t *flags = calloc((size_t)(k->nop ? k->nop : 1), 1);
+    if (!flags)
+        return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
+    for (int32_t r = 0; r < pl->nread; r++) {
+        const Read *rd = &pl->read[r];
+        int32_t si = pl->kidx[rd->src];
+        const PlanOp *src = &k->op[si], *dst = &k->op[pl->kidx[rd->root]];
+        if (dst->phase == src->phase) {
+            flags[si] |= READ_SAME;
+            continue;
+        }
+        flags[si] |= READ_LATER;
+        if (!(flags[si] & NOT_LOCAL) &&
+            !(dst->phase > src->phase &&
+              sched_regional(g, &k->phase[dst->phase], rd->root, &k->phase[src->phase],
+                             rd->src, rd->f)))
+            flags[si] |= NOT_LOCAL;
+    }
     for (int32_t i = 0; i < k->nop; i++) {
         PlanOp *o = &k->op[i];
         if (o->phase < 0)
             continue;
         const PlanPhase *ph = &k->phase[o->phase];
         bool split_reduce = ph->map.split > 1 && gnode(g, o->node)->op == ASTITCH_OP_REDUCE;
-        bool read_same = false, read_later = false, regional = !split_reduce && !pl->no_regional;
-        for (int32_t r = 0; r < pl->nread; r++) {
-            const Read *rd = &pl->read[r];
-            if (rd->src != o->node)
-                continue;
-            const PlanOp *dst = plan_kernel_op(k, rd->root);
-            if (dst->phase == o->phase) {
-                read_same = true;
-                continue;
-            }
-            read_later = true;
-            if (regional && !(dst->phase > o->phase &&
-                              sched_regional(g, &k->phase[dst->phase], rd->root, ph, o->node,
-                                             rd->f)))
-                regional = false;
-        }
+        bool regional = !split_reduce && !(flags[i] & NOT_LOCAL);
         o->zero_init = split_reduce;
         if (split_reduce)
             o->scheme = ASTITCH_SCHEME_GLOBAL;
-        else if (read_later)
+        else if (flags[i] & READ_LATER)
             o->scheme = regional ? ASTITCH_SCHEME_REGIONAL : ASTITCH_SCHEME_GLOBAL;
         else
-            o->scheme = read_same ? ASTITCH_SCHEME_LOCAL : ASTITCH_SCHEME_INDEPENDENT;
+            o->scheme = flags[i] & READ_SAME ? ASTITCH_SCHEME_LOCAL : ASTITCH_SCHEME_INDEPENDENT;
     }
+    free(flags);
     sched_barriers(pl, k);
     return ASTITCH_OK;
 }

@@ -18,39 +18,51 @@
 typedef struct Scope {
     Planner *pl;
     int32_t *cl;     /* node -> cluster id, -1 */
-    int32_t *lo;     /* cluster -> smallest node id */
-    int32_t *hi;     /* cluster -> largest node id */
+    int32_t *mstart; /* members of cluster c: mem[mstart[c] .. mstart[c + 1]) */
+    int32_t *cseen;  /* cluster -> epoch in which a search entered it */
     int32_t *stack;
-    int32_t *queue;
+    int32_t *mem;    /* members of the clusters, in order; the current one at the end */
 } Scope;
 
-/* Is there a path from node v to cluster c (forward: v's consumers; backward: operands) that
- * starts outside c and v? Only ids in (lo, hi) of c can be on such a path. */
+static void push(Scope *s, int32_t *sp, int32_t y)
+{
+    Planner *pl = s->pl;
+    if (pl->stamp[y] == pl->epoch)
+        return;
+    pl->stamp[y] = pl->epoch;
+    s->stack[(*sp)++] = y;
+    int32_t d = s->cl[y];
+    if (d < 0 || s->cseen[d] == pl->epoch)
+        return;
+    s->cseen[d] = pl->epoch; /* entering a finished cluster reaches all of it */
+    for (int32_t i = s->mstart[d]; i < s->mstart[d + 1]; i++)
+        if (pl->stamp[s->mem[i]] != pl->epoch) {
+            pl->stamp[s->mem[i]] = pl->epoch;
+            s->stack[(*sp)++] = s->mem[i];
+        }
+}
+
+/* Is there a path from node v to cluster c (forward: through consumers; backward: through
+ * operands) that starts outside c? */
 static bool path_to_cluster(Scope *s, int32_t v, int32_t c, bool forward)
 {
     Planner *pl = s->pl;
     const astitch_graph *g = pl->g;
-    int32_t bound = forward ? s->hi[c] : s->lo[c];
     int32_t sp = 0;
     pl->epoch++;
-    s->stack[sp++] = v;
     pl->stamp[v] = pl->epoch;
+    s->stack[sp++] = v;
     while (sp > 0) {
         int32_t x = s->stack[--sp];
         int32_t cnt = forward ? pl->ustart[x + 1] - pl->ustart[x] : gnode(g, x)->nin;
         for (int32_t i = 0; i < cnt; i++) {
             int32_t y = forward ? pl->use[pl->ustart[x] + i] : goperand(g, x, (int)i);
-            if (forward ? y > bound : y < bound)
-                continue;
             if (s->cl[y] == c) {
                 if (x != v)
                     return true; /* reached c through an outside node */
                 continue;
             }
-            if (pl->stamp[y] != pl->epoch) {
-                pl->stamp[y] = pl->epoch;
-                s->stack[sp++] = y;
-            }
+            push(s, &sp, y);
         }
     }
     return false;
@@ -66,16 +78,17 @@ static bool is_member_class(const Planner *pl, int32_t v)
     return plan_is_owned_class(pl->g, v, pl->is_output);
 }
 
-static astitch_status grow(Scope *s, int32_t seed, int32_t c)
+/* Grows cluster c from seed; its members are appended to s->mem from s->mstart[c]. */
+static void grow(Scope *s, int32_t seed, int32_t c)
 {
     Planner *pl = s->pl;
     const astitch_graph *g = pl->g;
-    int32_t qh = 0, qt = 0;
+    int32_t qh = s->mstart[c], qt = qh;
     s->cl[seed] = c;
-    s->lo[c] = s->hi[c] = seed;
-    s->queue[qt++] = seed;
+    s->mem[qt++] = seed;
+    s->mstart[c + 1] = qt;
     while (qh < qt) {
-        int32_t u = s->queue[qh++];
+        int32_t u = s->mem[qh++];
         int32_t nin = gnode(g, u)->nin;
         int32_t nuse = pl->ustart[u + 1] - pl->ustart[u];
         for (int32_t i = 0; i < nin + nuse; i++) {
@@ -88,14 +101,10 @@ static astitch_status grow(Scope *s, int32_t seed, int32_t c)
             if (!can_join(s, w, c))
                 continue;
             s->cl[w] = c;
-            if (w < s->lo[c])
-                s->lo[c] = w;
-            if (w > s->hi[c])
-                s->hi[c] = w;
-            s->queue[qt++] = w;
+            s->mem[qt++] = w;
+            s->mstart[c + 1] = qt;
         }
     }
-    return ASTITCH_OK;
 }
 
 static astitch_status make_kernels(Planner *pl, const int32_t *cl, int32_t ncl)
@@ -116,11 +125,12 @@ static astitch_status make_kernels(Planner *pl, const int32_t *cl, int32_t ncl)
 astitch_status pass_scope(Planner *pl)
 {
     int32_t n = pl->n;
-    Scope s = {pl, malloc((size_t)n * sizeof(int32_t)), malloc((size_t)n * sizeof(int32_t)),
-               malloc((size_t)n * sizeof(int32_t)), malloc((size_t)n * sizeof(int32_t)),
-               malloc((size_t)n * sizeof(int32_t))};
+    size_t sz = (size_t)n + 1;
+    Scope s = {pl, malloc(sz * sizeof(int32_t)), calloc(sz + 1, sizeof(int32_t)),
+               calloc(sz, sizeof(int32_t)), malloc(sz * sizeof(int32_t)),
+               malloc(sz * sizeof(int32_t))};
     astitch_status st = ASTITCH_OK;
-    if (n && (!s.cl || !s.lo || !s.hi || !s.stack || !s.queue)) {
+    if (!s.cl || !s.mstart || !s.cseen || !s.stack || !s.mem) {
         st = ctx_fail(pl->g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
         goto done;
     }
@@ -132,19 +142,20 @@ astitch_status pass_scope(Planner *pl)
             continue;
         if (pl->p->opt.fusion == ASTITCH_FUSION_NONE ||
             astitch_op_class_of(gnode(pl->g, v)->op) == ASTITCH_CLASS_SOURCE) {
-            s.cl[v] = ncl++;
+            s.cl[v] = ncl;
+            s.mem[s.mstart[ncl]] = v;
+            s.mstart[ncl + 1] = s.mstart[ncl] + 1;
+            ncl++;
             continue;
         }
-        st = grow(&s, v, ncl++);
-        if (st)
-            goto done;
+        grow(&s, v, ncl++);
     }
     st = make_kernels(pl, s.cl, ncl);
 done:
     free(s.cl);
-    free(s.lo);
-    free(s.hi);
+    free(s.mstart);
+    free(s.cseen);
     free(s.stack);
-    free(s.queue);
+    free(s.mem);
     return st;
 }

@@ -74,6 +74,22 @@ static astitch_status layout(astitch_executable *x)
     }
     x->temp_bytes = at;
     free(crosses);
+    /* constants and iota are inlined into kernels; a compute op reading one needs its value */
+    x->const_data = calloc((size_t)g->nnode + 1, sizeof *x->const_data);
+    if (!x->const_data)
+        return ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory laying out values");
+    for (int32_t n = 0; n < g->nnode; n++) {
+        const Node *node = &g->node[n];
+        if (x->slot[n].kind != SLOT_TEMP || astitch_plan_kernel_of(p, n) >= 0 ||
+            (node->op != ASTITCH_OP_CONSTANT && node->op != ASTITCH_OP_IOTA))
+            continue;
+        if (!(x->const_data[n] = malloc(x->slot[n].bytes + 1)))
+            return ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory for constant '%s'",
+                            node->name);
+        astitch_status s = interp_node(g, n, NULL, x->const_data[n]);
+        if (s != ASTITCH_OK)
+            return s;
+    }
     return ASTITCH_OK;
 }
 
@@ -175,6 +191,9 @@ void astitch_executable_destroy(astitch_executable *x)
     free(x->split);
     exec_cuda_close(x->cuda);
     astitch_plan_destroy(x->plan);
+    for (int32_t n = 0; x->const_data && n < x->g->nnode; n++)
+        free(x->const_data[n]);
+    free(x->const_data);
     free(x->slot);
     free(x);
 }

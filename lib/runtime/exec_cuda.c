@@ -127,6 +127,12 @@ astitch_status exec_cuda_prepare(astitch_executable *x)
         s = load_split(x, c);
     if (s == ASTITCH_OK)
         s = cuda_alloc(x->ctx, c->dev, x->temp_bytes, &c->temps);
+    for (int32_t n = 0; s == ASTITCH_OK && n < x->g->nnode; n++)
+        if (x->const_data[n] && x->slot[n].bytes)
+            s = cuda_copy_to_device(x->ctx, c->dev, c->temps + x->slot[n].offset,
+                                    x->const_data[n], x->slot[n].bytes, NULL);
+    if (s == ASTITCH_OK)
+        s = cuda_stream_sync(x->ctx, c->dev, NULL);
     if (s == ASTITCH_OK)
         s = cuda_workspace_reserve(x->ctx, &c->ws, (size_t)p->scratch_bytes + 256, 1);
 out:

@@ -133,6 +133,9 @@ astitch_status exec_host_run(astitch_executable *x, const void *const *inputs,
         s = ctx_fail(x->ctx, ASTITCH_ERR_MEMORY,
                      "out of memory for %zu bytes of temporaries and %lld of scratch",
                      x->temp_bytes, (long long)p->scratch_bytes);
+    for (int32_t n = 0; s == ASTITCH_OK && n < x->g->nnode; n++)
+        if (x->const_data[n])
+            memcpy(temps + x->slot[n].offset, x->const_data[n], x->slot[n].bytes);
     for (int32_t i = 0; s == ASTITCH_OK && i < p->nstep; i++)
         s = p->step[i].kind == ASTITCH_STEP_KERNEL
                 ? run_kernel(x, p->step[i].index, inputs, outputs, temps, scratch, counter)

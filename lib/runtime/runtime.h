@@ -52,6 +52,8 @@ struct astitch_executable {
     astitch_target target;
     astitch_plan *plan;
     Slot *slot;          /* per node */
+    void **const_data;   /* per node: the value of a constant or iota that no kernel owns but
+                          * a compute op reads (computed once at compile time), else NULL */
     size_t temp_bytes;
     HostKernels *hk;     /* host: whole kernels */
     HostKernels *hk_split; /* host: parts of every kernel, when some kernel needs the fallback */
