@@ -89,7 +89,7 @@ static bool compare(const astitch_tensor_info *t, int index, const void *out, co
         if (!stable)
             continue; /* the reference itself flips here: no meaningful expectation */
         double slack = isfinite(b) ? 8 * fabs(b - c) / scale : 0;
-        if (!dtype_is_float(t->dtype) && b != c)
+        if (diff_tolerance(t->dtype) == 0 && b != c) /* integers and bool */
             continue;
         double e = (isnan(a) || isnan(b) || isinf(a) || isinf(b)) ? INFINITY : fabs(a - b) / scale;
         if (e - slack > err)
@@ -123,75 +123,142 @@ static void perturb(const astitch_tensor_info *t, void *data, uint64_t *s)
         f[i] *= 1.0f + ((next(s) & 1) ? 0x1.0p-22f : -0x1.0p-22f);
 }
 
+struct DiffRef {
+    astitch_graph *g;
+    int nin, nout;
+    void **in;                /* random inputs */
+    void **ref;               /* reference outputs */
+    void **pert;              /* reference outputs on perturbed inputs (= ref when not asked) */
+    astitch_tensor_info *oi;  /* per output */
+};
+
+void diff_ref_destroy(DiffRef *d)
+{
+    if (!d)
+        return;
+    for (int i = 0; d->in && i < d->nin; i++)
+        free(d->in[i]);
+    for (int i = 0; d->ref && d->pert && i < d->nout; i++) {
+        if (d->pert[i] != d->ref[i])
+            free(d->pert[i]);
+        free(d->ref[i]);
+    }
+    free(d->in);
+    free(d->ref);
+    free(d->pert);
+    free(d->oi);
+    free(d);
+}
+
+astitch_status diff_ref_create(astitch_graph *g, uint64_t seed, bool perturbed, DiffRef **out)
+{
+    *out = NULL;
+    DiffRef *d = calloc(1, sizeof *d);
+    if (!d)
+        return ASTITCH_ERR_MEMORY;
+    d->g = g;
+    d->nin = astitch_graph_num_parameters(g);
+    d->nout = astitch_graph_num_outputs(g);
+    d->in = calloc((size_t)d->nin + 1, sizeof *d->in);
+    d->ref = calloc((size_t)d->nout + 1, sizeof *d->ref);
+    d->pert = calloc((size_t)d->nout + 1, sizeof *d->pert);
+    d->oi = calloc((size_t)d->nout + 1, sizeof *d->oi);
+    void **pin = calloc((size_t)d->nin + 1, sizeof *pin);
+    astitch_status s =
+        (d->in && d->ref && d->pert && d->oi && pin) ? ASTITCH_OK : ASTITCH_ERR_MEMORY;
+    uint64_t st = seed;
+    for (int i = 0; s == ASTITCH_OK && i < d->nin; i++) {
+        astitch_tensor_info t;
+        astitch_node_info(g, astitch_graph_parameter(g, i), &t);
+        if (!(d->in[i] = malloc(t.bytes + 1)) || (perturbed && !(pin[i] = malloc(t.bytes + 1)))) {
+            s = ASTITCH_ERR_MEMORY;
+        } else {
+            fill(&t, d->in[i], &st);
+            if (perturbed) {
+                memcpy(pin[i], d->in[i], t.bytes);
+                perturb(&t, pin[i], &st);
+            }
+        }
+    }
+    for (int i = 0; s == ASTITCH_OK && i < d->nout; i++) {
+        astitch_node_info(g, astitch_graph_output(g, i), &d->oi[i]);
+        if (!(d->ref[i] = malloc(d->oi[i].bytes + 1)))
+            s = ASTITCH_ERR_MEMORY;
+        else if (!(d->pert[i] = perturbed ? malloc(d->oi[i].bytes + 1) : d->ref[i]))
+            s = ASTITCH_ERR_MEMORY;
+    }
+    if (s == ASTITCH_OK)
+        s = astitch_run_reference(g, (const void *const *)d->in, d->ref);
+    if (s == ASTITCH_OK && perturbed)
+        s = astitch_run_reference(g, (const void *const *)pin, d->pert);
+    for (int i = 0; pin && i < d->nin; i++)
+        free(pin[i]);
+    free(pin);
+    if (s != ASTITCH_OK) {
+        diff_ref_destroy(d);
+        return s;
+    }
+    *out = d;
+    return ASTITCH_OK;
+}
+
+const void *const *diff_ref_inputs(const DiffRef *d)
+{
+    return (const void *const *)d->in;
+}
+
+bool diff_ref_compare(const DiffRef *d, const void *const *outputs, DiffResult *r)
+{
+    memset(r, 0, sizeof *r);
+    r->ok = true;
+    for (int i = 0; r->ok && i < d->nout; i++)
+        r->ok = compare(&d->oi[i], i, outputs[i], d->ref[i], d->pert[i], r);
+    return r->ok;
+}
+
+astitch_status diff_ref_check(const DiffRef *d, astitch_executable *x, DiffResult *r)
+{
+    memset(r, 0, sizeof *r);
+    void **out = calloc((size_t)d->nout + 1, sizeof *out);
+    astitch_status s = out ? ASTITCH_OK : ASTITCH_ERR_MEMORY;
+    for (int i = 0; s == ASTITCH_OK && i < d->nout; i++) {
+        if (!(out[i] = malloc(d->oi[i].bytes + 1)))
+            s = ASTITCH_ERR_MEMORY;
+        else
+            memset(out[i], 0xff, d->oi[i].bytes); /* poison: NaN, -1, true */
+    }
+    if (s == ASTITCH_OK)
+        s = astitch_execute(x, (const void *const *)d->in, out);
+    if (s == ASTITCH_OK)
+        diff_ref_compare(d, (const void *const *)out, r);
+    else
+        snprintf(r->message, sizeof r->message, "%s: %s", astitch_status_name(s),
+                 astitch_last_error(astitch_graph_context(d->g)));
+    for (int i = 0; out && i < d->nout; i++)
+        free(out[i]);
+    free(out);
+    return s;
+}
+
 astitch_status diff_run(astitch_graph *g, astitch_target target, astitch_fusion fusion,
                         uint64_t seed, DiffResult *r)
 {
     memset(r, 0, sizeof *r);
-    int nin = astitch_graph_num_parameters(g), nout = astitch_graph_num_outputs(g);
-    void **in = calloc((size_t)nin + 1, sizeof *in);
-    void **ref = calloc((size_t)nout + 1, sizeof *ref);
-    void **pert = calloc((size_t)nout + 1, sizeof *pert);
-    void **pin = calloc((size_t)nin + 1, sizeof *pin);
-    void **out = calloc((size_t)nout + 1, sizeof *out);
-    astitch_tensor_info *oi = calloc((size_t)nout + 1, sizeof *oi);
+    DiffRef *d = NULL;
     astitch_executable *x = NULL;
-    astitch_status s = (in && ref && out && oi && pert && pin) ? ASTITCH_OK : ASTITCH_ERR_MEMORY;
-    uint64_t st = seed;
-    for (int i = 0; s == ASTITCH_OK && i < nin; i++) {
-        astitch_tensor_info t;
-        astitch_node_info(g, astitch_graph_parameter(g, i), &t);
-        if (!(in[i] = malloc(t.bytes + 1)) || !(pin[i] = malloc(t.bytes + 1))) {
-            s = ASTITCH_ERR_MEMORY;
-        } else {
-            fill(&t, in[i], &st);
-            memcpy(pin[i], in[i], t.bytes);
-            perturb(&t, pin[i], &st);
-        }
-    }
-    for (int i = 0; s == ASTITCH_OK && i < nout; i++) {
-        astitch_node_info(g, astitch_graph_output(g, i), &oi[i]);
-        if (!(ref[i] = malloc(oi[i].bytes + 1)) || !(out[i] = malloc(oi[i].bytes + 1)) ||
-            !(pert[i] = malloc(oi[i].bytes + 1)))
-            s = ASTITCH_ERR_MEMORY;
-        else
-            memset(out[i], 0xff, oi[i].bytes); /* poison: NaN, -1, true */
-    }
-    if (s == ASTITCH_OK)
-        s = astitch_run_reference(g, (const void *const *)in, ref);
-    if (s == ASTITCH_OK)
-        s = astitch_run_reference(g, (const void *const *)pin, pert);
     astitch_compile_options o;
     astitch_compile_options_default(&o);
     o.target = target;
     o.plan.fusion = fusion;
+    astitch_status s = diff_ref_create(g, seed, true, &d);
     if (s == ASTITCH_OK)
         s = astitch_compile(g, &o, &x);
     if (s == ASTITCH_OK)
-        s = astitch_execute(x, (const void *const *)in, out);
-    if (s != ASTITCH_OK)
+        s = diff_ref_check(d, x, r);
+    else
         snprintf(r->message, sizeof r->message, "%s: %s", astitch_status_name(s),
                  astitch_last_error(astitch_graph_context(g)));
-    r->ok = s == ASTITCH_OK;
-    for (int i = 0; r->ok && i < nout; i++)
-        r->ok = compare(&oi[i], i, out[i], ref[i], pert[i], r);
     astitch_executable_destroy(x);
-    for (int i = 0; in && pin && i < nin; i++) {
-        free(in[i]);
-        free(pin[i]);
-    }
-    free(pin);
-    for (int i = 0; i < nout; i++) {
-        if (ref)
-            free(ref[i]);
-        if (out)
-            free(out[i]);
-        if (pert)
-            free(pert[i]);
-    }
-    free(pert);
-    free(in);
-    free(ref);
-    free(out);
-    free(oi);
+    diff_ref_destroy(d);
     return s;
 }

@@ -30,6 +30,23 @@ typedef struct DiffResult {
 astitch_status diff_run(astitch_graph *g, astitch_target target, astitch_fusion fusion,
                         uint64_t seed, DiffResult *r);
 
+/* The reference side of a check, computed once and compared against many executables (the
+ * benchmark verifies every fusion mode of a graph against one reference run). */
+typedef struct DiffRef DiffRef;
+
+/* Fills random inputs from seed and runs the reference on them; with `perturbed`, also on
+ * inputs moved by a few ulps (the conditioning slack of the comparison; without it the slack
+ * is 0). On failure *out is NULL and the graph's context holds the message. */
+astitch_status diff_ref_create(astitch_graph *g, uint64_t seed, bool perturbed, DiffRef **out);
+void diff_ref_destroy(DiffRef *d); /* accepts NULL */
+/* The random inputs, one host buffer per parameter, owned by d. */
+const void *const *diff_ref_inputs(const DiffRef *d);
+/* Compares host outputs (one per graph output) with the reference; false explains in r. */
+bool diff_ref_compare(const DiffRef *d, const void *const *outputs, DiffResult *r);
+/* Runs x on d's inputs (astitch_execute) with outputs poisoned beforehand and compares. Returns
+ * the status of the run; r->ok tells whether the numbers matched. */
+astitch_status diff_ref_check(const DiffRef *d, astitch_executable *x, DiffResult *r);
+
 /* A seed that differs between runs (time and pid), for one fresh case per run. */
 uint64_t diff_fresh_seed(void);
 

@@ -1,8 +1,9 @@
 /*
  * test_cli.c: astitch-run as a user sees it: exit statuses, messages, printed outputs, the
- * documented random inputs, .npy round trips, the malformed-graph corpus, and the README's C API
- * example. The programs come from the environment: ASTITCH_RUN, ASTITCH_API_EXAMPLE and
- * ASTITCH_SOURCE_ROOT.
+ * documented random inputs, .npy round trips, the malformed-graph corpus, targets and --check,
+ * --emit, and the README's C API example. The programs come from the environment: ASTITCH_RUN,
+ * ASTITCH_API_EXAMPLE and ASTITCH_SOURCE_ROOT. The --check comparison (tools/run_check.c) is
+ * also tested directly, since the targets agree too well to make it fail from outside.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,6 +27,7 @@
 #include <unistd.h>
 
 #include "astitch/astitch.h"
+#include "run.h"
 
 extern char **environ;
 
@@ -315,6 +317,18 @@ static void test_usage_errors_exit_2(void **state)
     expect(&r, 2, "no-such-graph.json"), result_free(&r);
     r = RUN(fx, "--outputs", g, g); /* a file, not a directory */
     expect(&r, 2, "not a directory"), result_free(&r);
+    r = RUN(fx, "--emit=sass", g);
+    expect(&r, 2, "--emit takes ptx or llvm"), result_free(&r);
+    r = RUN(fx, "--emit-file", path_in(fx, "x.ptx"), g);
+    expect(&r, 2, "--emit-file needs --emit"), result_free(&r);
+    r = RUN(fx, "--check", "--plan", g);
+    expect(&r, 2, "cannot be combined"), result_free(&r);
+    r = RUN(fx, "--emit=ptx", "--dot", path_in(fx, "x.dot"), g);
+    expect(&r, 2, "cannot be combined"), result_free(&r);
+    r = RUN(fx, "--device=tpu", g);
+    expect(&r, 2, "unknown device model 'tpu'"), result_free(&r);
+    r = RUN(fx, "--fusion=all", g);
+    expect(&r, 2, "unknown fusion mode 'all'"), result_free(&r);
 }
 
 static void test_help_and_version(void **state)
@@ -322,8 +336,10 @@ static void test_help_and_version(void **state)
     Fixture *fx = *state;
     Result r = RUN(fx, "--help");
     expect(&r, 0, NULL);
-    const char *documented[] = {"--target", "--seed", "--inputs", "--outputs", "--help",
-                                "--version", "Exit status", "splitmix64", "<u2"};
+    const char *documented[] = {"--target", "--check", "--seed", "--inputs", "--outputs",
+                                "--fusion", "--device", "--plan", "--dot", "--emit=ptx|llvm",
+                                "--emit-file", "--help", "--version", "Exit status",
+                                "splitmix64", "<u2"};
     for (size_t i = 0; i < sizeof documented / sizeof *documented; i++)
         if (!strstr(r.out, documented[i]))
             fail_msg("--help does not mention %s:\n%s", documented[i], r.out);
@@ -334,27 +350,187 @@ static void test_help_and_version(void **state)
     result_free(&r);
 }
 
+/* Every target computes the exact sum s alike; the header names the target that ran. */
 static void test_targets(void **state)
 {
     Fixture *fx = *state;
     const char *g = write_small_graph(fx);
     Result ref = RUN(fx, "--target=reference", g), aut = RUN(fx, "--target", "auto", g);
-    expect(&ref, 0, NULL);
-    expect(&aut, 0, NULL);
-    assert_non_null(strstr(ref.out, "target reference"));
-    char a[64], b[64];
-    output_field(&ref, "r", "fnv1a", a, sizeof a);
-    output_field(&aut, "r", "fnv1a", b, sizeof b);
+    Result host = RUN(fx, "--target=host", g);
+    expect(&ref, 0, NULL), expect(&aut, 0, NULL), expect(&host, 0, NULL);
+    assert_non_null(strstr(ref.out, "target reference, "));
+    assert_non_null(strstr(host.out, "target host (device 'host', fusion stitch), "));
+    if (!strstr(aut.out, "target host (auto; ") && !strstr(aut.out, "target cuda (auto; "))
+        fail_msg("auto does not say which target ran:\n%s", aut.out);
+    char a[64], b[64], c[64];
+    output_field(&ref, "s", "fnv1a", a, sizeof a);
+    output_field(&aut, "s", "fnv1a", b, sizeof b);
+    output_field(&host, "s", "fnv1a", c, sizeof c);
     assert_string_equal(a, b);
-    result_free(&ref), result_free(&aut);
-    /* host and cuda come with later work: until then a clear refusal, never a crash */
-    const char *later[] = {"--target=host", "--target=cuda"};
-    for (int i = 0; i < 2; i++) {
-        Result r = RUN(fx, later[i], g);
-        if (r.status != 0)
-            expect(&r, 1, "not available in this build");
-        result_free(&r);
+    assert_string_equal(a, c);
+    result_free(&ref), result_free(&aut), result_free(&host);
+}
+
+/* The --check line of every output says PASS with an error within its tolerance; returns how
+ * many outputs were checked. */
+static int expect_checks_pass(const Result *r)
+{
+    int n = 0;
+    for (const char *p = r->out; (p = strstr(p, "\n  check  error ")); n++) {
+        p += strlen("\n  check  error ");
+        char *end;
+        double err = strtod(p, &end), tol;
+        if (end == p || sscanf(end, ", tolerance %lf", &tol) != 1)
+            fail_msg("malformed check line in:\n%s", r->out);
+        if (!(err >= 0 && err <= tol) || strncmp(strchr(end, ':'), ": PASS\n", 7) != 0)
+            fail_msg("check failed (%g vs %g):\n%s", err, tol, r->out);
     }
+    return n;
+}
+
+/* The host target agrees with the reference on a small graph and two of the paper's examples,
+ * under every fusion mode and for another device model. */
+static void test_check_host(void **state)
+{
+    Fixture *fx = *state;
+    const char *root = getenv("ASTITCH_SOURCE_ROOT");
+    assert_non_null(root);
+    char fig5[1024], fig7[1024];
+    snprintf(fig5, sizeof fig5, "%s/examples/fig5_power_broadcast_add.json", root);
+    snprintf(fig7, sizeof fig7, "%s/examples/fig7_subgraph.json", root);
+    const char *graphs[] = {write_small_graph(fx), fig5, fig7};
+    const int outputs[] = {2, 1, 2};
+    const char *fusion[] = {"--fusion=stitch", "--fusion=xla", "--fusion=none"};
+    for (int i = 0; i < 3; i++) {
+        for (int f = 0; f < 3; f++) {
+            Result r = RUN(fx, "--target=host", "--check", fusion[f], graphs[i]);
+            expect(&r, 0, NULL);
+            assert_non_null(strstr(r.out, "checked against the reference\n"));
+            char want[64];
+            snprintf(want, sizeof want, "fusion %s)", fusion[f] + 9);
+            assert_non_null(strstr(r.out, want));
+            assert_int_equal(expect_checks_pass(&r), outputs[i]);
+            result_free(&r);
+        }
+    }
+    Result r = RUN(fx, "--target=host", "--device=a100", "--check", fig7);
+    expect(&r, 0, NULL);
+    assert_non_null(strstr(r.out, "target host (device 'a100', fusion stitch)"));
+    assert_int_equal(expect_checks_pass(&r), 2);
+    result_free(&r);
+    r = RUN(fx, "--target=reference", "--check", fig5);
+    expect(&r, 0, NULL);
+    assert_int_equal(expect_checks_pass(&r), 1);
+    result_free(&r);
+}
+
+/* Without a driver (ASTITCH_LIBCUDA names none, so also on a GPU machine) cuda is refused with
+ * the library's message and auto falls back to host. */
+static void test_cuda_without_driver(void **state)
+{
+    Fixture *fx = *state;
+    const char *g = write_small_graph(fx);
+    assert_int_equal(setenv("ASTITCH_LIBCUDA", "/nonexistent/libcuda.so.1", 1), 0);
+    Result r = RUN(fx, "--target=cuda", g);
+    Result c = RUN(fx, "--target=cuda", "--check", g);
+    Result a = RUN(fx, g);
+    unsetenv("ASTITCH_LIBCUDA");
+    expect(&r, 1, "cuda target: no CUDA driver: /nonexistent/libcuda.so.1 not found");
+    expect(&c, 1, "no CUDA driver");
+    assert_string_equal(r.out, "");
+    expect(&a, 0, NULL);
+    assert_non_null(strstr(a.out, "target host (auto; device 'host', fusion stitch)"));
+    result_free(&r), result_free(&c), result_free(&a);
+}
+
+/* --emit prints the generated code instead of running: LLVM IR with the kernel's definition,
+ * PTX with its entry (PTX needs LLVM and libdevice, not a GPU). */
+static void test_emit(void **state)
+{
+    Fixture *fx = *state;
+    const char *g = write_small_graph(fx);
+    Result r = RUN(fx, "--emit=llvm", g);
+    expect(&r, 0, NULL);
+    assert_non_null(strstr(r.out, "define void @stitch_0("));
+    assert_null(strstr(r.out, "output 0")); /* not run */
+    result_free(&r);
+    r = RUN(fx, "--emit=llvm", "--fusion=none", g);
+    expect(&r, 0, NULL);
+    assert_non_null(strstr(r.out, "define void @kernel_1("));
+    result_free(&r);
+    const char *file = path_in(fx, "small.ptx");
+    r = RUN(fx, "--emit=ptx", "--emit-file", file, g);
+    if (r.status == 1 && strstr(r.err, "libdevice")) {
+        print_message("no libdevice, PTX not checked: %s", r.err);
+        result_free(&r);
+        return;
+    }
+    expect(&r, 0, NULL);
+    assert_string_equal(r.out, "");
+    char *ptx = read_all(file, NULL);
+    assert_non_null(ptx);
+    assert_non_null(strstr(ptx, ".entry stitch_0("));
+    assert_non_null(strstr(ptx, ".target sm_90"));
+    free(ptx);
+    result_free(&r);
+    r = RUN(fx, "--emit=ptx", "--device=v100", g);
+    expect(&r, 0, NULL);
+    assert_non_null(strstr(r.out, ".target sm_70"));
+    assert_non_null(strstr(r.out, ".entry stitch_0("));
+    result_free(&r);
+}
+
+/* The --check comparison itself: normalization, tolerances, NaN and infinities, exact
+ * integers. */
+static void test_check_error(void **state)
+{
+    (void)state;
+    assert_true(check_tolerance(ASTITCH_F32) == 1e-4);
+    assert_true(check_tolerance(ASTITCH_F16) == 1e-2);
+    assert_true(check_tolerance(ASTITCH_BF16) == 4e-2);
+    assert_true(check_tolerance(ASTITCH_I32) == 0 && check_tolerance(ASTITCH_BOOL) == 0);
+    astitch_tensor_info t = {.name = "t", .dtype = ASTITCH_F32, .elements = 3};
+    float ref[3] = {0.25f, -0.5f, 0.125f}, out[3] = {0.25f, -0.5f, 0.125f};
+    assert_true(check_error(&t, out, ref) == 0);
+    out[1] = -0.5f + 0x1p-12f; /* scale 1: error 2^-12, above the f32 tolerance */
+    assert_true(check_error(&t, out, ref) == 0x1p-12);
+    ref[2] = out[2] = -1000; /* scale 1000: the same difference is within it */
+    assert_true(check_error(&t, out, ref) == 0x1p-12 / 1000);
+    out[1] = ref[1] = NAN;
+    assert_true(check_error(&t, out, ref) == 0);
+    out[1] = 1;
+    assert_true(isinf(check_error(&t, out, ref)));
+    out[1] = NAN, ref[1] = 1;
+    assert_true(isinf(check_error(&t, out, ref)));
+    out[1] = ref[1] = -INFINITY; /* infinities do not scale the error */
+    assert_true(check_error(&t, out, ref) == 0);
+    out[1] = INFINITY;
+    assert_true(isinf(check_error(&t, out, ref)));
+    out[1] = 7;
+    assert_true(isinf(check_error(&t, out, ref)));
+
+    uint16_t h_ref[2] = {0x3c00, 0x4000}, h_out[2] = {0x3c01, 0x4000}; /* f16 1, 2; 1 + 2^-10 */
+    astitch_tensor_info th = {.name = "h", .dtype = ASTITCH_F16, .elements = 2};
+    assert_float_equal(check_error(&th, h_out, h_ref), 0x1p-10 / 2, 1e-12);
+    th.dtype = ASTITCH_BF16; /* bf16 1.0 is 0x3f80; 0x4000 is 2 */
+    h_ref[0] = 0x3f80, h_out[0] = 0x3f81;
+    assert_float_equal(check_error(&th, h_out, h_ref), 0x1p-7 / 2, 1e-12);
+
+    int64_t l_ref[2] = {INT64_C(1) << 62, -3}, l_out[2] = {(INT64_C(1) << 62) + 1, -3};
+    astitch_tensor_info tl = {.name = "l", .dtype = ASTITCH_I64, .elements = 2};
+    assert_true(check_error(&tl, l_out, l_ref) > 0); /* beyond double precision, still seen */
+    l_out[0] = l_ref[0];
+    assert_true(check_error(&tl, l_out, l_ref) == 0);
+    int32_t i_ref[2] = {INT32_MIN, 5}, i_out[2] = {INT32_MAX, 5};
+    astitch_tensor_info ti = {.name = "i", .dtype = ASTITCH_I32, .elements = 2};
+    assert_float_equal(check_error(&ti, i_out, i_ref), 4294967295.0 / 2147483648.0, 1e-12);
+    unsigned char b_ref[3] = {1, 0, 1}, b_out[3] = {1, 0, 0};
+    astitch_tensor_info tb = {.name = "b", .dtype = ASTITCH_BOOL, .elements = 3};
+    assert_true(check_error(&tb, b_out, b_ref) == 1);
+    b_out[2] = 1;
+    assert_true(check_error(&tb, b_out, b_ref) == 0);
+    astitch_tensor_info te = {.name = "e", .dtype = ASTITCH_F32, .elements = 0};
+    assert_true(check_error(&te, NULL, NULL) == 0);
 }
 
 /* The small graph at seed 7: printed outputs and --outputs files agree with each other and
@@ -744,6 +920,10 @@ int main(void)
         cmocka_unit_test(test_usage_errors_exit_2),
         cmocka_unit_test(test_help_and_version),
         cmocka_unit_test(test_targets),
+        cmocka_unit_test(test_check_host),
+        cmocka_unit_test(test_cuda_without_driver),
+        cmocka_unit_test(test_emit),
+        cmocka_unit_test(test_check_error),
         cmocka_unit_test(test_small_graph_outputs),
         cmocka_unit_test(test_seed_determinism),
         cmocka_unit_test(test_roundtrip_every_dtype),

@@ -2,7 +2,7 @@
  * example and many random graphs, under fusion none, xla and stitch, against the reference
  * interpreter (tolerances in diff_check.h), with outputs poisoned before each run.
  * ASTITCH_DIFF_GRAPHS sets the number of random graphs (default 500: fixed seeds 1..N-1 and one
- * fresh seed, printed). */
+ * fresh seed, printed). The examples and 100 graphs run once more split at global barriers. */
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -78,11 +78,8 @@ static astitch_status gen_custom(void *user, int n, const astitch_tensor_view *i
     return ASTITCH_OK;
 }
 
-static void test_random_graphs(void **state)
+static void random_graphs(int total)
 {
-    (void)state;
-    const char *env = getenv("ASTITCH_DIFF_GRAPHS");
-    int total = env ? atoi(env) : 500;
     uint64_t fresh = gen_fresh_seed();
     printf("random graphs: %d (seeds 1..%d and fresh seed %llu)\n", total, total - 1,
            (unsigned long long)fresh);
@@ -112,11 +109,30 @@ static void test_random_graphs(void **state)
     assert_int_equal(failures, 0);
 }
 
+static void test_random_graphs(void **state)
+{
+    (void)state;
+    const char *env = getenv("ASTITCH_DIFF_GRAPHS");
+    random_graphs(env ? atoi(env) : 500);
+}
+
+/* Every kernel with global barriers run as its parts cut at the barriers (the fallback when
+ * its blocks cannot all be resident) must compute the same. */
+static void test_split_fallback(void **state)
+{
+    setenv("ASTITCH_FORCE_SPLIT", "1", 1);
+    printf("split at global barriers:\n");
+    test_examples(state);
+    random_graphs(100);
+    unsetenv("ASTITCH_FORCE_SPLIT");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_examples),
         cmocka_unit_test(test_random_graphs),
+        cmocka_unit_test(test_split_fallback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

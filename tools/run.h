@@ -3,7 +3,9 @@
  *
  *   run_main.c     the run: load the graph, make or read inputs, run on a target, report
  *   run_options.c  the option table: parsing and --help
- *   run_plan.c     --plan and --dot: print the stitch plan instead of running
+ *   run_plan.c     --plan, --dot and --emit: show the plan or the generated code instead of
+ *                  running
+ *   run_check.c    --check: comparing an output with the reference interpreter's
  *   tensor_io.c    seeded random inputs, checksums, printing of values
  *   npy.c          reading and writing .npy files (the input and output format)
  *
@@ -18,6 +20,8 @@
 #include <stdio.h>
 
 #include "astitch/astitch.h"
+#include "astitch/plan.h"
+#include "astitch/runtime.h"
 
 typedef enum tio_status {
     TIO_OK = 0,
@@ -34,24 +38,21 @@ typedef enum tio_status {
 #define EXIT_RUNTIME TIO_RUNTIME
 #define EXIT_USAGE TIO_BAD_INPUT
 
-typedef enum Target {
-    TARGET_AUTO, /* the best target this build and machine have */
-    TARGET_REFERENCE,
-    TARGET_HOST,
-    TARGET_CUDA,
-    TARGET_COUNT
-} Target;
-
 typedef struct Options {
     const char *graph;   /* path, or "-" for standard input */
-    Target target;
+    astitch_target target;
     uint64_t seed;
     const char *inputs;  /* NULL: random inputs from seed */
     const char *outputs; /* NULL: no files */
     const char *plan;    /* --plan: "text" or "json"; NULL: run the graph */
     const char *dot;     /* --dot: Graphviz file of the plan; NULL: none */
-    const char *device;  /* device model of the plan (default "h100") */
-    const char *fusion;  /* none, xla, stitch (default "stitch") */
+    const char *emit;    /* --emit: "ptx" or "llvm"; NULL: run the graph */
+    const char *emit_file; /* --emit-file: where --emit writes; NULL: standard output */
+    bool has_device;     /* --device given: plan for `device`, else the target's own model
+                          * (--plan and --dot: h100) */
+    astitch_device device;
+    astitch_fusion fusion; /* default stitch */
+    bool check;          /* also run the reference and compare every output */
     bool help, version;
 } Options;
 
@@ -62,13 +63,26 @@ void run_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int parse_options(int argc, char **argv, Options *o);
 /* Prints --help text. */
 void print_usage(FILE *f);
-/* "auto", "reference", "host", "cuda". */
-const char *target_name(Target t);
+/* The library's compile options for o's target, fusion and device (the device points into o). */
+void compile_options(const Options *o, astitch_compile_options *co);
 
 /* run_plan.c */
-/* Plans g for o->device and o->fusion and prints it (o->plan) and/or writes its picture
+/* Plans g for o's device and fusion and prints it (o->plan) and/or writes its picture
  * (o->dot); returns 0 or an exit status after a message. */
 int run_plan(astitch_context *ctx, astitch_graph *g, const Options *o);
+/* Writes what the compiler generates for g under o (o->emit: "ptx" or "llvm") to o->emit_file
+ * or standard output; returns 0 or an exit status after a message. */
+int run_emit(astitch_context *ctx, astitch_graph *g, const Options *o);
+
+/* run_check.c */
+/* The --check tolerance on the normalized error for dtype t: f32 1e-4, f16 1e-2, bf16 4e-2,
+ * 0 (exact) for integers and bool. */
+double check_tolerance(astitch_dtype t);
+/* The worst normalized error of out against ref, both t->elements elements of t->dtype:
+ * max |out - ref| / max(1, max |ref| over finite ref); 0 where both are NaN or the same
+ * infinity, infinite where only one is NaN or they differ in an infinity. Integers are
+ * compared exactly (any difference gives an error above 0). */
+double check_error(const astitch_tensor_info *t, const void *out, const void *ref);
 
 /* tensor_io.c */
 /* Fills data (t->bytes bytes) with the deterministic random values of parameter number

@@ -5,7 +5,8 @@
  *   parse_options   the command line -> Options (run_options.c; usage errors exit 2)
  *   load_graph      graph.json -> verified graph (bad files exit 2)
  *   prepare_inputs  random (--seed) or .npy (--inputs) parameter buffers
- *   run_on_target   the one place where targets are told apart
+ *   run_on_target   compile for the target (the executable API) and run
+ *   check           --check: the reference interpreter on the same inputs, every output compared
  *   report          name, type, checksums and first values of each output; --outputs files
  *
  * Exit status: 0 success, 1 runtime failure, 2 bad input or usage. Every message goes to stderr
@@ -29,6 +30,9 @@ typedef struct Run {
     int nin, nout;
     astitch_tensor_info *in_info, *out_info;
     void **in, **out;
+    void **ref;          /* --check: the reference interpreter's outputs */
+    double *error;       /* --check: per output, the worst normalized error */
+    char device[40];     /* the device model the run was planned for; empty for reference */
 } Run;
 
 static void run_free(Run *r)
@@ -37,8 +41,12 @@ static void run_free(Run *r)
         free(r->in[i]);
     for (int i = 0; r->out && i < r->nout; i++)
         free(r->out[i]);
+    for (int i = 0; r->ref && i < r->nout; i++)
+        free(r->ref[i]);
     free(r->in);
     free(r->out);
+    free(r->ref);
+    free(r->error);
     free(r->in_info);
     free(r->out_info);
     astitch_graph_destroy(r->g);
@@ -94,8 +102,9 @@ static char *join_path(const char *dir, const char *name)
     return p;
 }
 
-/* Collects the tensor infos of parameters and outputs and allocates their buffers. */
-static int allocate(Run *r)
+/* Collects the tensor infos of parameters and outputs and allocates their buffers (twice for
+ * the outputs under --check). */
+static int allocate(Run *r, bool check)
 {
     r->nin = astitch_graph_num_parameters(r->g);
     r->nout = astitch_graph_num_outputs(r->g);
@@ -103,7 +112,11 @@ static int allocate(Run *r)
     r->out_info = calloc((size_t)r->nout + 1, sizeof *r->out_info);
     r->in = calloc((size_t)r->nin + 1, sizeof *r->in);
     r->out = calloc((size_t)r->nout + 1, sizeof *r->out);
-    if (!r->in_info || !r->out_info || !r->in || !r->out) {
+    if (check) {
+        r->ref = calloc((size_t)r->nout + 1, sizeof *r->ref);
+        r->error = calloc((size_t)r->nout + 1, sizeof *r->error);
+    }
+    if (!r->in_info || !r->out_info || !r->in || !r->out || (check && (!r->ref || !r->error))) {
         run_fail("out of memory");
         return EXIT_RUNTIME;
     }
@@ -117,7 +130,7 @@ static int allocate(Run *r)
             run_fail("%s", astitch_last_error(r->ctx));
             return EXIT_RUNTIME;
         }
-        total += (double)t->bytes;
+        total += (double)t->bytes * (!is_in && check ? 2 : 1);
     }
     /* refuse at once what cannot fit rather than be killed half way */
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -126,16 +139,17 @@ static int allocate(Run *r)
              "memory", total, (double)pages * (double)page);
         return EXIT_RUNTIME;
     }
-    for (int i = 0; i < r->nin + r->nout; i++) {
-        bool is_in = i < r->nin;
-        const astitch_tensor_info *t = is_in ? &r->in_info[i] : &r->out_info[i - r->nin];
+    for (int i = 0; i < r->nin + r->nout * (check ? 2 : 1); i++) {
+        bool is_in = i < r->nin, is_ref = i >= r->nin + r->nout;
+        int o = is_ref ? i - r->nin - r->nout : i - r->nin;
+        const astitch_tensor_info *t = is_in ? &r->in_info[i] : &r->out_info[o];
         void *p = malloc(t->bytes ? t->bytes : 1);
         if (!p) {
             run_fail("out of memory: %zu bytes for %s '%s'", t->bytes,
                  is_in ? "parameter" : "output", t->name);
             return EXIT_RUNTIME;
         }
-        *(is_in ? &r->in[i] : &r->out[i - r->nin]) = p;
+        *(is_in ? &r->in[i] : is_ref ? &r->ref[o] : &r->out[o]) = p;
     }
     return 0;
 }
@@ -206,28 +220,38 @@ static int prepare_outputs(const Run *r, const char *dir)
     return 0;
 }
 
-/* Runs the graph on target t, resolving auto to the best target this build and machine have;
- * *used receives the target's name. Later targets plug in here and nowhere else. */
-static int run_on_target(Run *r, Target t, const char **used)
+/* Compiles the graph for o's target (auto resolved by the library) and runs it; *used
+ * receives the target that ran. */
+static int run_on_target(Run *r, const Options *o, astitch_target *used)
 {
-    if (t == TARGET_AUTO)
-        t = TARGET_REFERENCE;
-    *used = target_name(t);
-    astitch_status s;
-    switch (t) {
-    case TARGET_REFERENCE:
-        s = astitch_run_reference(r->g, (const void *const *)r->in, r->out);
-        break;
-    case TARGET_HOST:
-    case TARGET_CUDA:
-    default:
-        run_fail("target '%s' is not available in this build (use --target=reference)", *used);
-        return EXIT_RUNTIME;
-    }
+    astitch_compile_options co;
+    compile_options(o, &co);
+    astitch_executable *x = NULL;
+    astitch_status s = astitch_compile(r->g, &co, &x);
+    *used = s == ASTITCH_OK ? astitch_executable_target(x) : o->target;
+    const astitch_plan *p = s == ASTITCH_OK ? astitch_executable_plan(x) : NULL;
+    if (p)
+        snprintf(r->device, sizeof r->device, "%s", astitch_plan_device(p)->name);
+    if (s == ASTITCH_OK)
+        s = astitch_execute(x, (const void *const *)r->in, r->out);
+    astitch_executable_destroy(x);
     if (s != ASTITCH_OK) {
-        run_fail("%s target: %s", *used, astitch_last_error(r->ctx));
+        run_fail("%s target: %s", astitch_target_name(*used), astitch_last_error(r->ctx));
         return EXIT_RUNTIME;
     }
+    return 0;
+}
+
+/* --check: runs the reference interpreter on the same inputs and measures every output's
+ * error; the verdicts are printed by report. */
+static int check(Run *r)
+{
+    if (astitch_run_reference(r->g, (const void *const *)r->in, r->ref) != ASTITCH_OK) {
+        run_fail("--check: reference: %s", astitch_last_error(r->ctx));
+        return EXIT_RUNTIME;
+    }
+    for (int i = 0; i < r->nout; i++)
+        r->error[i] = check_error(&r->out_info[i], r->out[i], r->ref[i]);
     return 0;
 }
 
@@ -247,17 +271,35 @@ static void print_output(const astitch_tensor_info *t, const void *data, int i)
            t->elements < NUM_SHOWN ? t->elements : NUM_SHOWN, t->elements);
 }
 
-static int report(const Run *r, const Options *o, const char *used)
+/* Prints the run and every output (with its --check verdict); writes --outputs files. Returns
+ * EXIT_RUNTIME after everything is written when some output failed its check. */
+static int report(const Run *r, const Options *o, astitch_target used)
 {
     const char *name = astitch_graph_name(r->g);
-    printf("graph %s%s%s%s: target %s, ", name ? "'" : "", name ? name : "", name ? "' from " : "",
-           o->graph, used);
+    printf("graph %s%s%s%s: target %s", name ? "'" : "", name ? name : "",
+           name ? "' from " : "", o->graph, astitch_target_name(used));
+    const char *how = o->target == ASTITCH_TARGET_AUTO ? "auto" : NULL;
+    if (r->device[0])
+        printf(" (%s%sdevice '%s', fusion %s)", how ? how : "", how ? "; " : "", r->device,
+               astitch_fusion_name(o->fusion));
+    else if (how)
+        printf(" (%s)", how);
+    printf(", ");
     if (o->inputs)
-        printf("inputs from %s\n", o->inputs);
+        printf("inputs from %s", o->inputs);
     else
-        printf("random inputs with seed %" PRIu64 "\n", o->seed);
-    for (int i = 0; i < r->nout; i++)
+        printf("random inputs with seed %" PRIu64, o->seed);
+    printf("%s\n", o->check ? ", checked against the reference" : "");
+    int failed = 0;
+    for (int i = 0; i < r->nout; i++) {
         print_output(&r->out_info[i], r->out[i], i);
+        if (!o->check)
+            continue;
+        double tol = check_tolerance(r->out_info[i].dtype);
+        bool pass = r->error[i] <= tol;
+        printf("  check  error %.3g, tolerance %g: %s\n", r->error[i], tol, pass ? "PASS" : "FAIL");
+        failed += !pass;
+    }
     if (fflush(stdout) != 0) {
         run_fail("cannot write to standard output: %s", strerror(errno));
         return EXIT_RUNTIME;
@@ -275,6 +317,11 @@ static int report(const Run *r, const Options *o, const char *used)
             run_fail("%s", err);
             return EXIT_RUNTIME;
         }
+    }
+    if (failed) {
+        run_fail("--check: %d of %d outputs differ from the reference beyond the tolerance",
+                 failed, r->nout);
+        return EXIT_RUNTIME;
     }
     return 0;
 }
@@ -299,21 +346,23 @@ int main(int argc, char **argv)
         run_fail("cannot create a context (out of memory)");
         return EXIT_RUNTIME;
     }
-    const char *used = "";
+    astitch_target used = o.target;
     rc = load_graph(&r, o.graph);
-    if (!rc && (o.plan || o.dot)) {
-        rc = run_plan(r.ctx, r.g, &o);
+    if (!rc && (o.plan || o.dot || o.emit)) {
+        rc = o.emit ? run_emit(r.ctx, r.g, &o) : run_plan(r.ctx, r.g, &o);
         run_free(&r);
         return rc;
     }
     if (!rc)
-        rc = allocate(&r);
+        rc = allocate(&r, o.check);
     if (!rc)
         rc = prepare_inputs(&r, &o);
     if (!rc && o.outputs)
         rc = prepare_outputs(&r, o.outputs);
     if (!rc)
-        rc = run_on_target(&r, o.target, &used);
+        rc = run_on_target(&r, &o, &used);
+    if (!rc && o.check)
+        rc = check(&r);
     if (!rc)
         rc = report(&r, &o, used);
     run_free(&r);

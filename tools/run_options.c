@@ -11,9 +11,10 @@
 
 #include "run.h"
 
-static const char *const target_names[TARGET_COUNT] = {"auto", "reference", "host", "cuda"};
-
-enum { OPT_TARGET = 256, OPT_SEED, OPT_INPUTS, OPT_OUTPUTS, OPT_PLAN, OPT_DOT, OPT_DEVICE, OPT_FUSION };
+enum {
+    OPT_TARGET = 256, OPT_CHECK, OPT_SEED, OPT_INPUTS, OPT_OUTPUTS, OPT_FUSION, OPT_DEVICE,
+    OPT_PLAN, OPT_DOT, OPT_EMIT, OPT_EMIT_FILE
+};
 
 typedef struct OptionSpec {
     const char *name;
@@ -25,8 +26,12 @@ typedef struct OptionSpec {
 
 static const OptionSpec option_table[] = {
     {"target", required_argument, OPT_TARGET, "T",
-     "where to run: auto (the best available target; the default), reference (the op-by-op "
-     "interpreter), host, cuda"},
+     "where to run: auto (the default: cuda when a CUDA driver and GPU are present, else host), "
+     "reference (the op-by-op interpreter), host (the generated kernels on this CPU), cuda "
+     "(the generated kernels on the GPU)"},
+    {"check", no_argument, OPT_CHECK, NULL,
+     "also run the reference interpreter on the same inputs and compare every output; exit 1 "
+     "on a mismatch (tolerances in docs/astitch-run.md)"},
     {"seed", required_argument, OPT_SEED, "N",
      "seed of the random inputs, decimal or 0x hex (default 1)"},
     {"inputs", required_argument, OPT_INPUTS, "PATH",
@@ -34,14 +39,19 @@ static const OptionSpec option_table[] = {
      ".npy file when the graph has one parameter"},
     {"outputs", required_argument, OPT_OUTPUTS, "DIR",
      "write each output to DIR/<output>.npy (DIR is created when missing)"},
+    {"fusion", required_argument, OPT_FUSION, "F",
+     "fusion mode of the plan: stitch (the default), xla, none"},
+    {"device", required_argument, OPT_DEVICE, "D",
+     "device model to plan for: h100, a100, v100, host (default: the target's own for a run, "
+     "h100 for --plan, --dot and --emit)"},
     {"plan", optional_argument, OPT_PLAN, "[=text|json]",
      "print the stitch plan (docs/planner.md) instead of running the graph"},
     {"dot", required_argument, OPT_DOT, "FILE",
      "write the plan as a Graphviz picture to FILE instead of running the graph"},
-    {"device", required_argument, OPT_DEVICE, "D",
-     "device model of --plan and --dot: h100 (the default), a100, v100, host"},
-    {"fusion", required_argument, OPT_FUSION, "F",
-     "fusion mode of --plan and --dot: stitch (the default), xla, none"},
+    {"emit", required_argument, OPT_EMIT, "ptx|llvm",
+     "print the generated PTX or LLVM IR instead of running the graph"},
+    {"emit-file", required_argument, OPT_EMIT_FILE, "FILE",
+     "write what --emit generates to FILE instead of standard output"},
     {"help", no_argument, 'h', NULL, "print this help and exit"},
     {"version", no_argument, 'V', NULL, "print the version and exit"},
 };
@@ -57,9 +67,12 @@ void run_fail(const char *fmt, ...)
     va_end(ap);
 }
 
-const char *target_name(Target t)
+void compile_options(const Options *o, astitch_compile_options *co)
 {
-    return (unsigned)t < TARGET_COUNT ? target_names[t] : "?";
+    astitch_compile_options_default(co);
+    co->target = o->target;
+    co->plan.fusion = o->fusion;
+    co->device = o->has_device ? &o->device : NULL;
 }
 
 void print_usage(FILE *f)
@@ -137,23 +150,19 @@ int parse_options(int argc, char **argv, Options *o)
     longopts[NUM_OPTIONS] = (struct option){0};
     shortopts[ns] = '\0';
 
-    *o = (Options){.target = TARGET_AUTO, .seed = 1, .device = "h100", .fusion = "stitch"};
+    *o = (Options){.target = ASTITCH_TARGET_AUTO, .seed = 1, .fusion = ASTITCH_FUSION_STITCH};
     opterr = 0;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
         switch (c) {
-        case OPT_TARGET: {
-            int t = 0;
-            while (t < TARGET_COUNT && strcmp(optarg, target_names[t]) != 0)
-                t++;
-            if (t == TARGET_COUNT) {
+        case OPT_TARGET:
+            if (astitch_target_from_name(optarg, &o->target) != ASTITCH_OK) {
                 run_fail("unknown target '%s' (expected auto, reference, host or cuda)", optarg);
                 return EXIT_USAGE;
             }
-            o->target = (Target)t;
             break;
-        }
+        case OPT_CHECK: o->check = true; break;
         case OPT_SEED:
             if (!parse_u64(optarg, &o->seed)) {
                 run_fail("--seed wants a non-negative 64-bit integer, not '%s'", optarg);
@@ -170,8 +179,27 @@ int parse_options(int argc, char **argv, Options *o)
             }
             break;
         case OPT_DOT: o->dot = optarg; break;
-        case OPT_DEVICE: o->device = optarg; break;
-        case OPT_FUSION: o->fusion = optarg; break;
+        case OPT_EMIT:
+            if (strcmp(optarg, "ptx") != 0 && strcmp(optarg, "llvm") != 0) {
+                run_fail("--emit takes ptx or llvm, not '%s'", optarg);
+                return EXIT_USAGE;
+            }
+            o->emit = optarg;
+            break;
+        case OPT_EMIT_FILE: o->emit_file = optarg; break;
+        case OPT_DEVICE:
+            if (astitch_device_builtin(optarg, &o->device) != ASTITCH_OK) {
+                run_fail("unknown device model '%s' (expected h100, a100, v100 or host)", optarg);
+                return EXIT_USAGE;
+            }
+            o->has_device = true;
+            break;
+        case OPT_FUSION:
+            if (astitch_fusion_from_name(optarg, &o->fusion) != ASTITCH_OK) {
+                run_fail("unknown fusion mode '%s' (expected none, xla or stitch)", optarg);
+                return EXIT_USAGE;
+            }
+            break;
         case 'h': o->help = true; break;
         case 'V': o->version = true; break;
         case ':':
@@ -187,6 +215,18 @@ int parse_options(int argc, char **argv, Options *o)
     }
     if (o->help || o->version)
         return 0;
+    if (o->emit_file && !o->emit) {
+        run_fail("--emit-file needs --emit=ptx or --emit=llvm");
+        return EXIT_USAGE;
+    }
+    if (o->emit && (o->plan || o->dot)) {
+        run_fail("--emit cannot be combined with --plan or --dot");
+        return EXIT_USAGE;
+    }
+    if (o->check && (o->emit || o->plan || o->dot)) {
+        run_fail("--check runs the graph; it cannot be combined with --plan, --dot or --emit");
+        return EXIT_USAGE;
+    }
     if (optind >= argc) {
         run_fail("no graph given (usage: " PROG " [OPTION]... GRAPH.json; see --help)");
         return EXIT_USAGE;

@@ -1,27 +1,25 @@
 /*
- * run_plan.c: astitch-run --plan and --dot: plan the graph for a device model and fusion mode
- * and print the plan (text or JSON) and/or write its Graphviz picture, without running it.
+ * run_plan.c: astitch-run --plan, --dot and --emit: plan the graph for a device model and fusion
+ * mode and print the plan (text or JSON), write its Graphviz picture, or write the code the
+ * compiler generates for it, without running it.
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "astitch/plan.h"
 #include "run.h"
 
 int run_plan(astitch_context *ctx, astitch_graph *g, const Options *o)
 {
     astitch_device dev;
-    if (astitch_device_builtin(o->device, &dev) != ASTITCH_OK) {
-        run_fail("unknown device model '%s' (expected h100, a100, v100 or host)", o->device);
-        return EXIT_USAGE;
-    }
+    if (o->has_device)
+        dev = o->device;
+    else
+        astitch_device_builtin("h100", &dev);
     astitch_plan_options po;
     astitch_plan_options_default(&po);
-    if (astitch_fusion_from_name(o->fusion, &po.fusion) != ASTITCH_OK) {
-        run_fail("unknown fusion mode '%s' (expected none, xla or stitch)", o->fusion);
-        return EXIT_USAGE;
-    }
+    po.fusion = o->fusion;
     astitch_plan *p;
     if (astitch_plan_create(g, &dev, &po, &p) != ASTITCH_OK) {
         run_fail("plan: %s", astitch_last_error(ctx));
@@ -51,4 +49,31 @@ int run_plan(astitch_context *ctx, astitch_graph *g, const Options *o)
     }
     astitch_plan_destroy(p);
     return rc;
+}
+
+int run_emit(astitch_context *ctx, astitch_graph *g, const Options *o)
+{
+    astitch_compile_options co;
+    compile_options(o, &co);
+    char *text = NULL;
+    if (astitch_emit(g, &co, o->emit, &text) != ASTITCH_OK) {
+        run_fail("--emit=%s: %s", o->emit, astitch_last_error(ctx));
+        return EXIT_RUNTIME;
+    }
+    FILE *f = o->emit_file ? fopen(o->emit_file, "w") : stdout;
+    if (!f) {
+        run_fail("--emit-file %s: %s", o->emit_file, strerror(errno));
+        astitch_free(text);
+        return EXIT_USAGE;
+    }
+    size_t len = strlen(text);
+    bool ok = fwrite(text, 1, len, f) == len;
+    ok = (f == stdout ? fflush(f) : fclose(f)) == 0 && ok;
+    astitch_free(text);
+    if (!ok) {
+        run_fail("cannot write the generated code to %s",
+                 o->emit_file ? o->emit_file : "standard output");
+        return EXIT_RUNTIME;
+    }
+    return 0;
 }

@@ -232,6 +232,10 @@ typedef struct EmitOptions {
 /* The argument list of kernel k of plan p, as emitted: its input tensors (plan order), its
  * output tensors (plan order), then the scratch arena and the barrier counter. */
 int emit_kernel_num_args(const astitch_plan *p, int k);
+/* Scratch bytes the split form of p needs: the plan's scratch, then room for the values the
+ * whole kernels keep in shared memory, which the parts keep in global memory instead (a part
+ * boundary clears shared memory). */
+int64_t emit_split_scratch_bytes(const astitch_plan *p);
 /* Parts of kernel k when split at its global barriers: 1 + the number of global barriers. */
 int emit_kernel_num_parts(const astitch_plan *p, int k);
 /* The LLVM (and PTX) function name of kernel k (part < 0) or of its part `part`: the plan name
@@ -279,6 +283,8 @@ typedef struct Emit {
     LLVMValueRef tid, ctaid; /* thread and block index, as ix */
     int32_t phase;           /* the phase being emitted */
     int32_t part_first;      /* first phase of the function being emitted */
+    int64_t *spill;          /* split form: per buffer of the kernel, the scratch offset that
+                              * replaces a SHARED buffer, else -1 */
     LLVMValueRef *cache;     /* per graph node: its value at *cache_ix, or NULL */
     const Index *cache_ix;
     int branch_depth;        /* > 0 inside conditional code: values there are not cached */

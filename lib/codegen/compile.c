@@ -27,6 +27,8 @@ int compile_kernel_num_args(const astitch_plan *p, int k) { return emit_kernel_n
 
 int compile_kernel_num_parts(const astitch_plan *p, int k) { return emit_kernel_num_parts(p, k); }
 
+int64_t compile_split_scratch_bytes(const astitch_plan *p) { return emit_split_scratch_bytes(p); }
+
 astitch_status compile_host(astitch_context *ctx, const astitch_plan *p, bool split,
                             HostKernels **out)
 {

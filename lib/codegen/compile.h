@@ -31,6 +31,8 @@ astitch_status compile_llvm_text(astitch_context *ctx, const astitch_plan *p, ch
 
 /* Writes the PTX/LLVM function name of kernel k of p (part < 0) or of its part into buf. */
 char *compile_kernel_name(const astitch_plan *p, int k, int part, char *buf, size_t len);
+/* Scratch bytes the split form of p needs (more than the plan's: see codegen.h). */
+int64_t compile_split_scratch_bytes(const astitch_plan *p);
 /* Parts of kernel k when split at its global barriers. */
 int compile_kernel_num_parts(const astitch_plan *p, int k);
 /* Number of pointer arguments of kernel k: inputs, outputs, scratch, barrier counter. */

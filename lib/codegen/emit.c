@@ -33,6 +33,34 @@ char *emit_kernel_name(const astitch_plan *p, int k, int part, char *buf, size_t
     return buf;
 }
 
+/* In the split form, SHARED buffer b of kernel k lives at *at in scratch (whole tensor). */
+static int64_t spill_layout(const astitch_plan *p, const PlanKernel *k, int64_t *spill)
+{
+    int64_t at = (p->scratch_bytes + 255) & ~(int64_t)255;
+    for (int32_t b = 0; b < k->nbuf; b++) {
+        if (spill)
+            spill[b] = -1;
+        if (k->buf[b].kind != ASTITCH_BUFFER_SHARED)
+            continue;
+        const Node *n = gnode(p->graph, k->buf[b].node);
+        if (spill)
+            spill[b] = at;
+        at += (shape_elements(&n->shape) * (int64_t)astitch_dtype_size(n->dtype) + 255) & ~(int64_t)255;
+    }
+    return at;
+}
+
+int64_t emit_split_scratch_bytes(const astitch_plan *p)
+{
+    int64_t most = p->scratch_bytes;
+    for (int32_t k = 0; k < p->nkernel; k++) {
+        int64_t need = spill_layout(p, &p->kernel[k], NULL);
+        if (need > most)
+            most = need;
+    }
+    return most;
+}
+
 /* i32 indices when every index the kernel computes stays far below 2^31. */
 static bool needs_i64(const astitch_graph *g, const PlanKernel *k)
 {
@@ -97,6 +125,10 @@ static astitch_status emit_kernel(Emit *e, int32_t kk)
     e->k = k;
     e->ix = needs_i64(e->g, k) ? LLVMInt64TypeInContext(e->c) : LLVMInt32TypeInContext(e->c);
     char name[64];
+    free(e->spill);
+    if (!(e->spill = malloc(((size_t)k->nbuf + 1) * sizeof *e->spill)))
+        return ctx_fail(e->ctx, ASTITCH_ERR_MEMORY, "out of memory");
+    spill_layout(e->plan, k, e->spill);
     if (!e->opt.split_global)
         return emit_function(e, kk, emit_kernel_name(e->plan, kk, -1, name, sizeof name), 0,
                              k->nphase);
@@ -131,6 +163,7 @@ astitch_status emit_plan(astitch_context *ctx, const astitch_plan *p, LLVMContex
         s = llvm_verify(ctx, e.m, "emitted kernels");
     free(e.tensor);
     free(e.cache);
+    free(e.spill);
     LLVMDisposeBuilder(e.b);
     if (s != ASTITCH_OK) {
         LLVMDisposeModule(e.m);

@@ -164,11 +164,19 @@ void ev_store(Emit *e, LLVMValueRef base, astitch_dtype t, LLVMValueRef lin, LLV
     LLVMBuildStore(e->b, v, p);
 }
 
+/* True when buf holds a regional value in global memory (the split form). */
+static bool spilled(const Emit *e, const PlanBuffer *buf)
+{
+    return e->opt.split_global && buf->kind == ASTITCH_BUFFER_SHARED;
+}
+
 LLVMValueRef ev_buffer_base(Emit *e, const PlanBuffer *buf)
 {
     LLVMTypeRef i8 = LLVMInt8TypeInContext(e->c);
-    bool shared = buf->kind == ASTITCH_BUFFER_SHARED || buf->kind == ASTITCH_BUFFER_REDUCE;
-    LLVMValueRef off = LLVMConstInt(LLVMInt64TypeInContext(e->c), (unsigned long long)buf->offset, 0);
+    bool shared = (buf->kind == ASTITCH_BUFFER_SHARED || buf->kind == ASTITCH_BUFFER_REDUCE) &&
+                  !spilled(e, buf);
+    int64_t at = spilled(e, buf) ? e->spill[buf - e->k->buf] : buf->offset;
+    LLVMValueRef off = LLVMConstInt(LLVMInt64TypeInContext(e->c), (unsigned long long)at, 0);
     return LLVMBuildGEP2(e->b, i8, shared ? e->shared : e->scratch, &off, 1, "buf");
 }
 
@@ -191,12 +199,7 @@ static LLVMValueRef load_materialized(Emit *e, int32_t n, const PlanOp *op, Inde
     LLVMValueRef lin = ev_lin(e, ix);
     if (op && op->buf >= 0) {
         const PlanBuffer *buf = &e->k->buf[op->buf];
-        if (buf->kind == ASTITCH_BUFFER_SHARED && op->phase < e->part_first)
-            return ev_fail(e, ev_type(e, node->dtype), ASTITCH_ERR_UNSUPPORTED,
-                           "%s: node %d '%s' lives in shared memory across a global barrier, so "
-                           "the kernel cannot be split there",
-                           e->k->name, n, node->name);
-        if (buf->kind == ASTITCH_BUFFER_SHARED)
+        if (buf->kind == ASTITCH_BUFFER_SHARED && !spilled(e, buf))
             lin = LLVMBuildSub(e->b, lin, shared_first(e, buf, n), "");
         return ev_load(e, ev_buffer_base(e, buf), node->dtype, lin);
     }
@@ -589,7 +592,7 @@ void ev_store_root(Emit *e, int32_t n, Index *ix, LLVMValueRef v)
     if (op->buf >= 0) {
         const PlanBuffer *buf = &e->k->buf[op->buf];
         LLVMValueRef at = lin;
-        if (buf->kind == ASTITCH_BUFFER_SHARED)
+        if (buf->kind == ASTITCH_BUFFER_SHARED && !spilled(e, buf))
             at = LLVMBuildSub(e->b, lin, shared_first(e, buf, n), "");
         ev_store(e, ev_buffer_base(e, buf), node->dtype, at, v);
     }

@@ -134,7 +134,9 @@ astitch_status exec_cuda_prepare(astitch_executable *x)
     if (s == ASTITCH_OK)
         s = cuda_stream_sync(x->ctx, c->dev, NULL);
     if (s == ASTITCH_OK)
-        s = cuda_workspace_reserve(x->ctx, &c->ws, (size_t)p->scratch_bytes + 256, 1);
+        s = cuda_workspace_reserve(x->ctx, &c->ws,
+                                   (size_t)(any_split ? compile_split_scratch_bytes(p)
+                                                      : p->scratch_bytes) + 256, 1);
 out:
     cuda_leave(c->dev);
     return s;

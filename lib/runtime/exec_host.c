@@ -126,7 +126,8 @@ astitch_status exec_host_run(astitch_executable *x, const void *const *inputs,
 {
     const astitch_plan *p = x->plan;
     char *temps = malloc(x->temp_bytes + 64);
-    char *scratch = calloc(1, (size_t)p->scratch_bytes + 64);
+    int64_t scratch_bytes = x->hk_split ? compile_split_scratch_bytes(p) : p->scratch_bytes;
+    char *scratch = calloc(1, (size_t)scratch_bytes + 64);
     uint32_t *counter = calloc(16, sizeof *counter);
     astitch_status s = ASTITCH_OK;
     if (!temps || !scratch || !counter)

@@ -1,0 +1,338 @@
+/* bench_run.c: one graph of the suite under every mode: compile (timed), verify against the
+ * reference interpreter on fresh random inputs, then time on the device (or, for a smoke run,
+ * on the host target). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "bench_cuda.h"
+#include "diff_check.h"
+
+static const BenchMode modes[] = {
+    {"none", "one kernel per op: the unfused baseline", ASTITCH_FUSION_NONE, false, true, true},
+    {"xla", "register-only fusion, no packing or splitting: the paper's XLA",
+     ASTITCH_FUSION_XLA, false, true, false},
+    {"atm", "xla with adaptive thread mapping (packing, splitting): Table 4 ATM",
+     ASTITCH_FUSION_XLA, false, true, true},
+    {"hdm", "stitch without dominant merging: Table 4 HDM", ASTITCH_FUSION_STITCH, true, false,
+     true},
+    {"stitch-noremote", "stitch without remote stitching", ASTITCH_FUSION_STITCH, false, true,
+     true},
+    {"stitch-nopack", "stitch without packing and splitting", ASTITCH_FUSION_STITCH, true, true,
+     false},
+    {"stitch", "AStitch: every switch on", ASTITCH_FUSION_STITCH, true, true, true},
+};
+#define NMODES ((int)(sizeof modes / sizeof modes[0]))
+
+const BenchMode *bench_mode_at(int i) { return i >= 0 && i < NMODES ? &modes[i] : NULL; }
+
+const BenchMode *bench_mode(const char *name)
+{
+    for (int i = 0; i < NMODES; i++)
+        if (!strcmp(modes[i].name, name))
+            return &modes[i];
+    return NULL;
+}
+
+/* What one case needs while it is measured. */
+typedef struct Case {
+    astitch_graph *g;
+    const DiffRef *ref;
+    const BenchOptions *o;
+    BenchCuda *cuda;
+    const BenchDevice *dev;
+    int nin, nout;
+    size_t *bytes; /* per parameter, then per output */
+} Case;
+
+static void fail(BenchRow *r, const char *status, const char *fmt, const char *msg)
+{
+    r->status = status;
+    snprintf(r->note, sizeof r->note, fmt, msg);
+}
+
+static void finish_times(BenchRow *r, double *us, int n, const BenchDevice *dev)
+{
+    r->runs = n;
+    r->median_us = bench_median(us, n); /* sorts */
+    r->min_us = us[0];
+    r->p90_us = us[(n * 9) / 10 < n ? (n * 9) / 10 : n - 1];
+    r->gbps = r->median_us > 0 ? r->bytes / (r->median_us * 1e-6) / 1e9 : 0;
+    r->pct_copy = dev->copy_gbps > 0 ? 100.0 * r->gbps / dev->copy_gbps : 0;
+}
+
+/* Compares the outputs the timed runs left in set `s` with the reference. */
+static void check_after(Case *c, BenchRow *r, const uint64_t *outs)
+{
+    void **host = calloc((size_t)c->nout + 1, sizeof *host);
+    bool ok = host != NULL;
+    for (int i = 0; ok && i < c->nout; i++)
+        ok = (host[i] = malloc(c->bytes[c->nin + i] + 1)) &&
+             !bench_cuda_download(c->cuda, host[i], outs[i], c->bytes[c->nin + i]);
+    DiffResult d;
+    if (!ok)
+        fail(r, "error", "after timing: %s", bench_cuda_error(c->cuda));
+    else if (!diff_ref_compare(c->ref, (const void *const *)host, &d))
+        fail(r, "WRONG", "after the timed runs: %s", d.message);
+    for (int i = 0; host && i < c->nout; i++)
+        free(host[i]);
+    free(host);
+}
+
+/* Queues runs [first, first + n) on the device, rotating sets, with event i + 1 after run i
+ * (event 0 before the first); per-run microseconds into us. */
+static int timed_runs(Case *c, astitch_executable *x, uint64_t **set, int nsets, int first,
+                      int n, double *us, BenchRow *r)
+{
+    astitch_status s = ASTITCH_OK;
+    if (bench_cuda_events(c->cuda, n + 1) || bench_cuda_sync(c->cuda) ||
+        bench_cuda_record(c->cuda, 0)) {
+        fail(r, "error", "%s", bench_cuda_error(c->cuda));
+        return -1;
+    }
+    for (int i = 0; i < n && s == ASTITCH_OK; i++) {
+        const uint64_t *io = set[(first + i) % nsets];
+        s = astitch_execute_device(x, io, io + c->nin, bench_cuda_stream(c->cuda));
+        if (s == ASTITCH_OK && bench_cuda_record(c->cuda, i + 1)) {
+            fail(r, "error", "%s", bench_cuda_error(c->cuda));
+            return -1;
+        }
+    }
+    if (s != ASTITCH_OK) {
+        fail(r, "error", "run: %s", astitch_last_error(astitch_graph_context(c->g)));
+        bench_cuda_sync(c->cuda);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        double ms;
+        if (bench_cuda_elapsed(c->cuda, i, i + 1, &ms)) {
+            fail(r, "error", "%s", bench_cuda_error(c->cuda));
+            return -1;
+        }
+        us[i] = ms * 1e3;
+    }
+    return 0;
+}
+
+static size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
+
+static void time_cuda(Case *c, astitch_executable *x, BenchRow *r)
+{
+    const BenchOptions *o = c->o;
+    int nio = c->nin + c->nout, warm = 3;
+    size_t set_bytes = 0, free_bytes = 0;
+    for (int i = 0; i < nio; i++)
+        set_bytes += align256(c->bytes[i]);
+    set_bytes = set_bytes ? set_bytes : 256;
+    /* Enough sets that together they exceed twice the L2; never more than runs use. */
+    double want = floor(2.0 * c->dev->l2_bytes / (double)set_bytes) + 1;
+    int nsets = want > o->runs + warm ? o->runs + warm : (int)want;
+    bench_cuda_mem_free(c->cuda, &free_bytes);
+    while (nsets > 1 && (double)nsets * (double)set_bytes > 0.5 * (double)free_bytes)
+        nsets--;
+    r->sets = nsets;
+    uint64_t *base = calloc((size_t)nsets, sizeof *base);
+    uint64_t **set = calloc((size_t)nsets, sizeof *set);
+    double *us = calloc((size_t)(o->runs > warm ? o->runs : warm), sizeof *us);
+    int rc = !base || !set || !us;
+    for (int k = 0; !rc && k < nsets; k++) {
+        if ((rc = !(set[k] = calloc((size_t)nio + 1, sizeof **set)) ||
+                  bench_cuda_alloc(c->cuda, set_bytes, &base[k])))
+            break;
+        size_t off = 0;
+        for (int i = 0; i < nio; i++) {
+            set[k][i] = base[k] + off;
+            off += align256(c->bytes[i]);
+            if (i < c->nin)
+                rc = rc || (k == 0 ? bench_cuda_upload(c->cuda, set[k][i],
+                                                       diff_ref_inputs(c->ref)[i], c->bytes[i])
+                                   : bench_cuda_copy(c->cuda, set[k][i], set[0][i], c->bytes[i]));
+            else
+                rc = rc || bench_cuda_fill(c->cuda, set[k][i], 0xff, c->bytes[i]);
+        }
+    }
+    if (rc)
+        fail(r, "error", "device buffers: %s", bench_cuda_error(c->cuda));
+    /* Warm-up runs give the estimate of one run's time that sizes the timed loop. */
+    if (!rc && !(rc = timed_runs(c, x, set, nsets, 0, warm, us, r))) {
+        double est = bench_median(us, warm);
+        double fit = o->max_seconds * 1e6 / (est > 0.1 ? est : 0.1);
+        int n = fit < o->min_runs ? o->min_runs : fit > o->runs ? o->runs : (int)fit;
+        if (!(rc = timed_runs(c, x, set, nsets, warm, n, us, r))) {
+            finish_times(r, us, n, c->dev);
+            check_after(c, r, set[(warm + n - 1) % nsets] + c->nin);
+        }
+    }
+    bench_cuda_sync(c->cuda);
+    for (int k = 0; base && k < nsets; k++) {
+        bench_cuda_free(c->cuda, base[k]);
+        if (set)
+            free(set[k]);
+    }
+    free(base);
+    free(set);
+    free(us);
+}
+
+/* The host target: a smoke run, host clock around astitch_execute. */
+static void time_host(Case *c, astitch_executable *x, BenchRow *r)
+{
+    int n = c->o->runs;
+    double *us = calloc((size_t)n, sizeof *us);
+    void **out = calloc((size_t)c->nout + 1, sizeof *out);
+    astitch_status s = us && out ? ASTITCH_OK : ASTITCH_ERR_MEMORY;
+    for (int i = 0; s == ASTITCH_OK && i < c->nout; i++)
+        if (!(out[i] = malloc(c->bytes[c->nin + i] + 1)))
+            s = ASTITCH_ERR_MEMORY;
+    for (int i = 0; s == ASTITCH_OK && i < n; i++) {
+        double t0 = bench_now();
+        s = astitch_execute(x, diff_ref_inputs(c->ref), out);
+        us[i] = (bench_now() - t0) * 1e6;
+    }
+    DiffResult d;
+    r->sets = 1;
+    if (s != ASTITCH_OK) {
+        fail(r, "error", "run: %s", astitch_last_error(astitch_graph_context(c->g)));
+    } else {
+        finish_times(r, us, n, c->dev);
+        if (!diff_ref_compare(c->ref, (const void *const *)out, &d))
+            fail(r, "WRONG", "after the timed runs: %s", d.message);
+    }
+    for (int i = 0; out && i < c->nout; i++)
+        free(out[i]);
+    free(out);
+    free(us);
+}
+
+static void count_kernels(const astitch_plan *p, BenchRow *r)
+{
+    for (int k = 0; p && k < astitch_plan_num_kernels(p); k++) {
+        astitch_kernel_info ki;
+        if (astitch_plan_kernel_info(p, k, &ki) == ASTITCH_OK && ki.grid > 0) {
+            r->kernels++;
+            r->coop_kernels += ki.global_barriers > 0;
+        }
+    }
+}
+
+/* Compiles, verifies and times c->g under mode m into r. Returns -1 for "no device". */
+static int bench_mode_case(Case *c, const BenchMode *m, BenchRow *r)
+{
+    astitch_compile_options co;
+    astitch_compile_options_default(&co);
+    co.target = c->o->target;
+    co.plan.fusion = m->fusion;
+    co.plan.remote = m->remote;
+    co.plan.merge = m->merge;
+    co.plan.packing = m->packing;
+    astitch_executable *x = NULL;
+    double t0 = bench_now();
+    astitch_status s = astitch_compile(c->g, &co, &x);
+    r->compile_ms = (bench_now() - t0) * 1e3;
+    const char *msg = astitch_last_error(astitch_graph_context(c->g));
+    if (s == ASTITCH_ERR_NO_DEVICE)
+        return -1;
+    if (s != ASTITCH_OK) {
+        fail(r, "error", "compile: %s", msg);
+        return 0;
+    }
+    const astitch_plan *p = astitch_executable_plan(x);
+    count_kernels(p, r);
+    astitch_plan *again = NULL;
+    t0 = bench_now();
+    if (p && astitch_plan_create(c->g, astitch_plan_device(p), &co.plan, &again) == ASTITCH_OK)
+        r->plan_ms = (bench_now() - t0) * 1e3;
+    astitch_plan_destroy(again);
+    DiffResult d;
+    s = diff_ref_check(c->ref, x, &d);
+    r->max_error = d.worst;
+    if (s != ASTITCH_OK)
+        fail(r, "error", "verify: %s", d.message);
+    else if (!d.ok)
+        fail(r, "WRONG", "verify: %s", d.message);
+    else if (co.target == ASTITCH_TARGET_CUDA)
+        time_cuda(c, x, r);
+    else
+        time_host(c, x, r);
+    astitch_executable_destroy(x);
+    return 0;
+}
+
+static bool has_compute_ops(const astitch_graph *g)
+{
+    for (int n = 0; n < astitch_graph_num_nodes(g); n++)
+        if (astitch_node_op(g, n) == ASTITCH_OP_DOT || astitch_node_op(g, n) == ASTITCH_OP_CUSTOM)
+            return true;
+    return false;
+}
+
+int bench_graph(const char *path, const BenchOptions *o, BenchCuda *cuda, const BenchDevice *dev,
+                BenchRow **rows, int *nrows)
+{
+    astitch_context *ctx = NULL;
+    astitch_graph *g = NULL;
+    DiffRef *ref = NULL;
+    Case c = {.o = o, .cuda = cuda, .dev = dev};
+    BenchRow proto = {.status = "ok"};
+    snprintf(proto.file, sizeof proto.file, "%s", path);
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    snprintf(proto.graph, sizeof proto.graph, "%.*s", (int)strcspn(base, "."), base);
+    if (astitch_context_create(&ctx) != ASTITCH_OK)
+        return 0;
+    if (astitch_graph_load_json(ctx, path, &g) != ASTITCH_OK) {
+        fail(&proto, "error", "%s", astitch_last_error(ctx));
+    } else {
+        if (astitch_graph_name(g))
+            snprintf(proto.graph, sizeof proto.graph, "%s", astitch_graph_name(g));
+        c.g = g;
+        c.nin = astitch_graph_num_parameters(g);
+        c.nout = astitch_graph_num_outputs(g);
+        c.bytes = calloc((size_t)(c.nin + c.nout) + 1, sizeof *c.bytes);
+        for (int i = 0; c.bytes && i < c.nin + c.nout; i++) {
+            astitch_tensor_info t;
+            astitch_node_info(g, i < c.nin ? astitch_graph_parameter(g, i)
+                                           : astitch_graph_output(g, i - c.nin), &t);
+            c.bytes[i] = t.bytes;
+            proto.bytes += (double)t.bytes;
+        }
+    }
+    if (o->filter && !strstr(proto.graph, o->filter)) {
+        astitch_graph_destroy(g);
+        astitch_context_destroy(ctx);
+        free(c.bytes);
+        return 0;
+    }
+    if (g && has_compute_ops(g)) {
+        fail(&proto, "skipped", "%s", "has compute ops (dot/custom), which run on the host "
+                                      "between kernels in this version: not timed");
+    } else if (g) {
+        double t0 = bench_now();
+        fprintf(stderr, "%s: reference run...", proto.graph);
+        fflush(stderr);
+        if (diff_ref_create(g, o->seed, o->perturbed, &ref) != ASTITCH_OK)
+            fail(&proto, "error", "reference: %s", astitch_last_error(ctx));
+        fprintf(stderr, " %.1f s\n", bench_now() - t0);
+        c.ref = ref;
+    }
+    /* A graph that is not measured gets one row, for every mode at once. */
+    int rc = 0, n = ref ? o->nmode : 1;
+    for (int i = 0; i < n; i++) {
+        BenchRow *grown = realloc(*rows, (size_t)(*nrows + 1) * sizeof **rows);
+        if (!grown)
+            break;
+        *rows = grown;
+        BenchRow *r = &grown[*nrows];
+        *r = proto;
+        snprintf(r->mode, sizeof r->mode, "%s", ref ? o->mode[i]->name : "all");
+        if (ref && (rc = bench_mode_case(&c, o->mode[i], r)) < 0)
+            break;
+        ++*nrows;
+    }
+    diff_ref_destroy(ref);
+    free(c.bytes);
+    astitch_graph_destroy(g);
+    astitch_context_destroy(ctx);
+    return rc;
+}

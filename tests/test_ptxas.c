@@ -1,0 +1,169 @@
+/* test_ptxas.c: the PTX of every example and of many random graphs, planned for the h100 model
+ * under fusion none, xla and stitch, assembled with `ptxas -arch=sm_90 -v`: every kernel
+ * assembles, uses at most the plan's register bound, spills nothing and has no static shared
+ * memory (the shared memory the plan sizes is dynamic, given at launch, and not in ptxas's
+ * count). ASTITCH_PTXAS_GRAPHS sets the number of random graphs (default 120: fixed seeds
+ * 1..N-1 and one fresh seed, printed). Exit 77 (skip) when there is no ptxas. */
+#include <dirent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "codegen/codegen.h"
+#include "codegen/compile.h"
+#include "gen_graph.h"
+#include "passes/plan.h"
+
+static const astitch_fusion fusions[] = {ASTITCH_FUSION_NONE, ASTITCH_FUSION_XLA,
+                                         ASTITCH_FUSION_STITCH};
+
+/* Plans g under fusion f, compiles it to PTX and checks what ptxas says about each kernel;
+ * prints every failure and returns their number. *kernels counts the kernels checked. */
+static int check_fusion(astitch_graph *g, astitch_fusion f, const char *what, int *kernels)
+{
+    astitch_context *ctx = astitch_graph_context(g);
+    astitch_device dev;
+    astitch_device_builtin("h100", &dev);
+    astitch_plan_options po;
+    astitch_plan_options_default(&po);
+    po.fusion = f;
+    astitch_plan *p = NULL;
+    char *ptx = NULL;
+    PtxasReport r = {0};
+    const char *fname = astitch_fusion_name(f);
+    int failures = 0;
+    if (astitch_plan_create(g, &dev, &po, &p) != ASTITCH_OK ||
+        compile_ptx(ctx, p, 90, false, &ptx) != ASTITCH_OK ||
+        (p->nkernel > 0 && ptxas_run(ctx, ptx, 90, &r) != ASTITCH_OK)) {
+        printf("FAIL %s fusion=%s: %s\n", what, fname, astitch_last_error(ctx));
+        failures++;
+    }
+    for (int k = 0; !failures && k < p->nkernel; k++) {
+        const PlanKernel *pk = &p->kernel[k];
+        char name[64];
+        compile_kernel_name(p, k, -1, name, sizeof name);
+        const PtxasKernel *a = ptxas_kernel(&r, name);
+        (*kernels)++;
+        if (!a) {
+            printf("FAIL %s fusion=%s kernel %s: not in the ptxas report\n", what, fname, name);
+            failures++;
+        } else if (a->registers > pk->regs || a->spill_store_bytes || a->spill_load_bytes ||
+                   a->shared_bytes) {
+            printf("FAIL %s fusion=%s kernel %s (block %d, grid %d): registers %d vs bound %d, "
+                   "spill stores %d bytes, spill loads %d bytes, static shared %d bytes "
+                   "(dynamic %lld planned)\n",
+                   what, fname, name, pk->block, pk->grid, a->registers, pk->regs,
+                   a->spill_store_bytes, a->spill_load_bytes, a->shared_bytes,
+                   (long long)pk->shared_bytes);
+            failures++;
+        }
+    }
+    ptxas_report_free(&r);
+    free(ptx);
+    astitch_plan_destroy(p);
+    return failures;
+}
+
+static int check_graph(astitch_graph *g, const char *what, int *kernels)
+{
+    int failures = 0;
+    for (size_t f = 0; f < sizeof fusions / sizeof fusions[0]; f++)
+        failures += check_fusion(g, fusions[f], what, kernels);
+    return failures;
+}
+
+static void test_examples(void **state)
+{
+    (void)state;
+    const char *root = getenv("ASTITCH_SOURCE_ROOT");
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/examples", root ? root : ".");
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int failures = 0, count = 0, kernels = 0;
+    struct dirent *ent;
+    while ((ent = readdir(d))) {
+        size_t n = strlen(ent->d_name);
+        if (n < 6 || strcmp(ent->d_name + n - 5, ".json") != 0)
+            continue;
+        char path[8192];
+        snprintf(path, sizeof path, "%s/%s", dir, ent->d_name);
+        astitch_context *ctx;
+        astitch_graph *g;
+        assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
+        if (astitch_graph_load_json(ctx, path, &g) != ASTITCH_OK)
+            fail_msg("%s: %s", path, astitch_last_error(ctx));
+        failures += check_graph(g, ent->d_name, &kernels);
+        count++;
+        astitch_graph_destroy(g);
+        astitch_context_destroy(ctx);
+    }
+    closedir(d);
+    printf("examples: %d graphs x 3 fusions, %d kernels, %d failures\n", count, kernels,
+           failures);
+    assert_true(count >= 10);
+    assert_int_equal(failures, 0);
+}
+
+static astitch_status gen_custom(void *user, int n, const astitch_tensor_view *in,
+                                 astitch_tensor_view *out)
+{
+    (void)user, (void)n, (void)in, (void)out;
+    return ASTITCH_ERR_UNSUPPORTED; /* planned and compiled here, never run */
+}
+
+static void test_random_graphs(void **state)
+{
+    (void)state;
+    const char *env = getenv("ASTITCH_PTXAS_GRAPHS");
+    int total = env ? atoi(env) : 120;
+    uint64_t fresh = gen_fresh_seed();
+    printf("random graphs: %d (seeds 1..%d and fresh seed %llu)\n", total, total - 1,
+           (unsigned long long)fresh);
+    int failures = 0, kernels = 0;
+    for (int i = 0; i < total; i++) {
+        uint64_t seed = i == total - 1 ? fresh : (uint64_t)i + 1;
+        gen_options o;
+        gen_options_default(&o);
+        o.half = seed % 3 == 0;
+        o.max_dim = seed % 4 == 0 ? 64 : 8;
+        o.nodes = 10 + (int)(seed % 40);
+        o.percent_custom = seed % 5 == 0 ? 5 : 0;
+        o.discontinuous = true;
+        astitch_context *ctx;
+        assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
+        astitch_register_custom(ctx, "gen_custom", gen_custom, NULL);
+        astitch_graph *g = gen_graph(ctx, seed, &o);
+        if (!g)
+            fail_msg("generator failed for seed %llu: %s", (unsigned long long)seed,
+                     astitch_last_error(ctx));
+        char what[64];
+        snprintf(what, sizeof what, "random graph seed %llu", (unsigned long long)seed);
+        failures += check_graph(g, what, &kernels);
+        astitch_graph_destroy(g);
+        astitch_context_destroy(ctx);
+    }
+    printf("random graphs: %d x 3 fusions, %d kernels, %d failures\n", total, kernels, failures);
+    assert_int_equal(failures, 0);
+}
+
+int main(void)
+{
+    char *ptxas = ptxas_find();
+    if (!ptxas) {
+        printf("# no ptxas (CUDA toolkit) found: skipped\n");
+        return 77;
+    }
+    printf("# %s\n", ptxas);
+    free(ptxas);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_examples),
+        cmocka_unit_test(test_random_graphs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
