@@ -92,7 +92,7 @@ const BenchMode *bench_mode_at(int i);        /* NULL after the last */
 /* bench_report.c */
 void bench_print_header(FILE *f, const BenchOptions *o, const BenchDevice *dev);
 void bench_print_row(FILE *f, const BenchRow *r, const BenchRow *rows, int nrows);
-void bench_print_summary(FILE *f, const BenchRow *rows, int n);
+void bench_print_summary(FILE *f, const BenchDevice *dev, const BenchRow *rows, int n);
 int bench_write_csv(const char *path, const BenchRow *rows, int n);
 int bench_write_json(const char *path, const BenchOptions *o, const BenchDevice *dev,
                      const BenchRow *rows, int n);

@@ -37,8 +37,10 @@ enum {
     X(MemGetInfo, (size_t *f, size_t *t), "cuMemGetInfo_v2", "cuMemGetInfo")                   \
     X(MemAlloc, (CUdeviceptr *p, size_t b), "cuMemAlloc_v2", "cuMemAlloc")                     \
     X(MemFree, (CUdeviceptr p), "cuMemFree_v2", "cuMemFree")                                   \
-    X(MemcpyHtoD, (CUdeviceptr d, const void *s, size_t b), "cuMemcpyHtoD_v2", "cuMemcpyHtoD") \
-    X(MemcpyDtoH, (void *d, CUdeviceptr s, size_t b), "cuMemcpyDtoH_v2", "cuMemcpyDtoH")       \
+    X(MemcpyHtoDAsync, (CUdeviceptr d, const void *s, size_t b, CUhandle st),                  \
+      "cuMemcpyHtoDAsync_v2", "cuMemcpyHtoDAsync")                                             \
+    X(MemcpyDtoHAsync, (void *d, CUdeviceptr s, size_t b, CUhandle st),                        \
+      "cuMemcpyDtoHAsync_v2", "cuMemcpyDtoHAsync")                                             \
     X(MemcpyDtoDAsync, (CUdeviceptr d, CUdeviceptr s, size_t b, CUhandle st),                  \
       "cuMemcpyDtoDAsync_v2", "cuMemcpyDtoDAsync")                                             \
     X(MemsetD8Async, (CUdeviceptr d, unsigned char v, size_t n, CUhandle st),                  \
@@ -121,17 +123,19 @@ BenchCuda *bench_cuda_open(char *err, size_t errlen)
     }
     const char *missing = NULL;
 #define LOAD(f, params, a, b)                                                                   \
-    if (!missing && !(*(void **)&c->f = lookup(c->lib, a, b)))                                  \
+    if (!(*(void **)&c->f = lookup(c->lib, a, b)) && !missing)                                  \
         missing = a;
     BENCH_CUDA_FUNCTIONS(LOAD)
 #undef LOAD
     int n = 0;
-    if (missing)
+    if (!c->Init || !c->DeviceGetCount)
         snprintf(c->error, sizeof c->error, "the driver lacks %s", missing);
     else if (check(c, c->Init(0), "cuInit") || check(c, c->DeviceGetCount(&n), "cuDeviceGetCount"))
         ;
     else if (n < 1)
         snprintf(c->error, sizeof c->error, "no CUDA device");
+    else if (missing)
+        snprintf(c->error, sizeof c->error, "the driver lacks %s", missing);
     else if (!check(c, c->DeviceGet(&c->device, 0), "cuDeviceGet") &&
              !check(c, c->PrimaryCtxRetain(&c->ctx, c->device), "cuDevicePrimaryCtxRetain") &&
              !check(c, c->CtxSetCurrent(c->ctx), "cuCtxSetCurrent") &&
@@ -187,12 +191,17 @@ int bench_cuda_mem_free(BenchCuda *c, size_t *free_bytes)
 
 int bench_cuda_upload(BenchCuda *c, uint64_t dst, const void *src, size_t bytes)
 {
-    return bytes ? check(c, c->MemcpyHtoD(dst, src, bytes), "cuMemcpyHtoD(%zu bytes)", bytes) : 0;
+    return bytes ? check(c, c->MemcpyHtoDAsync(dst, src, bytes, c->stream),
+                         "cuMemcpyHtoDAsync(%zu bytes)", bytes)
+                 : 0;
 }
 
 int bench_cuda_download(BenchCuda *c, void *dst, uint64_t src, size_t bytes)
 {
-    return bytes ? check(c, c->MemcpyDtoH(dst, src, bytes), "cuMemcpyDtoH(%zu bytes)", bytes) : 0;
+    if (bytes && check(c, c->MemcpyDtoHAsync(dst, src, bytes, c->stream),
+                       "cuMemcpyDtoHAsync(%zu bytes)", bytes))
+        return -1;
+    return bench_cuda_sync(c);
 }
 
 int bench_cuda_copy(BenchCuda *c, uint64_t dst, uint64_t src, size_t bytes)

@@ -39,7 +39,9 @@ const char *bench_cuda_error(const BenchCuda *c);
 int bench_cuda_alloc(BenchCuda *c, size_t bytes, uint64_t *out); /* 0 bytes: 256 allocated */
 void bench_cuda_free(BenchCuda *c, uint64_t p);                  /* accepts 0 */
 int bench_cuda_mem_free(BenchCuda *c, size_t *free_bytes);
+/* Queued on the benchmark's stream (src must stay valid until the stream is synchronized). */
 int bench_cuda_upload(BenchCuda *c, uint64_t dst, const void *src, size_t bytes);
+/* Waits for the stream's earlier work, then copies; dst is written on return. */
 int bench_cuda_download(BenchCuda *c, void *dst, uint64_t src, size_t bytes);
 /* Queued on the benchmark's stream. */
 int bench_cuda_copy(BenchCuda *c, uint64_t dst, uint64_t src, size_t bytes);

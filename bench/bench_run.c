@@ -73,9 +73,9 @@ static void check_after(Case *c, BenchRow *r, const uint64_t *outs)
              !bench_cuda_download(c->cuda, host[i], outs[i], c->bytes[c->nin + i]);
     DiffResult d;
     if (!ok)
-        fail(r, "error", "after timing: %s", bench_cuda_error(c->cuda));
+        fail(r, "error", "after timing: %.280s", bench_cuda_error(c->cuda));
     else if (!diff_ref_compare(c->ref, (const void *const *)host, &d))
-        fail(r, "WRONG", "after the timed runs: %s", d.message);
+        fail(r, "WRONG", "after the timed runs: %.280s", d.message);
     for (int i = 0; host && i < c->nout; i++)
         free(host[i]);
     free(host);
@@ -101,7 +101,7 @@ static int timed_runs(Case *c, astitch_executable *x, uint64_t **set, int nsets,
         }
     }
     if (s != ASTITCH_OK) {
-        fail(r, "error", "run: %s", astitch_last_error(astitch_graph_context(c->g)));
+        fail(r, "error", "run: %.280s", astitch_last_error(astitch_graph_context(c->g)));
         bench_cuda_sync(c->cuda);
         return -1;
     }
@@ -154,10 +154,21 @@ static void time_cuda(Case *c, astitch_executable *x, BenchRow *r)
         }
     }
     if (rc)
-        fail(r, "error", "device buffers: %s", bench_cuda_error(c->cuda));
-    /* Warm-up runs give the estimate of one run's time that sizes the timed loop. */
+        fail(r, "error", "device buffers: %.280s", bench_cuda_error(c->cuda));
+    /* Warm-up: 3 runs estimate one run's time; more runs follow until about 50 ms of device
+     * time has passed (clocks ramp up after the idle host-side work between cases). The last
+     * estimate sizes the timed loop. */
+    double est = 0;
     if (!rc && !(rc = timed_runs(c, x, set, nsets, 0, warm, us, r))) {
-        double est = bench_median(us, warm);
+        est = bench_median(us, warm);
+        double more = 50e3 / (est > 0.1 ? est : 0.1);
+        int extra = more > o->runs ? o->runs : (int)more;
+        if (extra >= warm && !(rc = timed_runs(c, x, set, nsets, warm, extra, us, r))) {
+            est = bench_median(us, extra);
+            warm += extra;
+        }
+    }
+    if (!rc) {
         double fit = o->max_seconds * 1e6 / (est > 0.1 ? est : 0.1);
         int n = fit < o->min_runs ? o->min_runs : fit > o->runs ? o->runs : (int)fit;
         if (!(rc = timed_runs(c, x, set, nsets, warm, n, us, r))) {
@@ -194,11 +205,11 @@ static void time_host(Case *c, astitch_executable *x, BenchRow *r)
     DiffResult d;
     r->sets = 1;
     if (s != ASTITCH_OK) {
-        fail(r, "error", "run: %s", astitch_last_error(astitch_graph_context(c->g)));
+        fail(r, "error", "run: %.280s", astitch_last_error(astitch_graph_context(c->g)));
     } else {
         finish_times(r, us, n, c->dev);
         if (!diff_ref_compare(c->ref, (const void *const *)out, &d))
-            fail(r, "WRONG", "after the timed runs: %s", d.message);
+            fail(r, "WRONG", "after the timed runs: %.280s", d.message);
     }
     for (int i = 0; out && i < c->nout; i++)
         free(out[i]);
@@ -235,7 +246,7 @@ static int bench_mode_case(Case *c, const BenchMode *m, BenchRow *r)
     if (s == ASTITCH_ERR_NO_DEVICE)
         return -1;
     if (s != ASTITCH_OK) {
-        fail(r, "error", "compile: %s", msg);
+        fail(r, "error", "compile: %.280s", msg);
         return 0;
     }
     const astitch_plan *p = astitch_executable_plan(x);
@@ -249,9 +260,9 @@ static int bench_mode_case(Case *c, const BenchMode *m, BenchRow *r)
     s = diff_ref_check(c->ref, x, &d);
     r->max_error = d.worst;
     if (s != ASTITCH_OK)
-        fail(r, "error", "verify: %s", d.message);
+        fail(r, "error", "verify: %.280s", d.message);
     else if (!d.ok)
-        fail(r, "WRONG", "verify: %s", d.message);
+        fail(r, "WRONG", "verify: %.280s", d.message);
     else if (co.target == ASTITCH_TARGET_CUDA)
         time_cuda(c, x, r);
     else
@@ -276,7 +287,9 @@ int bench_graph(const char *path, const BenchOptions *o, BenchCuda *cuda, const 
     DiffRef *ref = NULL;
     Case c = {.o = o, .cuda = cuda, .dev = dev};
     BenchRow proto = {.status = "ok"};
-    snprintf(proto.file, sizeof proto.file, "%s", path);
+    char *real = realpath(path, NULL);
+    snprintf(proto.file, sizeof proto.file, "%s", real ? real : path);
+    free(real);
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     snprintf(proto.graph, sizeof proto.graph, "%.*s", (int)strcspn(base, "."), base);
     if (astitch_context_create(&ctx) != ASTITCH_OK)
@@ -312,7 +325,7 @@ int bench_graph(const char *path, const BenchOptions *o, BenchCuda *cuda, const 
         fprintf(stderr, "%s: reference run...", proto.graph);
         fflush(stderr);
         if (diff_ref_create(g, o->seed, o->perturbed, &ref) != ASTITCH_OK)
-            fail(&proto, "error", "reference: %s", astitch_last_error(ctx));
+            fail(&proto, "error", "reference: %.280s", astitch_last_error(ctx));
         fprintf(stderr, " %.1f s\n", bench_now() - t0);
         c.ref = ref;
     }

@@ -8,6 +8,7 @@ packages=(
   libffi-dev           # calls into host-compiled kernels
   libcmocka-dev        # the test suites
   libjansson-dev       # graph.json
+  libzstd-dev zlib1g-dev  # what LLVM links against (needed for -Dllvm_static=true)
 )
 
 sudo=()

@@ -214,15 +214,31 @@ static LLVMValueRef combine_lanes(Emit *e, const astitch_mapping *m, int32_t roo
         ev_store(e, base, acc_dtype(t), slot, acc);
     }
     prim_call(e->b, e->m, PRIM_BARRIER_BLOCK, NULL, 0);
-    /* lane 0 of each row folds the row's slots; the others keep their (unused) value */
-    int parts = column ? tpr : tpr / 32;
-    LLVMValueRef res = ev_reduce_identity(e, kind, t);
-    for (int l = 0; l < parts; l++) {
-        LLVMValueRef at = column
-            ? LLVMBuildAdd(e->b, row_in_tile, ev_int(e, (int64_t)l * m->rows_per_block), "")
-            : LLVMBuildAdd(e->b, LLVMBuildMul(e->b, row_in_tile, ev_int(e, parts), ""), ev_int(e, l), "");
-        res = ev_reduce_combine(e, kind, t, res, ev_load(e, base, acc_dtype(t), at));
-    }
+    /* Lane 0 of each row folds the row's slots in a loop whose trip count comes from the block
+     * size at run time, so it is not unrolled into one load per slot (which would keep every
+     * slot live at once and spill under a 32-register bound). */
+    LLVMValueRef ntid = LLVMBuildZExt(e->b, prim_call(e->b, e->m, PRIM_NTID_X, NULL, 0), e->ix, "");
+    LLVMValueRef parts = column ? LLVMBuildUDiv(e->b, ntid, ev_int(e, m->rows_per_block), "")
+                                : LLVMBuildUDiv(e->b, LLVMBuildUDiv(e->b, ntid, ev_int(e, 32), ""),
+                                                ev_int(e, m->rows_per_block), "");
+    LLVMValueRef lane = column ? LLVMBuildUDiv(e->b, e->tid, ev_int(e, m->rows_per_block), "")
+                               : LLVMBuildURem(e->b, e->tid, ev_int(e, tpr), "");
+    LLVMValueRef identity = ev_reduce_identity(e, kind, t);
+    LLVMBasicBlockRef before = LLVMGetInsertBlock(e->b);
+    LLVMBasicBlockRef merge = if_begin(e, LLVMBuildICmp(e->b, LLVMIntEQ, lane, ev_int(e, 0), ""));
+    Loop fold;
+    LLVMValueRef acc0[1] = {identity}, accv[1], next[1];
+    loop_begin(e, &fold, ev_int(e, 0), parts, acc0, 1, accv);
+    LLVMValueRef at = column
+        ? LLVMBuildAdd(e->b, row_in_tile, LLVMBuildMul(e->b, fold.iv, ev_int(e, m->rows_per_block), ""), "")
+        : LLVMBuildAdd(e->b, LLVMBuildMul(e->b, row_in_tile, parts, ""), fold.iv, "");
+    next[0] = ev_reduce_combine(e, kind, t, accv[0], ev_load(e, base, acc_dtype(t), at));
+    loop_end(e, &fold, ev_int(e, 1), next);
+    LLVMValueRef folded = fold.carried[0];
+    LLVMBasicBlockRef from = LLVMGetInsertBlock(e->b);
+    if_end(e, merge);
+    LLVMValueRef res = LLVMBuildPhi(e->b, LLVMTypeOf(identity), "rowsum");
+    LLVMAddIncoming(res, (LLVMValueRef[]){identity, folded}, (LLVMBasicBlockRef[]){before, from}, 2);
     prim_call(e->b, e->m, PRIM_BARRIER_BLOCK, NULL, 0);
     return res;
 }
