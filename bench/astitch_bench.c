@@ -44,7 +44,8 @@ double bench_median(double *v, int n)
 {
     if (n < 1)
         return 0;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    if (n > 1)
+        qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 

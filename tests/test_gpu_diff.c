@@ -1,8 +1,10 @@
 /* test_gpu_diff.c: the generated kernels on a real GPU against the reference interpreter:
- * every example and many random graphs under fusion none, xla and stitch; the split fallback
- * forced; two executables running at once on two streams. Exits 77 (skip) without a driver.
- * ASTITCH_GPU_GRAPHS sets the number of random graphs (default 1000, fixed seeds and one fresh
- * seed, printed). */
+ * every example and many random graphs under fusion none, xla and stitch (one reference run per
+ * graph); the split fallback forced on every example; two executables running at once on two
+ * streams. Exits 77 (skip) without a driver; stops at the first kernel fault (the context is
+ * lost then). ASTITCH_GPU_GRAPHS sets the number of random graphs (default 1000, fixed seeds
+ * and one fresh seed, printed); ASTITCH_GPU_SHARD=K/N runs only the random graphs i with
+ * i % N == K (N processes share the GPU and the machine's cores). */
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -20,32 +23,79 @@
 static const astitch_fusion fusions[] = {ASTITCH_FUSION_NONE, ASTITCH_FUSION_XLA,
                                          ASTITCH_FUSION_STITCH};
 
-static int check_graph(astitch_graph *g, const char *what, uint64_t seed, int *runs)
+/* Set once a kernel faulted: the context is lost, so every later run would fail too. */
+static bool context_lost;
+
+static double now_seconds(void)
 {
-    int failures = 0;
-    for (size_t f = 0; f < sizeof fusions / sizeof fusions[0]; f++) {
-        DiffResult r;
-        diff_run(g, ASTITCH_TARGET_CUDA, fusions[f], seed, &r);
-        (*runs)++;
-        if (!r.ok) {
-            printf("FAIL %s fusion=%s seed=%llu: %s\n", what, astitch_fusion_name(fusions[f]),
-                   (unsigned long long)seed, r.message);
-            failures++;
-        }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Compiles g for the GPU under fusion (split: cut at its global barriers) and checks it
+ * against d. Returns 1 on a failure (printed), else 0. */
+static int check_one(astitch_graph *g, const DiffRef *d, astitch_fusion fusion, bool split,
+                     const char *what, uint64_t seed)
+{
+    if (split)
+        setenv("ASTITCH_FORCE_SPLIT", "1", 1);
+    astitch_compile_options o;
+    astitch_compile_options_default(&o);
+    o.target = ASTITCH_TARGET_CUDA;
+    o.plan.fusion = fusion;
+    astitch_executable *x = NULL;
+    DiffResult r = {.ok = false};
+    astitch_status s = astitch_compile(g, &o, &x);
+    if (split)
+        unsetenv("ASTITCH_FORCE_SPLIT");
+    if (s == ASTITCH_OK)
+        s = diff_ref_check(d, x, &r);
+    if (s != ASTITCH_OK)
+        snprintf(r.message, sizeof r.message, "%s", astitch_last_error(astitch_graph_context(g)));
+    astitch_executable_destroy(x);
+    if (s == ASTITCH_OK && r.ok)
+        return 0;
+    printf("FAIL %s fusion=%s%s seed=%llu: %s\n", what, astitch_fusion_name(fusion),
+           split ? " (split)" : "", (unsigned long long)seed, r.message);
+    if (strstr(r.message, "context is now unusable"))
+        context_lost = true;
+    return 1;
+}
+
+/* Every fusion mode (and, with split, stitch cut at its global barriers) against one
+ * reference run. Returns the number of failing runs. */
+static int check_graph(astitch_graph *g, const char *what, uint64_t seed, bool split, int *runs)
+{
+    DiffRef *d;
+    if (diff_ref_create(g, seed, true, &d) != ASTITCH_OK) {
+        printf("FAIL %s: reference: %s\n", what, astitch_last_error(astitch_graph_context(g)));
+        return 1;
     }
+    int failures = 0;
+    for (size_t f = 0; f < sizeof fusions / sizeof fusions[0] && !context_lost; f++, (*runs)++)
+        failures += check_one(g, d, fusions[f], false, what, seed);
+    if (split && !context_lost) {
+        failures += check_one(g, d, ASTITCH_FUSION_STITCH, true, what, seed);
+        (*runs)++;
+    }
+    diff_ref_destroy(d);
     return failures;
 }
 
-static int run_examples(const char *label)
+/* Every example under every fusion mode and with the split fallback forced. */
+static void test_examples(void **state)
 {
+    (void)state;
     const char *root = getenv("ASTITCH_SOURCE_ROOT");
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/examples", root ? root : ".");
     DIR *d = opendir(dir);
     assert_non_null(d);
     int failures = 0, count = 0, runs = 0;
+    double t0 = now_seconds();
     struct dirent *ent;
-    while ((ent = readdir(d))) {
+    while ((ent = readdir(d)) && !context_lost) {
         size_t n = strlen(ent->d_name);
         if (n < 6 || strcmp(ent->d_name + n - 5, ".json") != 0)
             continue;
@@ -56,30 +106,18 @@ static int run_examples(const char *label)
         assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
         if (astitch_graph_load_json(ctx, path, &g) != ASTITCH_OK)
             fail_msg("%s: %s", path, astitch_last_error(ctx));
-        failures += check_graph(g, ent->d_name, 11, &runs);
+        double t = now_seconds();
+        failures += check_graph(g, ent->d_name, 11, true, &runs);
+        printf("  %s: %.1f s\n", ent->d_name, now_seconds() - t);
         count++;
         astitch_graph_destroy(g);
         astitch_context_destroy(ctx);
     }
     closedir(d);
-    printf("%s: %d examples, %d runs, %d failures\n", label, count, runs, failures);
+    printf("examples on the GPU (none, xla, stitch, stitch split at global barriers): "
+           "%d examples, %d runs, %d failures, %.0f s\n", count, runs, failures, now_seconds() - t0);
+    assert_false(context_lost);
     assert_true(count >= 10);
-    return failures;
-}
-
-static void test_examples(void **state)
-{
-    (void)state;
-    assert_int_equal(run_examples("examples on the GPU"), 0);
-}
-
-/* The plan cut at its global barriers into several kernels must compute the same. */
-static void test_split_fallback(void **state)
-{
-    (void)state;
-    setenv("ASTITCH_FORCE_SPLIT", "1", 1);
-    int failures = run_examples("examples, split at global barriers");
-    unsetenv("ASTITCH_FORCE_SPLIT");
     assert_int_equal(failures, 0);
 }
 
@@ -99,12 +137,18 @@ static void test_random_graphs(void **state)
 {
     (void)state;
     const char *env = getenv("ASTITCH_GPU_GRAPHS");
-    int total = env ? atoi(env) : 1000;
+    int total = env ? atoi(env) : 1000, shard = 0, shards = 1;
+    const char *sh = getenv("ASTITCH_GPU_SHARD");
+    if (sh && (sscanf(sh, "%d/%d", &shard, &shards) != 2 || shards < 1 || shard < 0 ||
+               shard >= shards))
+        fail_msg("ASTITCH_GPU_SHARD='%s': expected K/N with 0 <= K < N", sh);
     uint64_t fresh = gen_fresh_seed();
-    printf("random graphs: %d (seeds 1..%d and fresh seed %llu)\n", total, total - 1,
-           (unsigned long long)fresh);
+    printf("random graphs: %d (seeds 1..%d and fresh seed %llu), shard %d of %d\n", total,
+           total - 1, (unsigned long long)fresh, shard, shards);
     int failures = 0, runs = 0;
-    for (int i = 0; i < total; i++) {
+    double t0 = now_seconds();
+    int checked = 0;
+    for (int i = shard; i < total && !context_lost; i += shards, checked++) {
         uint64_t seed = i == total - 1 ? fresh : (uint64_t)i + 1;
         gen_options o;
         gen_options_default(&o);
@@ -121,11 +165,15 @@ static void test_random_graphs(void **state)
                      astitch_last_error(ctx));
         char what[64];
         snprintf(what, sizeof what, "random graph %d", i);
-        failures += check_graph(g, what, seed, &runs);
+        failures += check_graph(g, what, seed, false, &runs);
         astitch_graph_destroy(g);
         astitch_context_destroy(ctx);
     }
-    printf("random graphs on the GPU: %d graphs, %d runs, %d failures\n", total, runs, failures);
+    printf("random graphs on the GPU: %d graphs, %d runs, %d failures, %.0f s\n", checked, runs,
+           failures, now_seconds() - t0);
+    if (context_lost)
+        printf("stopped early: a kernel faulted and the CUDA context is lost\n");
+    assert_false(context_lost);
     assert_int_equal(failures, 0);
 }
 
@@ -229,11 +277,14 @@ int main(void)
     printf("device: %s\n", dev->info.name);
     cuda_device_close(dev);
     astitch_context_destroy(ctx);
-    const struct CMUnitTest tests[] = {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    const struct CMUnitTest all[] = {
         cmocka_unit_test(test_examples),
-        cmocka_unit_test(test_split_fallback),
         cmocka_unit_test(test_two_streams),
         cmocka_unit_test(test_random_graphs),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    const struct CMUnitTest random_only[] = {cmocka_unit_test(test_random_graphs)};
+    if (getenv("ASTITCH_GPU_SHARD"))
+        return cmocka_run_group_tests(random_only, NULL, NULL);
+    return cmocka_run_group_tests(all, NULL, NULL);
 }

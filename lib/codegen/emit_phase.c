@@ -218,9 +218,11 @@ static LLVMValueRef combine_lanes(Emit *e, const astitch_mapping *m, int32_t roo
      * size at run time, so it is not unrolled into one load per slot (which would keep every
      * slot live at once and spill under a 32-register bound). */
     LLVMValueRef ntid = LLVMBuildZExt(e->b, prim_call(e->b, e->m, PRIM_NTID_X, NULL, 0), e->ix, "");
+    /* rows: warps per row, (ntid / 32) / (ntid / tpr); the block may hold more rows than
+     * rows_per_block (rows past the tile are idle), so it is not (ntid / 32) / rows_per_block */
     LLVMValueRef parts = column ? LLVMBuildUDiv(e->b, ntid, ev_int(e, m->rows_per_block), "")
                                 : LLVMBuildUDiv(e->b, LLVMBuildUDiv(e->b, ntid, ev_int(e, 32), ""),
-                                                ev_int(e, m->rows_per_block), "");
+                                                LLVMBuildUDiv(e->b, ntid, ev_int(e, tpr), ""), "");
     LLVMValueRef lane = column ? LLVMBuildUDiv(e->b, e->tid, ev_int(e, m->rows_per_block), "")
                                : LLVMBuildURem(e->b, e->tid, ev_int(e, tpr), "");
     LLVMValueRef identity = ev_reduce_identity(e, kind, t);

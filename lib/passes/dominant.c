@@ -210,7 +210,8 @@ astitch_status pass_dominant(Planner *pl, PlanKernel *k)
         ord[nord].key = red ? INT64_MAX - v : sched_elements(g, v);
         nord++;
     }
-    qsort(ord, (size_t)nord, sizeof *ord, cmp_order);
+    if (nord > 1)
+        qsort(ord, (size_t)nord, sizeof *ord, cmp_order);
     for (int32_t i = 0; i < nord; i++) {
         int32_t v = ord[i].node, ix = pl->kidx[v];
         int32_t d = pl->p->opt.merge ? nearest_dominant(pl, k, cand, v) : -1;

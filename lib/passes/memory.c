@@ -206,7 +206,8 @@ static int64_t place(PlanKernel *k, bool shared)
             if (conflict(k, o, b, shared))
                 busy[nb++] = (Range){o->offset, o->offset + o->bytes};
         }
-        qsort(busy, (size_t)nb, sizeof *busy, cmp_range);
+        if (nb > 1)
+            qsort(busy, (size_t)nb, sizeof *busy, cmp_range);
         int64_t off = 0;
         for (int32_t j = 0; j < nb; j++) {
             if (busy[j].lo >= off + b->bytes)

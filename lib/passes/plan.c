@@ -115,7 +115,8 @@ static bool fill_ops(Planner *pl, int32_t ki)
                 return false;
         }
     }
-    qsort(k->op, (size_t)k->nop, sizeof *k->op, cmp_op);
+    if (k->nop > 1)
+        qsort(k->op, (size_t)k->nop, sizeof *k->op, cmp_op);
     int32_t w = 0;
     for (int32_t i = 0; i < k->nop; i++)
         if (w == 0 || k->op[w - 1].node != k->op[i].node)
@@ -203,8 +204,10 @@ static bool fill_io(Planner *pl, int32_t ki, const int32_t *ms, const int32_t *m
         if (out && !push_unique(&k->output, &k->noutput, v))
             return false;
     }
-    qsort(k->input, (size_t)k->ninput, sizeof *k->input, cmp_i32);
-    qsort(k->output, (size_t)k->noutput, sizeof *k->output, cmp_i32);
+    if (k->ninput > 1)
+        qsort(k->input, (size_t)k->ninput, sizeof *k->input, cmp_i32);
+    if (k->noutput > 1)
+        qsort(k->output, (size_t)k->noutput, sizeof *k->output, cmp_i32);
     return true;
 }
 

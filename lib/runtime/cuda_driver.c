@@ -73,7 +73,27 @@ astitch_status cuda_fail(astitch_context *ctx, const CudaDriver *d, CUresult r, 
     va_end(ap);
     cuda_error_text(d, r, err, sizeof err);
     astitch_status s = cuda_status_of(r);
-    return ctx_fail(ctx, s == ASTITCH_OK ? ASTITCH_ERR_INTERNAL : s, "%s: %s", what, err);
+    return ctx_fail(ctx, s == ASTITCH_OK ? ASTITCH_ERR_INTERNAL : s, "%s: %s%s", what, err,
+                    cuda_error_is_sticky(r) ? "; the CUDA context is now unusable: every later GPU "
+                                              "call in this process fails, restart it"
+                                            : "");
+}
+
+bool cuda_error_is_sticky(CUresult r)
+{
+    switch (r) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ASSERT:
+        return true;
+    default:
+        return false;
+    }
 }
 
 /* Resolves e into d: through cuGetProcAddress_v2 when the driver has it, else by dlsym of the

@@ -159,6 +159,8 @@ astitch_status cuda_status_of(CUresult r);
 /* Records "<what>: CUDA_ERROR_NAME (driver's text)" on ctx, where <what> is formatted from fmt,
  * and returns cuda_status_of(r). d may be NULL or lack the error functions: the name is then
  * "CUDA error N". */
+/* True for the errors that leave the context unusable (a kernel faulted): cuda_fail says so. */
+bool cuda_error_is_sticky(CUresult r);
 astitch_status cuda_fail(astitch_context *ctx, const CudaDriver *d, CUresult r, const char *fmt,
                          ...) __attribute__((format(printf, 4, 5)));
 /* Writes "CUDA_ERROR_NAME (driver's text)" for r into buf, as cuda_fail does. */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compile_cache.h"
 #include "cuda_driver.h"
 #include "runtime.h"
 
@@ -70,8 +71,9 @@ static astitch_status load_split(astitch_executable *x, ExecCuda *c)
 {
     const astitch_plan *p = x->plan;
     char *ptx;
-    astitch_status s = compile_ptx(x->ctx, p, c->dev->info.cc_major * 10 + c->dev->info.cc_minor,
-                                   true, &ptx);
+    astitch_status s = cached_compile_ptx(x->ctx, p,
+                                          c->dev->info.cc_major * 10 + c->dev->info.cc_minor,
+                                          true, &ptx);
     if (s != ASTITCH_OK)
         return s;
     s = cuda_module_load(x->ctx, c->dev, ptx, "split kernels", &c->split_mod);
@@ -108,7 +110,8 @@ astitch_status exec_cuda_prepare(astitch_executable *x)
     }
     c->nkernel = p->nkernel;
     char *ptx;
-    s = compile_ptx(x->ctx, p, c->dev->info.cc_major * 10 + c->dev->info.cc_minor, false, &ptx);
+    s = cached_compile_ptx(x->ctx, p, c->dev->info.cc_major * 10 + c->dev->info.cc_minor, false,
+                           &ptx);
     if (s != ASTITCH_OK)
         goto out;
     s = cuda_module_load(x->ctx, c->dev, ptx, "stitch kernels", &c->mod);

@@ -1,0 +1,251 @@
+/*
+ * compile_cache.c: the compile cache of the CUDA target's PTX (compile_cache.h).
+ *
+ *   key      the text "astitch ptx cache key" + version, build, cuda path, sm, split, then the
+ *            graph's and the plan's JSON, each after its length; hashed with FNV-1a 128
+ *   memory   a fixed table under one mutex: the one process-wide state here, since an
+ *            executable may be compiled on any context by any thread
+ *   lookup   memory, then disk (compile_cache_disk.c; a disk hit is kept in memory too),
+ *            else compile_ptx, whose PTX goes to both
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "codegen/compile.h"
+#include "compile_cache.h"
+
+#define MEM_ENTRIES 64
+#define MEM_BYTES ((size_t)64 << 20)
+
+typedef struct MemEntry {
+    CacheKey key;       /* key.text NULL: a free slot */
+    char *ptx;
+    size_t ptxlen;
+    unsigned long born; /* insertion order: the smallest goes first */
+} MemEntry;
+
+static struct {
+    pthread_mutex_t lock;
+    MemEntry e[MEM_ENTRIES];
+    size_t bytes; /* keys and PTX held */
+    unsigned long clock;
+    CompileCacheStats stats;
+} mem = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static pthread_once_t build_once = PTHREAD_ONCE_INIT;
+static char build_id[96];
+
+/* The FNV-1a 128 offset basis and prime, 2^88 + 0x13b, multiplied through 32-bit halves. */
+void cache_hash(const void *s, size_t n, uint64_t h[2])
+{
+    const unsigned char *b = s;
+    uint64_t hi = 0x6c62272e07bb0142u, lo = 0x62b821756295c58du;
+    for (size_t i = 0; i < n; i++) {
+        lo ^= b[i];
+        uint64_t p0 = (lo & 0xffffffffu) * 0x13bu;
+        uint64_t p1 = (lo >> 32) * 0x13bu + (p0 >> 32);
+        hi = hi * 0x13bu + (p1 >> 32) + (lo << 24);
+        lo = (p1 << 32) | (p0 & 0xffffffffu);
+    }
+    h[0] = hi;
+    h[1] = lo;
+}
+
+/* The size and modification time of the file holding this code (libastitch, or a program that
+ * links it statically): a rebuilt library never reads its predecessor's PTX, even where the
+ * version string has not moved. */
+static void build_id_init(void)
+{
+    Dl_info info;
+    struct stat st;
+    if (dladdr((void *)(uintptr_t)compile_ptx, &info) && info.dli_fname &&
+        stat(info.dli_fname, &st) == 0)
+        snprintf(build_id, sizeof build_id, "%lld %lld.%09ld", (long long)st.st_size,
+                 (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec);
+    else
+        snprintf(build_id, sizeof build_id, "unknown");
+}
+
+/* Fills k with the key of compiling p for sm/split; false (k empty) when it cannot be made. */
+static bool key_make(const astitch_plan *p, int sm, bool split, CacheKey *k)
+{
+    *k = (CacheKey){0};
+    char *graph = NULL, *plan = NULL;
+    const char *cuda = getenv("ASTITCH_CUDA_PATH");
+    pthread_once(&build_once, build_id_init);
+    FILE *f = NULL;
+    bool ok = astitch_graph_write_json(astitch_plan_graph(p), &graph) == ASTITCH_OK &&
+              astitch_plan_json(p, &plan) == ASTITCH_OK &&
+              (f = open_memstream(&k->text, &k->len));
+    if (ok)
+        ok = fprintf(f, "astitch ptx cache key\nversion %s\nbuild %s\ncuda %zu %s\nsm %d\n"
+                        "split %d\ngraph %zu\n%s\nplan %zu\n%s\n",
+                     astitch_version(), build_id, cuda ? strlen(cuda) : 0, cuda ? cuda : "",
+                     sm, (int)split, strlen(graph), graph, strlen(plan), plan) > 0;
+    if (f)
+        ok = fclose(f) == 0 && ok;
+    astitch_free(graph);
+    astitch_free(plan);
+    if (!ok) {
+        free(k->text);
+        *k = (CacheKey){0};
+        return false;
+    }
+    cache_hash(k->text, k->len, k->hash);
+    return true;
+}
+
+static bool key_equal(const CacheKey *a, const CacheKey *b)
+{
+    return a->hash[0] == b->hash[0] && a->hash[1] == b->hash[1] && a->len == b->len &&
+           memcmp(a->text, b->text, a->len) == 0;
+}
+
+/* Adds one to a counter of mem.stats. */
+static void bump(long *counter)
+{
+    pthread_mutex_lock(&mem.lock);
+    (*counter)++;
+    pthread_mutex_unlock(&mem.lock);
+}
+
+/* Frees entry e (mem.lock held). */
+static void mem_drop(MemEntry *e)
+{
+    mem.bytes -= e->key.len + e->ptxlen;
+    free(e->key.text);
+    free(e->ptx);
+    *e = (MemEntry){0};
+}
+
+/* A malloc'd copy of the PTX kept for k, or NULL. Counts a memory hit. */
+static char *mem_lookup(const CacheKey *k)
+{
+    char *ptx = NULL;
+    pthread_mutex_lock(&mem.lock);
+    for (int i = 0; i < MEM_ENTRIES; i++) {
+        MemEntry *e = &mem.e[i];
+        if (e->key.text && key_equal(&e->key, k)) {
+            if ((ptx = malloc(e->ptxlen + 1))) {
+                memcpy(ptx, e->ptx, e->ptxlen + 1);
+                mem.stats.memory_hits++;
+            }
+            break;
+        }
+    }
+    pthread_mutex_unlock(&mem.lock);
+    return ptx;
+}
+
+/* A free slot with room for `need` more bytes, made by dropping the oldest entries (mem.lock
+ * held; need <= MEM_BYTES). */
+static MemEntry *mem_slot(size_t need)
+{
+    for (;;) {
+        MemEntry *free_slot = NULL, *oldest = NULL;
+        for (int i = 0; i < MEM_ENTRIES; i++) {
+            MemEntry *e = &mem.e[i];
+            if (!e->key.text)
+                free_slot = free_slot ? free_slot : e;
+            else if (!oldest || e->born < oldest->born)
+                oldest = e;
+        }
+        if (free_slot && mem.bytes + need <= MEM_BYTES)
+            return free_slot;
+        mem_drop(oldest);
+    }
+}
+
+/* Keeps a copy of k and ptx[0..n) in memory, unless too large, already there or out of memory. */
+static void mem_store(const CacheKey *k, const char *ptx, size_t n)
+{
+    if (k->len + n > MEM_BYTES)
+        return;
+    MemEntry e = {.key = *k, .ptxlen = n};
+    e.key.text = malloc(k->len);
+    e.ptx = malloc(n + 1);
+    if (e.key.text && e.ptx) {
+        memcpy(e.key.text, k->text, k->len);
+        memcpy(e.ptx, ptx, n + 1);
+        pthread_mutex_lock(&mem.lock);
+        bool present = false;
+        for (int i = 0; i < MEM_ENTRIES && !present; i++)
+            present = mem.e[i].key.text && key_equal(&mem.e[i].key, k);
+        if (!present) {
+            e.born = mem.clock++;
+            *mem_slot(k->len + n) = e;
+            mem.bytes += k->len + n;
+            e = (MemEntry){0};
+        }
+        pthread_mutex_unlock(&mem.lock);
+    }
+    free(e.key.text);
+    free(e.ptx);
+}
+
+/* The PTX of k's entry on disk (then kept in memory too), or NULL. Counts a hit or a reject. */
+static char *disk_lookup(const char *path, const CacheKey *k)
+{
+    bool invalid;
+    char *ptx = cache_disk_read(path, k, &invalid);
+    if (ptx) {
+        mem_store(k, ptx, strlen(ptx));
+        bump(&mem.stats.disk_hits);
+    } else if (invalid) {
+        bump(&mem.stats.disk_rejects);
+    }
+    return ptx;
+}
+
+/* ---- entry points -------------------------------------------------------------------------- */
+
+static bool cache_on(void)
+{
+    const char *v = getenv("ASTITCH_CACHE");
+    return !v || (strcmp(v, "0") != 0 && strcmp(v, "off") != 0);
+}
+
+astitch_status cached_compile_ptx(astitch_context *ctx, const astitch_plan *p, int sm,
+                                  bool split, char **ptx)
+{
+    *ptx = NULL;
+    CacheKey k;
+    if (!cache_on() || !key_make(p, sm, split, &k))
+        return compile_ptx(ctx, p, sm, split, ptx);
+    char dir[CACHE_PATH_BYTES], path[CACHE_PATH_BYTES];
+    bool disk = cache_disk_paths(&k, dir, path);
+    astitch_status s = ASTITCH_OK;
+    if (!(*ptx = mem_lookup(&k)) && !(disk && (*ptx = disk_lookup(path, &k)))) {
+        bump(&mem.stats.misses);
+        s = compile_ptx(ctx, p, sm, split, ptx);
+        size_t n = s == ASTITCH_OK ? strlen(*ptx) : 0;
+        if (s == ASTITCH_OK)
+            mem_store(&k, *ptx, n);
+        if (s == ASTITCH_OK && disk && cache_disk_write(dir, path, &k, *ptx, n))
+            bump(&mem.stats.disk_writes);
+    }
+    free(k.text);
+    return s;
+}
+
+void compile_cache_stats(CompileCacheStats *out)
+{
+    pthread_mutex_lock(&mem.lock);
+    *out = mem.stats;
+    pthread_mutex_unlock(&mem.lock);
+}
+
+void compile_cache_reset(void)
+{
+    pthread_mutex_lock(&mem.lock);
+    for (int i = 0; i < MEM_ENTRIES; i++)
+        if (mem.e[i].key.text)
+            mem_drop(&mem.e[i]);
+    mem.stats = (CompileCacheStats){0};
+    pthread_mutex_unlock(&mem.lock);
+}

@@ -1,0 +1,74 @@
+/*
+ * compile_cache.h: the compile cache of the CUDA target's PTX, private to libastitch.
+ * compile_cache.c implements it (key, memory, entry points), compile_cache_disk.c its files.
+ *
+ * LLVM code generation is the expensive part of compiling a plan for a GPU; the PTX it makes
+ * depends only on the key: the graph's JSON, the plan's JSON (device model, options, mapping),
+ * sm, split, the library's version and build, and ASTITCH_CUDA_PATH (libdevice). The cache
+ * keeps PTX by that key in two layers, looked up in order:
+ *
+ *   memory   process-wide, bounded (64 entries, 64 MiB; the oldest goes first), mutex-guarded
+ *   disk     one file per key in $ASTITCH_CACHE_DIR, else $XDG_CACHE_HOME/astitch, else
+ *            $HOME/.cache/astitch; written whole (temp file + rename), checked whole on read
+ *            (magic, format, key hash, exact key, PTX checksum); anything invalid is a miss
+ *
+ * A hit compares the whole key text, so a hash collision never returns foreign PTX. No cache
+ * failure (a directory that cannot be made, a full disk, a corrupt file) is an error: the PTX
+ * is compiled instead. ASTITCH_CACHE=0 (or "off") turns both layers off; ASTITCH_CACHE_DIR=""
+ * (or "off" or "0") only the disk. All functions are safe to call from several threads.
+ */
+#ifndef ASTITCH_COMPILE_CACHE_H
+#define ASTITCH_COMPILE_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "astitch/astitch.h"
+#include "astitch/plan.h"
+
+/* compile_ptx (codegen/compile.h) through the cache: the same contract and the same text.
+ * *ptx is malloc'd; errors are compile_ptx's, on ctx. */
+astitch_status cached_compile_ptx(astitch_context *ctx, const astitch_plan *p, int sm,
+                                  bool split, char **ptx);
+
+/* What the cache did since the process started or the last compile_cache_reset. */
+typedef struct CompileCacheStats {
+    long memory_hits;  /* found in memory */
+    long disk_hits;    /* found on disk (then kept in memory too) */
+    long misses;       /* compiled (caches on, key made) */
+    long disk_writes;  /* entries written to disk */
+    long disk_rejects; /* entry files present but invalid: corrupt, truncated, foreign */
+} CompileCacheStats;
+
+void compile_cache_stats(CompileCacheStats *out);
+/* Empties the memory layer and zeroes the counters (for tests); the disk is left alone. */
+void compile_cache_reset(void);
+
+/* ---- between compile_cache.c and compile_cache_disk.c ---------------------------------------- */
+
+#define CACHE_PATH_BYTES 4096
+
+typedef struct CacheKey {
+    char *text;       /* malloc'd; len > 0 bytes */
+    size_t len;
+    uint64_t hash[2]; /* cache_hash of text: high, low */
+} CacheKey;
+
+/* compile_cache.c */
+/* FNV-1a 128 of s[0..n) into h (high, low). */
+void cache_hash(const void *s, size_t n, uint64_t h[2]);
+
+/* compile_cache_disk.c */
+/* Writes the disk cache's directory and k's entry path (each CACHE_PATH_BYTES); false when
+ * the disk cache is off or the paths do not fit. */
+bool cache_disk_paths(const CacheKey *k, char *dir, char *path);
+/* The PTX of the entry file at path for k, malloc'd, or NULL when the file is absent
+ * (*invalid false) or is not a whole valid entry for k (*invalid true). */
+char *cache_disk_read(const char *path, const CacheKey *k, bool *invalid);
+/* Writes the entry of k and ptx[0..n) to path, whole or not at all (a temp file in dir,
+ * which is created 0700 with its missing parents, renamed over path); true when written. */
+bool cache_disk_write(const char *dir, const char *path, const CacheKey *k, const char *ptx,
+                      size_t n);
+
+#endif
