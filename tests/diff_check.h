@@ -47,6 +47,12 @@ bool diff_ref_compare(const DiffRef *d, const void *const *outputs, DiffResult *
  * the status of the run; r->ok tells whether the numbers matched. */
 astitch_status diff_ref_check(const DiffRef *d, astitch_executable *x, DiffResult *r);
 
+/* Row reductions of every kind split across blocks (gen_split_kinds over [rows, cols]) on
+ * target, with atomic and with in-order combines, against the reference; the in-order
+ * executable also runs `repeats` times and must give the same bits each time. Prints what it
+ * checked; returns the number of failures. */
+int diff_split_combines(astitch_target target, int64_t rows, int64_t cols, int repeats);
+
 /* A seed that differs between runs (time and pid), for one fresh case per run. */
 uint64_t diff_fresh_seed(void);
 

@@ -478,3 +478,30 @@ astitch_graph *gen_graph(astitch_context *ctx, uint64_t seed, const gen_options 
     }
     return s.g;
 }
+
+astitch_graph *gen_split_kinds(astitch_context *ctx, int64_t rows, int64_t cols)
+{
+    astitch_graph *g;
+    if (astitch_graph_create(ctx, &g) != ASTITCH_OK)
+        return NULL;
+    int64_t d[2] = {rows, cols}, axis = 1;
+    double half = 0.5;
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, d);
+    astitch_node h = astitch_convert(g, x, ASTITCH_BF16);
+    astitch_node i = astitch_convert(g, astitch_binary(g, ASTITCH_OP_MUL, x,
+                                         astitch_constant(g, ASTITCH_F32, 2, d, (double[]){100}, 1)),
+                                     ASTITCH_I64);
+    astitch_node b = astitch_binary(g, ASTITCH_OP_GT, x, astitch_constant(g, ASTITCH_F32, 2, d, &half, 1));
+    const struct { astitch_reduce_kind k; astitch_node in; } r[] = {
+        {ASTITCH_REDUCE_SUM, x}, {ASTITCH_REDUCE_MAX, x}, {ASTITCH_REDUCE_MIN, x},
+        {ASTITCH_REDUCE_SUM, h}, {ASTITCH_REDUCE_SUM, i}, {ASTITCH_REDUCE_MAX, i},
+        {ASTITCH_REDUCE_ANY, b}, {ASTITCH_REDUCE_ALL, b},
+    };
+    for (size_t k = 0; k < sizeof r / sizeof r[0]; k++)
+        astitch_add_output(g, astitch_reduce(g, r[k].k, r[k].in, 1, &axis));
+    if (astitch_graph_verify(g) != ASTITCH_OK) {
+        astitch_graph_destroy(g);
+        return NULL;
+    }
+    return g;
+}

@@ -37,6 +37,11 @@ void gen_options_default(gen_options *o);
  * generator, since every graph it builds must be valid). Free with astitch_graph_destroy. */
 astitch_graph *gen_graph(astitch_context *ctx, uint64_t seed, const gen_options *o);
 
+/* Row reductions of [rows, cols] of every kind whose cross-block combine differs: f32 sum, max
+ * and min (atomics), bf16 sum, i64 sum and max, bool any and all (combined in order). With few
+ * long rows the planner splits them across blocks. NULL on failure (message in ctx). */
+astitch_graph *gen_split_kinds(astitch_context *ctx, int64_t rows, int64_t cols);
+
 /* A seed from the clock, for tests that also run a fresh graph each time (print it). */
 uint64_t gen_fresh_seed(void);
 

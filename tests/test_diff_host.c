@@ -127,12 +127,21 @@ static void test_split_fallback(void **state)
     unsetenv("ASTITCH_FORCE_SPLIT");
 }
 
+/* Split reductions of every kind, combined by atomics and in order, on the host's SIMT
+ * runtime (few long rows: the host model splits them). */
+static void test_split_combines(void **state)
+{
+    (void)state;
+    assert_int_equal(diff_split_combines(ASTITCH_TARGET_HOST, 3, 40000, 3), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_examples),
         cmocka_unit_test(test_random_graphs),
         cmocka_unit_test(test_split_fallback),
+        cmocka_unit_test(test_split_combines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

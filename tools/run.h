@@ -52,6 +52,7 @@ typedef struct Options {
                           * (--plan and --dot: h100) */
     astitch_device device;
     astitch_fusion fusion; /* default stitch */
+    bool no_remote, no_merge, no_packing, deterministic; /* planner switches */
     bool check;          /* also run the reference and compare every output */
     bool help, version;
 } Options;
@@ -63,7 +64,10 @@ void run_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int parse_options(int argc, char **argv, Options *o);
 /* Prints --help text. */
 void print_usage(FILE *f);
-/* The library's compile options for o's target, fusion and device (the device points into o). */
+/* The planner options of o: fusion and switches. */
+void plan_options(const Options *o, astitch_plan_options *po);
+/* The library's compile options for o's target, plan options and device (the device points
+ * into o). */
 void compile_options(const Options *o, astitch_compile_options *co);
 
 /* run_plan.c */

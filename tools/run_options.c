@@ -13,7 +13,8 @@
 
 enum {
     OPT_TARGET = 256, OPT_CHECK, OPT_SEED, OPT_INPUTS, OPT_OUTPUTS, OPT_FUSION, OPT_DEVICE,
-    OPT_PLAN, OPT_DOT, OPT_EMIT, OPT_EMIT_FILE
+    OPT_PLAN, OPT_DOT, OPT_EMIT, OPT_EMIT_FILE, OPT_NO_REMOTE, OPT_NO_MERGE, OPT_NO_PACKING,
+    OPT_DETERMINISTIC
 };
 
 typedef struct OptionSpec {
@@ -41,6 +42,14 @@ static const OptionSpec option_table[] = {
      "write each output to DIR/<output>.npy (DIR is created when missing)"},
     {"fusion", required_argument, OPT_FUSION, "F",
      "fusion mode of the plan: stitch (the default), xla, none"},
+    {"no-remote", no_argument, OPT_NO_REMOTE, NULL,
+     "plan without remote stitching (independent stitch ops stay separate kernels)"},
+    {"no-merge", no_argument, OPT_NO_MERGE, NULL, "plan without dominant merging"},
+    {"no-packing", no_argument, OPT_NO_PACKING, NULL,
+     "plan without horizontal packing and task splitting (the ablation of adaptive mapping)"},
+    {"deterministic", no_argument, OPT_DETERMINISTIC, NULL,
+     "reductions split across blocks combine in a fixed order instead of with atomics, so "
+     "repeated runs give identical bits"},
     {"device", required_argument, OPT_DEVICE, "D",
      "device model to plan for: h100, a100, v100, host (default: the target's own for a run, "
      "h100 for --plan, --dot and --emit)"},
@@ -67,11 +76,21 @@ void run_fail(const char *fmt, ...)
     va_end(ap);
 }
 
+void plan_options(const Options *o, astitch_plan_options *po)
+{
+    astitch_plan_options_default(po);
+    po->fusion = o->fusion;
+    po->remote = !o->no_remote;
+    po->merge = !o->no_merge;
+    po->packing = !o->no_packing;
+    po->deterministic = o->deterministic;
+}
+
 void compile_options(const Options *o, astitch_compile_options *co)
 {
     astitch_compile_options_default(co);
     co->target = o->target;
-    co->plan.fusion = o->fusion;
+    plan_options(o, &co->plan);
     co->device = o->has_device ? &o->device : NULL;
 }
 
@@ -200,6 +219,10 @@ int parse_options(int argc, char **argv, Options *o)
                 return EXIT_USAGE;
             }
             break;
+        case OPT_NO_REMOTE: o->no_remote = true; break;
+        case OPT_NO_MERGE: o->no_merge = true; break;
+        case OPT_NO_PACKING: o->no_packing = true; break;
+        case OPT_DETERMINISTIC: o->deterministic = true; break;
         case 'h': o->help = true; break;
         case 'V': o->version = true; break;
         case ':':

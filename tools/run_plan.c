@@ -18,8 +18,7 @@ int run_plan(astitch_context *ctx, astitch_graph *g, const Options *o)
     else
         astitch_device_builtin("h100", &dev);
     astitch_plan_options po;
-    astitch_plan_options_default(&po);
-    po.fusion = o->fusion;
+    plan_options(o, &po);
     astitch_plan *p;
     if (astitch_plan_create(g, &dev, &po, &p) != ASTITCH_OK) {
         run_fail("plan: %s", astitch_last_error(ctx));

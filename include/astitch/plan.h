@@ -63,9 +63,12 @@ typedef struct astitch_plan_options {
     bool merge;    /* dominant merging */
     bool packing;  /* horizontal packing and task splitting (vertical packing stays on
                     * where a single wave requires it) */
+    bool deterministic; /* a reduction split across blocks combines its partial results in a
+                         * fixed order (no float atomics), so repeated runs give the same bits;
+                         * splits whose dtype or kind has no atomic combine do so anyway */
 } astitch_plan_options;
 
-/* Fills *o with the defaults: fusion=stitch, every switch on. */
+/* Fills *o with the defaults: fusion=stitch, every switch on, deterministic off. */
 ASTITCH_API void astitch_plan_options_default(astitch_plan_options *o);
 /* "none", "xla", "stitch"; NULL for an out-of-range value. */
 ASTITCH_API const char *astitch_fusion_name(astitch_fusion f);

@@ -316,4 +316,27 @@ LLVMValueRef ev_fail(Emit *e, LLVMTypeRef ty, astitch_status s, const char *fmt,
 /* emit_phase.c */
 /* Emits phase ph of the kernel at the builder's position. */
 void emit_phase(Emit *e, int32_t ph);
+
+/* A counted loop iv = start; iv < end; iv += step (type ix), with loop-carried values. */
+typedef struct Loop {
+    LLVMBasicBlockRef head, body, exit;
+    LLVMValueRef iv;
+    LLVMValueRef *carried; /* phis in head */
+    int ncarried;
+} Loop;
+void loop_begin(Emit *e, Loop *l, LLVMValueRef start, LLVMValueRef end, LLVMValueRef *init,
+                int ncarried, LLVMValueRef *carried);
+/* Closes the loop; next[i] are the carried values at the end of the body. After it, the
+ * builder is at the exit, where l->carried[i] hold the final values. */
+void loop_end(Emit *e, Loop *l, LLVMValueRef step, LLVMValueRef *next);
+/* if (cond) { ... }: returns the merge block; the builder is in the then block. */
+LLVMBasicBlockRef if_begin(Emit *e, LLVMValueRef cond);
+void if_end(Emit *e, LLVMBasicBlockRef merge);
+
+/* emit_split.c */
+/* Lane 0 of row `row` of a split reduce phase (mapping m) holds acc, its block's partial
+ * result of reduce root `root`: combines it with the other split blocks' into the root's
+ * destinations, by atomics (PlanOp.zero_init) or in split order through its PARTIAL buffer. */
+void emit_split_store(Emit *e, const astitch_mapping *m, int32_t root, LLVMValueRef row,
+                      LLVMValueRef acc);
 #endif

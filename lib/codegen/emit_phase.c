@@ -1,21 +1,13 @@
 /* emit_phase.c: one phase of a kernel: the thread-mapping loops of its plan mapping, the
- * evaluation and stores of its roots, and the row/column reductions with their warp-shuffle,
- * shared-memory and cross-block (split) combines. */
+ * evaluation and stores of its roots, and the row/column reductions with their warp-shuffle
+ * and shared-memory combines (cross-block combines of split rows: emit_split.c). */
 #define ASTITCH_EMIT_INTERNAL
 #include <stdlib.h>
 
 #include "codegen.h"
 
-/* A counted loop iv = start; iv < end; iv += step, with extra loop-carried values. */
-typedef struct Loop {
-    LLVMBasicBlockRef head, body, exit;
-    LLVMValueRef iv;
-    LLVMValueRef *carried; /* phis in head */
-    int ncarried;
-} Loop;
-
-static void loop_begin(Emit *e, Loop *l, LLVMValueRef start, LLVMValueRef end,
-                       LLVMValueRef *init, int ncarried, LLVMValueRef *carried)
+void loop_begin(Emit *e, Loop *l, LLVMValueRef start, LLVMValueRef end,
+                LLVMValueRef *init, int ncarried, LLVMValueRef *carried)
 {
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(e->b);
     l->head = LLVMAppendBasicBlockInContext(e->c, e->fn, "loop");
@@ -35,9 +27,7 @@ static void loop_begin(Emit *e, Loop *l, LLVMValueRef start, LLVMValueRef end,
     LLVMPositionBuilderAtEnd(e->b, l->body);
 }
 
-/* Closes the loop; next[i] are the carried values at the end of the body. After it, the
- * builder is at the exit, where l->carried[i] hold the final values. */
-static void loop_end(Emit *e, Loop *l, LLVMValueRef step, LLVMValueRef *next)
+void loop_end(Emit *e, Loop *l, LLVMValueRef step, LLVMValueRef *next)
 {
     LLVMBasicBlockRef latch = LLVMGetInsertBlock(e->b);
     LLVMValueRef iv2 = LLVMBuildAdd(e->b, l->iv, step, "");
@@ -48,8 +38,7 @@ static void loop_end(Emit *e, Loop *l, LLVMValueRef step, LLVMValueRef *next)
     LLVMPositionBuilderAtEnd(e->b, l->exit);
 }
 
-/* if (cond) { ... }: returns the merge block; the builder is in the then block. */
-static LLVMBasicBlockRef if_begin(Emit *e, LLVMValueRef cond)
+LLVMBasicBlockRef if_begin(Emit *e, LLVMValueRef cond)
 {
     LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(e->c, e->fn, "then");
     LLVMBasicBlockRef merge = LLVMAppendBasicBlockInContext(e->c, e->fn, "endif");
@@ -58,7 +47,7 @@ static LLVMBasicBlockRef if_begin(Emit *e, LLVMValueRef cond)
     return merge;
 }
 
-static void if_end(Emit *e, LLVMBasicBlockRef merge)
+void if_end(Emit *e, LLVMBasicBlockRef merge)
 {
     LLVMBuildBr(e->b, merge);
     LLVMPositionBuilderAtEnd(e->b, merge);
@@ -218,11 +207,14 @@ static LLVMValueRef combine_lanes(Emit *e, const astitch_mapping *m, int32_t roo
      * size at run time, so it is not unrolled into one load per slot (which would keep every
      * slot live at once and spill under a 32-register bound). */
     LLVMValueRef ntid = LLVMBuildZExt(e->b, prim_call(e->b, e->m, PRIM_NTID_X, NULL, 0), e->ix, "");
-    /* rows: warps per row, (ntid / 32) / (ntid / tpr); the block may hold more rows than
-     * rows_per_block (rows past the tile are idle), so it is not (ntid / 32) / rows_per_block */
+    /* rows: the row's warps, tpr / 32, written min(ntid, tpr) / 32 (tpr <= ntid) to keep the
+     * trip count opaque; the block may hold more rows than rows_per_block (rows past the
+     * tile idle), so it is not (ntid / 32) / rows_per_block */
+    LLVMValueRef tprv = ev_int(e, tpr);
+    LLVMValueRef lanes = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntULT, ntid, tprv, ""),
+                                         ntid, tprv, "");
     LLVMValueRef parts = column ? LLVMBuildUDiv(e->b, ntid, ev_int(e, m->rows_per_block), "")
-                                : LLVMBuildUDiv(e->b, LLVMBuildUDiv(e->b, ntid, ev_int(e, 32), ""),
-                                                LLVMBuildUDiv(e->b, ntid, ev_int(e, tpr), ""), "");
+                                : LLVMBuildLShr(e->b, lanes, ev_int(e, 5), "");
     LLVMValueRef lane = column ? LLVMBuildUDiv(e->b, e->tid, ev_int(e, m->rows_per_block), "")
                                : LLVMBuildURem(e->b, e->tid, ev_int(e, tpr), "");
     LLVMValueRef identity = ev_reduce_identity(e, kind, t);
@@ -243,40 +235,6 @@ static LLVMValueRef combine_lanes(Emit *e, const astitch_mapping *m, int32_t roo
     LLVMAddIncoming(res, (LLVMValueRef[]){identity, folded}, (LLVMBasicBlockRef[]){before, from}, 2);
     prim_call(e->b, e->m, PRIM_BARRIER_BLOCK, NULL, 0);
     return res;
-}
-
-/* Split reductions: partial results meet in the destination by atomics. */
-static void store_split(Emit *e, int32_t root, LLVMValueRef row, LLVMValueRef acc)
-{
-    const Node *node = gnode(e->g, root);
-    const PlanOp *op = plan_kernel_op(e->k, root);
-    astitch_reduce_kind kind = node->attr.reduce;
-    PrimId prim = PRIM_COUNT;
-    if (node->dtype == ASTITCH_F32)
-        prim = kind == ASTITCH_REDUCE_SUM ? PRIM_ATOMIC_ADD_F32
-             : kind == ASTITCH_REDUCE_MAX ? PRIM_ATOMIC_MAX_F32
-             : kind == ASTITCH_REDUCE_MIN ? PRIM_ATOMIC_MIN_F32 : PRIM_COUNT;
-    else if (node->dtype == ASTITCH_I32 && kind == ASTITCH_REDUCE_SUM)
-        prim = PRIM_ATOMIC_ADD_I32;
-    if (prim == PRIM_COUNT) {
-        ev_fail(e, LLVMTypeOf(acc), ASTITCH_ERR_UNSUPPORTED,
-                "%s: reduce node %d '%s' is split across blocks, but %s of %s has no atomic "
-                "combine",
-                e->k->name, root, node->name, astitch_reduce_name(kind),
-                astitch_dtype_name(node->dtype));
-        return;
-    }
-    LLVMTypeRef mt = node->dtype == ASTITCH_F32 ? LLVMFloatTypeInContext(e->c) : LLVMInt32TypeInContext(e->c);
-    LLVMValueRef dests[2];
-    int nd = 0;
-    if (op->buf >= 0)
-        dests[nd++] = ev_buffer_base(e, &e->k->buf[op->buf]);
-    if (op->output && e->tensor[root])
-        dests[nd++] = e->tensor[root];
-    for (int d = 0; d < nd; d++) {
-        LLVMValueRef p = LLVMBuildGEP2(e->b, mt, dests[d], &row, 1, "");
-        prim_call(e->b, e->m, prim, (LLVMValueRef[]){p, acc}, 2);
-    }
 }
 
 static void emit_reduce(Emit *e, const PlanPhase *p)
@@ -357,7 +315,7 @@ static void emit_reduce(Emit *e, const PlanPhase *p)
                                   LLVMBuildICmp(e->b, LLVMIntEQ, lane, ev_int(e, 0), ""), ""));
         const Node *node = gnode(e->g, red[q]);
         if (m->split > 1) {
-            store_split(e, red[q], row, total);
+            emit_split_store(e, m, red[q], row, total);
         } else {
             Index out = {.shape = &node->shape, .lin = row};
             ev_store_root(e, red[q], &out, total);

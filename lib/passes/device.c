@@ -39,6 +39,7 @@ void astitch_plan_options_default(astitch_plan_options *o)
     o->remote = true;
     o->merge = true;
     o->packing = true;
+    o->deterministic = false;
 }
 
 static const char *const fusion_names[] = {"none", "xla", "stitch"};

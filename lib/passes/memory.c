@@ -4,7 +4,8 @@
  * Shared memory holds each regional root's part owned by one block (SHARED) and the
  * block-reduction workspace of reduce roots whose lanes span several warps (REDUCE). Global
  * scratch holds the global roots that are not kernel outputs (outputs are read back from their
- * own tensors) and the per-split partial results of split reductions (PARTIAL).
+ * own tensors) and the per-split partial results and arrival counters of split reductions
+ * that combine in a fixed order (PARTIAL; see plan_partial_counters).
  *
  * Reuse: a kernel is straight-line code, so a phase dominates every later one; a buffer's range
  * can be reused by a buffer first written in a later phase once a barrier that covers the
@@ -109,12 +110,15 @@ static bool collect(Planner *pl, PlanKernel *k)
                 if (!add_buf(k, &cap, b))
                     return false;
             }
-            if (ph->map.split > 1) {
-                b.kind = ASTITCH_BUFFER_PARTIAL;
-                b.dtype = acc_dtype(n->dtype);
-                b.elements = ph->map.rows * ph->map.split;
-                b.bytes = align_up(b.elements * (int64_t)astitch_dtype_size(b.dtype), 256);
-                if (!add_buf(k, &cap, b))
+            if (ph->map.split > 1 && !o->zero_init) { /* combined in order, not by atomics */
+                PlanBuffer pb = b;
+                pb.kind = ASTITCH_BUFFER_PARTIAL;
+                pb.dtype = acc_dtype(n->dtype);
+                pb.elements = ph->map.rows * ph->map.split;
+                pb.bytes = align_up(plan_partial_counters(&pb) + ph->map.rows * 4, 256);
+                pb.zero_init = true; /* its counters */
+                pb.first_phase = 0;  /* zeroed before the launch */
+                if (!add_buf(k, &cap, pb))
                     return false;
             }
         }

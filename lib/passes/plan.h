@@ -145,6 +145,19 @@ struct astitch_plan {
 /* plan.c: storage */
 /* The entry of node n in kernel k, or NULL. */
 PlanOp *plan_kernel_op(const PlanKernel *k, int32_t n);
+
+/* True when a split reduce of this dtype and kind can combine its partial results with
+ * atomics into its destination (f32 sum, max, min; i32 sum). Otherwise, or with the
+ * deterministic option, it combines through its PARTIAL buffer. */
+bool plan_split_atomic(const Node *reduce);
+
+/* A PARTIAL buffer holds rows x split accumulators of its dtype, row-major (split index
+ * fastest), then at this byte offset one u32 arrival counter per row, zero at kernel start:
+ * the last block to arrive at a row combines the row's partials in split order. */
+static inline int64_t plan_partial_counters(const PlanBuffer *b)
+{
+    return (b->elements * (int64_t)astitch_dtype_size(b->dtype) + 15) / 16 * 16;
+}
 /* Frees what k owns and zeroes it. */
 void plan_kernel_clear(PlanKernel *k);
 /* Frees the groups, phases and buffers of k (the parts the passes after scope rebuild). */

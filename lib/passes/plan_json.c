@@ -157,7 +157,8 @@ static json_t *plan_json(const astitch_plan *p)
     ok = ok && put(opt, "fusion", json_string(astitch_fusion_name(p->opt.fusion))) &&
          put(opt, "remote", json_boolean(p->opt.remote)) &&
          put(opt, "merge", json_boolean(p->opt.merge)) &&
-         put(opt, "packing", json_boolean(p->opt.packing));
+         put(opt, "packing", json_boolean(p->opt.packing)) &&
+         put(opt, "deterministic", json_boolean(p->opt.deterministic));
     for (int32_t s = 0; ok && s < p->nstep; s++) {
         const PlanStep *st = &p->step[s];
         json_t *x = json_object();

@@ -95,10 +95,11 @@ astitch_status astitch_plan_write_text(const astitch_plan *p, FILE *f)
         return ASTITCH_ERR_ARGUMENT;
     const astitch_device *d = &p->dev;
     fprintf(f, "plan: device %s (%d SMs, %d threads/block, %lld B shared/block), fusion %s, "
-               "remote %s, merge %s, packing %s\n",
+               "remote %s, merge %s, packing %s%s\n",
             d->name, d->sm_count, d->max_threads_per_block, (long long)d->shared_per_block,
             astitch_fusion_name(p->opt.fusion), p->opt.remote ? "on" : "off",
-            p->opt.merge ? "on" : "off", p->opt.packing ? "on" : "off");
+            p->opt.merge ? "on" : "off", p->opt.packing ? "on" : "off",
+            p->opt.deterministic ? ", deterministic" : "");
     fprintf(f, "kernels %d, scratch %lld B\nsteps:", (int)p->nkernel, (long long)p->scratch_bytes);
     for (int32_t s = 0; s < p->nstep; s++) {
         const PlanStep *st = &p->step[s];

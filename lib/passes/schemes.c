@@ -14,6 +14,14 @@
 
 enum { READ_SAME = 1, READ_LATER = 2, NOT_LOCAL = 4 };
 
+bool plan_split_atomic(const Node *reduce)
+{
+    astitch_reduce_kind k = reduce->attr.reduce;
+    if (reduce->dtype == ASTITCH_F32)
+        return k == ASTITCH_REDUCE_SUM || k == ASTITCH_REDUCE_MAX || k == ASTITCH_REDUCE_MIN;
+    return reduce->dtype == ASTITCH_I32 && k == ASTITCH_REDUCE_SUM;
+}
+
 astitch_status pass_schemes(Planner *pl, PlanKernel *k)
 {
     const astitch_graph *g = pl->g;
@@ -42,7 +50,8 @@ astitch_status pass_schemes(Planner *pl, PlanKernel *k)
         const PlanPhase *ph = &k->phase[o->phase];
         bool split_reduce = ph->map.split > 1 && gnode(g, o->node)->op == ASTITCH_OP_REDUCE;
         bool regional = !split_reduce && !(flags[i] & NOT_LOCAL);
-        o->zero_init = split_reduce;
+        o->zero_init = split_reduce && !pl->p->opt.deterministic &&
+                       plan_split_atomic(gnode(g, o->node));
         if (split_reduce)
             o->scheme = ASTITCH_SCHEME_GLOBAL;
         else if (flags[i] & READ_LATER)

@@ -113,6 +113,16 @@ int exec_split_inits(const astitch_plan *p, int k, SplitInit *out, int n)
             if (node->op != ASTITCH_OP_REDUCE)
                 continue;
             const PlanOp *op = plan_kernel_op(pk, phase->root[r]);
+            if (!op->zero_init) { /* combined in order: zero the PARTIAL buffer's counters */
+                for (int32_t i = 0; i < pk->nbuf && count < n; i++) {
+                    const PlanBuffer *b = &pk->buf[i];
+                    if (b->kind == ASTITCH_BUFFER_PARTIAL && b->node == phase->root[r])
+                        out[count++] = (SplitInit){phase->root[r], true,
+                                                   (size_t)(b->offset + plan_partial_counters(b)),
+                                                   phase->map.rows, 0};
+                }
+                continue;
+            }
             uint32_t bits = 0;
             if (node->attr.reduce == ASTITCH_REDUCE_MAX)
                 bits = 0xff800000u;
