@@ -337,7 +337,8 @@ static void test_help_and_version(void **state)
     Result r = RUN(fx, "--help");
     expect(&r, 0, NULL);
     const char *documented[] = {"--target", "--check", "--seed", "--inputs", "--outputs",
-                                "--fusion", "--device", "--plan", "--dot", "--emit=ptx|llvm",
+                                "--fusion", "--no-remote", "--no-merge", "--no-packing",
+                                "--deterministic", "--device", "--plan", "--dot", "--emit=ptx|llvm",
                                 "--emit-file", "--help", "--version", "Exit status",
                                 "splitmix64", "<u2"};
     for (size_t i = 0; i < sizeof documented / sizeof *documented; i++)

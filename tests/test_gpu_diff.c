@@ -267,6 +267,50 @@ static void test_two_streams(void **state)
     astitch_context_destroy(ctx);
 }
 
+/* Device tensors that are not ASTITCH_TENSOR_ALIGN-aligned, or NULL, are refused with a
+ * message naming the tensor, before anything is launched; the aligned run still works. */
+static void test_misaligned_pointers(void **state)
+{
+    (void)state;
+    astitch_context *ctx;
+    assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
+    CudaDevice *dev;
+    assert_int_equal(cuda_device_open(ctx, 0, &dev), ASTITCH_OK);
+    assert_int_equal(cuda_enter(ctx, dev), ASTITCH_OK);
+    astitch_graph *g = softmax_graph(ctx, 64, 256);
+    astitch_compile_options o;
+    astitch_compile_options_default(&o);
+    o.target = ASTITCH_TARGET_CUDA;
+    astitch_executable *x;
+    assert_int_equal(astitch_compile(g, &o, &x), ASTITCH_OK);
+    size_t bytes = 64 * 256 * 4;
+    CUdeviceptr din, dout;
+    assert_int_equal(cuda_alloc(ctx, dev, bytes + 64, &din), ASTITCH_OK);
+    assert_int_equal(cuda_alloc(ctx, dev, bytes + 64, &dout), ASTITCH_OK);
+    uint64_t in = din + 4, out = dout;
+    assert_int_equal(astitch_execute_device(x, &in, &out, NULL), ASTITCH_ERR_ARGUMENT);
+    assert_non_null(strstr(astitch_last_error(ctx), "input 0 ('x')"));
+    assert_non_null(strstr(astitch_last_error(ctx), "not 16-byte aligned"));
+    in = din;
+    out = dout + 8;
+    assert_int_equal(astitch_execute_device(x, &in, &out, NULL), ASTITCH_ERR_ARGUMENT);
+    assert_non_null(strstr(astitch_last_error(ctx), "output 0"));
+    out = 0;
+    assert_int_equal(astitch_execute_device(x, &in, &out, NULL), ASTITCH_ERR_ARGUMENT);
+    assert_non_null(strstr(astitch_last_error(ctx), "is NULL"));
+    out = dout + 16;
+    if (astitch_execute_device(x, &in, &out, NULL) != ASTITCH_OK)
+        fail_msg("aligned run: %s", astitch_last_error(ctx));
+    assert_int_equal(cuda_stream_sync(ctx, dev, NULL), ASTITCH_OK);
+    cuda_free(dev, din);
+    cuda_free(dev, dout);
+    astitch_executable_destroy(x);
+    astitch_graph_destroy(g);
+    cuda_leave(dev);
+    cuda_device_close(dev);
+    astitch_context_destroy(ctx);
+}
+
 /* Split reductions of every kind, combined by atomics and in order, on the GPU; the in-order
  * combine must give identical bits over repeated runs (rows of 4M elements: many blocks). */
 static void test_split_combines(void **state)
@@ -293,6 +337,7 @@ int main(void)
     const struct CMUnitTest all[] = {
         cmocka_unit_test(test_examples),
         cmocka_unit_test(test_two_streams),
+        cmocka_unit_test(test_misaligned_pointers),
         cmocka_unit_test(test_split_combines),
         cmocka_unit_test(test_random_graphs),
     };

@@ -3,6 +3,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -296,6 +298,309 @@ static void test_verifier_errors(void **state)
     }
 }
 
+/* Type rules that builders enforce, each met by one call on a fresh graph. The message is
+ * compared whole: it must name the node, its op, and the dtypes and shapes involved. */
+typedef astitch_node (*RuleBuild)(astitch_graph *g);
+
+static astitch_node rule_param_dtype(astitch_graph *g)
+{
+    return astitch_parameter(g, "p", ASTITCH_DTYPE_COUNT, 2, d43);
+}
+static astitch_node rule_convert_dtype(astitch_graph *g)
+{
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, d43);
+    return astitch_convert(g, x, ASTITCH_DTYPE_COUNT);
+}
+static astitch_node rule_not_f32(astitch_graph *g)
+{
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, d43);
+    return astitch_unary(g, ASTITCH_OP_NOT, x);
+}
+static astitch_node rule_and_f16(astitch_graph *g)
+{
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F16, 2, d43);
+    return astitch_binary(g, ASTITCH_OP_AND, x, x);
+}
+static astitch_node rule_iota_bool(astitch_graph *g)
+{
+    return astitch_iota(g, ASTITCH_BOOL, 2, d43, 0);
+}
+static astitch_node rule_broadcast_lower_rank(astitch_graph *g)
+{
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, d43);
+    return astitch_broadcast_in_dim(g, x, 1, (int64_t[]){4}, (int64_t[]){0, 1});
+}
+static astitch_node rule_broadcast_dim_repeated(astitch_graph *g)
+{
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, (int64_t[]){3, 3});
+    return astitch_broadcast_in_dim(g, x, 2, (int64_t[]){3, 3}, (int64_t[]){0, 0});
+}
+static astitch_node rule_broadcast_dim_range(astitch_graph *g)
+{
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 1, (int64_t[]){3});
+    return astitch_broadcast_in_dim(g, x, 2, d43, (int64_t[]){2});
+}
+static astitch_node rule_broadcast_dim_negative(astitch_graph *g)
+{
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 1, (int64_t[]){3});
+    return astitch_broadcast_in_dim(g, x, 2, d43, (int64_t[]){-1});
+}
+static astitch_node rule_concat_none(astitch_graph *g)
+{
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, d43);
+    return astitch_concatenate(g, 0, &x, 0);
+}
+static astitch_node rule_concat_axis(astitch_graph *g)
+{
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, d43);
+    return astitch_concatenate(g, 2, (astitch_node[]){x, x}, 2);
+}
+static astitch_node rule_concat_axis_negative(astitch_graph *g)
+{
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, d43);
+    return astitch_concatenate(g, 2, (astitch_node[]){x, x}, -1);
+}
+static astitch_node rule_concat_too_big(astitch_graph *g)
+{
+    astitch_node x = astitch_parameter(g, "big", ASTITCH_F32, 1, (int64_t[]){MAX_ELEMENTS});
+    return astitch_concatenate(g, 2, (astitch_node[]){x, x}, 0);
+}
+static astitch_node rule_gather_no_rows(astitch_graph *g)
+{
+    astitch_node t = astitch_parameter(g, "t", ASTITCH_F32, 2, (int64_t[]){0, 3});
+    astitch_node ix = astitch_parameter(g, "ix", ASTITCH_I32, 1, (int64_t[]){2});
+    return astitch_gather(g, t, ix);
+}
+static astitch_node rule_gather_scalar_table(astitch_graph *g)
+{
+    astitch_node t = astitch_parameter(g, "t", ASTITCH_F32, 0, NULL);
+    astitch_node ix = astitch_parameter(g, "ix", ASTITCH_I32, 1, (int64_t[]){2});
+    return astitch_gather(g, t, ix);
+}
+static astitch_node rule_gather_rank(astitch_graph *g)
+{
+    int64_t ones[] = {1, 1, 1, 1, 1};
+    astitch_node t = astitch_parameter(g, "t", ASTITCH_F32, 5, ones);
+    astitch_node ix = astitch_parameter(g, "ix", ASTITCH_I32, 5, ones);
+    return astitch_gather(g, t, ix);
+}
+static astitch_node rule_gather_too_big(astitch_graph *g)
+{
+    astitch_node t = astitch_parameter(g, "t", ASTITCH_F32, 2, (int64_t[]){1, MAX_ELEMENTS});
+    astitch_node ix = astitch_parameter(g, "ix", ASTITCH_I64, 1, (int64_t[]){2});
+    return astitch_gather(g, t, ix);
+}
+static astitch_node rule_reduce_kind(astitch_graph *g)
+{
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, d43);
+    return astitch_reduce(g, ASTITCH_REDUCE_COUNT, x, 1, (int64_t[]){1});
+}
+static astitch_node rule_dot_dtypes(astitch_graph *g)
+{
+    astitch_node l = astitch_parameter(g, "l", ASTITCH_F32, 2, d43);
+    astitch_node r = astitch_parameter(g, "r", ASTITCH_F16, 2, (int64_t[]){3, 2});
+    astitch_dot_dims dd = {.ncontract = 1, .lhs_contract = {1}, .rhs_contract = {0}};
+    return astitch_dot(g, l, r, &dd);
+}
+static astitch_node rule_dot_bool(astitch_graph *g)
+{
+    astitch_node l = astitch_parameter(g, "l", ASTITCH_BOOL, 2, d43);
+    astitch_node r = astitch_parameter(g, "r", ASTITCH_BOOL, 2, (int64_t[]){3, 2});
+    astitch_dot_dims dd = {.ncontract = 1, .lhs_contract = {1}, .rhs_contract = {0}};
+    return astitch_dot(g, l, r, &dd);
+}
+static astitch_node rule_dot_dim_range(astitch_graph *g)
+{
+    astitch_node l = astitch_parameter(g, "l", ASTITCH_F32, 2, d43);
+    astitch_node r = astitch_parameter(g, "r", ASTITCH_F32, 2, (int64_t[]){3, 2});
+    astitch_dot_dims dd = {.ncontract = 1, .lhs_contract = {2}, .rhs_contract = {0}};
+    return astitch_dot(g, l, r, &dd);
+}
+static astitch_node rule_dot_dim_repeated(astitch_graph *g)
+{
+    astitch_node l = astitch_parameter(g, "l", ASTITCH_F32, 2, (int64_t[]){3, 3});
+    astitch_node r = astitch_parameter(g, "r", ASTITCH_F32, 2, (int64_t[]){3, 3});
+    astitch_dot_dims dd = {.nbatch = 1, .lhs_batch = {0}, .rhs_batch = {0},
+                           .ncontract = 1, .lhs_contract = {0}, .rhs_contract = {1}};
+    return astitch_dot(g, l, r, &dd);
+}
+static astitch_node rule_dot_batch(astitch_graph *g)
+{
+    astitch_node l = astitch_parameter(g, "l", ASTITCH_F32, 3, (int64_t[]){2, 4, 3});
+    astitch_node r = astitch_parameter(g, "r", ASTITCH_F32, 3, (int64_t[]){5, 3, 6});
+    astitch_dot_dims dd = {.nbatch = 1, .lhs_batch = {0}, .rhs_batch = {0},
+                           .ncontract = 1, .lhs_contract = {2}, .rhs_contract = {1}};
+    return astitch_dot(g, l, r, &dd);
+}
+static astitch_node rule_dot_rank(astitch_graph *g)
+{
+    int64_t ones[] = {1, 1, 1, 1, 1};
+    astitch_node l = astitch_parameter(g, "l", ASTITCH_F32, 5, ones);
+    astitch_node r = astitch_parameter(g, "r", ASTITCH_F32, 5, ones);
+    astitch_dot_dims dd = {0};
+    return astitch_dot(g, l, r, &dd);
+}
+static astitch_node rule_dot_too_big(astitch_graph *g)
+{
+    astitch_node l = astitch_parameter(g, "l", ASTITCH_F32, 2, (int64_t[]){(int64_t)1 << 21, 1});
+    astitch_node r = astitch_parameter(g, "r", ASTITCH_F32, 2, (int64_t[]){1, (int64_t)1 << 20});
+    astitch_dot_dims dd = {.ncontract = 1, .lhs_contract = {1}, .rhs_contract = {0}};
+    return astitch_dot(g, l, r, &dd);
+}
+
+static void test_type_rule_errors(void **state)
+{
+    Fixture *f = *state;
+    struct { RuleBuild fn; astitch_status status; const char *msg; } cases[] = {
+        {rule_param_dtype, ASTITCH_ERR_GRAPH, "node 0 'p' (parameter): invalid dtype 6"},
+        {rule_convert_dtype, ASTITCH_ERR_GRAPH,
+         "node 1 'convert.1' (convert): invalid target dtype 6"},
+        {rule_not_f32, ASTITCH_ERR_GRAPH,
+         "node 1 'not.1' (not): needs bool or integer operand, got f32[4,3]"},
+        {rule_and_f16, ASTITCH_ERR_GRAPH,
+         "node 1 'and.1' (and): needs bool or integer operand, got f16[4,3]"},
+        {rule_iota_bool, ASTITCH_ERR_GRAPH,
+         "node 0 'iota.0' (iota): iota needs a float or integer dtype, not bool"},
+        {rule_broadcast_lower_rank, ASTITCH_ERR_GRAPH,
+         "node 1 'broadcast_in_dim.1' (broadcast_in_dim): cannot broadcast f32[4,3] to lower "
+         "rank f32[4]"},
+        {rule_broadcast_dim_repeated, ASTITCH_ERR_GRAPH,
+         "node 1 'broadcast_in_dim.1' (broadcast_in_dim): broadcast_dimensions[1] = 0 is out "
+         "of range or repeated for output rank 2"},
+        {rule_broadcast_dim_range, ASTITCH_ERR_GRAPH,
+         "node 1 'broadcast_in_dim.1' (broadcast_in_dim): broadcast_dimensions[0] = 2 is out "
+         "of range or repeated for output rank 2"},
+        {rule_broadcast_dim_negative, ASTITCH_ERR_GRAPH,
+         "node 1 'broadcast_in_dim.1' (broadcast_in_dim): broadcast_dimensions[0] = -1 is out "
+         "of range or repeated for output rank 2"},
+        {rule_concat_none, ASTITCH_ERR_ARGUMENT, "concatenate: needs at least one operand"},
+        {rule_concat_axis, ASTITCH_ERR_GRAPH,
+         "node 1 'concatenate.1' (concatenate): axis 2 is out of range for f32[4,3]"},
+        {rule_concat_axis_negative, ASTITCH_ERR_GRAPH,
+         "node 1 'concatenate.1' (concatenate): axis -1 is out of range for f32[4,3]"},
+        {rule_concat_too_big, ASTITCH_ERR_GRAPH,
+         "node 1 'concatenate.1' (concatenate): result: element count exceeds the limit of "
+         "2^40"},
+        {rule_gather_no_rows, ASTITCH_ERR_GRAPH,
+         "node 2 'gather.2' (gather): table f32[0,3] must have at least one row"},
+        {rule_gather_scalar_table, ASTITCH_ERR_GRAPH,
+         "node 2 'gather.2' (gather): table f32[] must have at least one row"},
+        {rule_gather_rank, ASTITCH_ERR_GRAPH,
+         "node 2 'gather.2' (gather): result of gathering f32[1,1,1,1,1] by i32[1,1,1,1,1] "
+         "exceeds rank 8"},
+        {rule_gather_too_big, ASTITCH_ERR_GRAPH,
+         "node 2 'gather.2' (gather): result: element count exceeds the limit of 2^40"},
+        {rule_reduce_kind, ASTITCH_ERR_GRAPH, "node 1 'reduce.1' (reduce): invalid reduce kind 6"},
+        {rule_dot_dtypes, ASTITCH_ERR_GRAPH,
+         "node 2 'dot.2' (dot): operands must share a float or integer dtype: f32[4,3] and "
+         "f16[3,2]"},
+        {rule_dot_bool, ASTITCH_ERR_GRAPH,
+         "node 2 'dot.2' (dot): operands must share a float or integer dtype: bool[4,3] and "
+         "bool[3,2]"},
+        {rule_dot_dim_range, ASTITCH_ERR_GRAPH,
+         "node 2 'dot.2' (dot): batch/contracting dimensions out of range or repeated for "
+         "f32[4,3] x f32[3,2]"},
+        {rule_dot_dim_repeated, ASTITCH_ERR_GRAPH,
+         "node 2 'dot.2' (dot): batch/contracting dimensions out of range or repeated for "
+         "f32[3,3] x f32[3,3]"},
+        {rule_dot_batch, ASTITCH_ERR_GRAPH,
+         "node 2 'dot.2' (dot): batch dimension 0 differs: f32[2,4,3] x f32[5,3,6]"},
+        {rule_dot_rank, ASTITCH_ERR_GRAPH, "node 2 'dot.2' (dot): result rank 10 exceeds 8"},
+        {rule_dot_too_big, ASTITCH_ERR_GRAPH,
+         "node 2 'dot.2' (dot): result: element count exceeds the limit of 2^40"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        astitch_graph *g;
+        assert_int_equal(astitch_graph_create(f->ctx, &g), ASTITCH_OK);
+        assert_int_equal(cases[i].fn(g), ASTITCH_NO_NODE);
+        assert_int_equal(astitch_graph_status(g), cases[i].status);
+        assert_string_equal(astitch_last_error(f->ctx), cases[i].msg);
+        /* the verifier refuses the graph and says why, with the builder's status */
+        assert_int_equal(astitch_graph_verify(g), cases[i].status);
+        char want[128];
+        snprintf(want, sizeof want, "graph is unusable: an earlier builder call failed (%s)",
+                 astitch_status_name(cases[i].status));
+        assert_string_equal(astitch_last_error(f->ctx), want);
+        astitch_graph_destroy(g);
+    }
+}
+
+/* Arithmetic reductions refuse bool operands; the logical ones take only bool. */
+static void test_reduce_kinds_on_bool(void **state)
+{
+    Fixture *f = *state;
+    for (int k = 0; k < ASTITCH_REDUCE_COUNT; k++) {
+        astitch_graph *g;
+        assert_int_equal(astitch_graph_create(f->ctx, &g), ASTITCH_OK);
+        astitch_node b = astitch_parameter(g, "b", ASTITCH_BOOL, 2, d43);
+        astitch_node r = astitch_reduce(g, (astitch_reduce_kind)k, b, 1, (int64_t[]){1});
+        if (k == ASTITCH_REDUCE_ANY || k == ASTITCH_REDUCE_ALL) {
+            assert_int_not_equal(r, ASTITCH_NO_NODE);
+            assert_int_equal(astitch_graph_status(g), ASTITCH_OK);
+        } else {
+            assert_int_equal(r, ASTITCH_NO_NODE);
+            assert_int_equal(astitch_graph_status(g), ASTITCH_ERR_GRAPH);
+            char want[160];
+            snprintf(want, sizeof want,
+                     "node 1 'reduce.1' (reduce): reduce %s needs a float or integer operand, "
+                     "got bool[4,3]",
+                     astitch_reduce_name((astitch_reduce_kind)k));
+            assert_string_equal(astitch_last_error(f->ctx), want);
+        }
+        astitch_graph_destroy(g);
+    }
+}
+
+/* Errors that no builder lets through (each builder checks its arguments first), caught by the
+ * verifier on a graph corrupted after building, as a buggy pass would. */
+static void test_verifier_rechecks_builder_guards(void **state)
+{
+    Fixture *f = *state;
+    enum { NO_VALUES, ARITY, CONCAT_EMPTY, NO_TARGET, EMPTY_TARGET, NPARAM, NCASE };
+    const char *needle[NCASE] = {
+        "node 1 'constant.1' (constant): no values",
+        "node 4 'add.4' (add): has 1 operand, needs 2",
+        "node 2 'concatenate.2' (concatenate): has 0 operands, needs at least 1",
+        "node 3 'custom.3' (custom): custom op needs a target name",
+        "node 3 'custom.3' (custom): custom op needs a target name",
+        "graph lists 2 parameters but has 1",
+    };
+    for (int c = 0; c < NCASE; c++) {
+        astitch_graph *g;
+        assert_int_equal(astitch_graph_create(f->ctx, &g), ASTITCH_OK);
+        astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, d43);
+        double half = 0.5;
+        astitch_node k = astitch_constant(g, ASTITCH_F32, 2, d43, &half, 1);
+        astitch_node cat = astitch_concatenate(g, 2, (astitch_node[]){x, k}, 0);
+        astitch_node cu = astitch_custom(g, "twice", 1, &cat, ASTITCH_F32, 2, (int64_t[]){8, 3});
+        astitch_node a = astitch_binary(g, ASTITCH_OP_ADD, cu, cat);
+        assert_int_equal(astitch_add_output(g, a), ASTITCH_OK);
+        assert_int_equal(astitch_graph_verify(g), ASTITCH_OK);
+        Node *n;
+        switch (c) {
+        case NO_VALUES:
+            n = &g->node[k];
+            free(n->attr.values);
+            n->attr.values = NULL;
+            break;
+        case ARITY: g->node[a].nin = 1; break;
+        case CONCAT_EMPTY: g->node[cat].nin = 0; break;
+        case NO_TARGET:
+            n = &g->node[cu];
+            free(n->attr.target);
+            n->attr.target = NULL;
+            break;
+        case EMPTY_TARGET: g->node[cu].attr.target[0] = '\0'; break;
+        case NPARAM: g->nparam = 2; break;
+        }
+        assert_int_equal(astitch_graph_verify(g), ASTITCH_ERR_GRAPH);
+        assert_error_contains(f->ctx, needle[c]);
+        if (c == NPARAM)
+            g->nparam = 1;
+        astitch_graph_destroy(g);
+    }
+}
+
 static void test_tables(void **state)
 {
     (void)state;
@@ -339,6 +644,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_builder_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_error_names_node, setup, teardown),
         cmocka_unit_test_setup_teardown(test_verifier_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_type_rule_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reduce_kinds_on_bool, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_verifier_rechecks_builder_guards, setup, teardown),
         cmocka_unit_test(test_tables),
         cmocka_unit_test(test_half_round_trip),
     };

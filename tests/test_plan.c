@@ -472,18 +472,30 @@ static void shared_memory_fallback(void **state)
 static void register_bound_relaxed(void **state)
 {
     Fixture *f = *state;
-    build_layernorm(f->g, 128, 768);
+    build_layernorm(f->g, 25600, 768);
     astitch_device d = device("h100");
     astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
     astitch_plan *p = plan(f, &d, &o);
     astitch_kernel_info k;
     astitch_plan_kernel_info(p, 0, &k);
     assert_int_equal(k.block, 1024);
+    assert_true(k.grid > d.sm_count); /* a full wave of two blocks per SM */
     assert_int_equal(k.regs, 32); /* two blocks of 1024 per SM leave 32 registers */
     assert_int_equal(k.blocks_per_sm, 2);
+}
+
+/* When shared memory allows one block of 1024 per SM, the bound relaxes to 64. */
+static void register_bound_relaxed_by_shared(void **state)
+{
+    Fixture *f = *state;
+    build_layernorm(f->g, 128, 768);
+    astitch_device d = device("h100");
+    astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
+    astitch_plan *p = plan(f, &d, &o);
+    astitch_kernel_info k;
+    astitch_plan_kernel_info(p, 0, &k);
     int64_t s = k.shared_bytes;
     assert_true(s > 0);
-    /* when shared memory allows one block per SM, the bound relaxes to 64 */
     d.shared_per_block = s;
     d.shared_per_sm = s + s / 2;
     p = plan(f, &d, &o);
@@ -491,6 +503,23 @@ static void register_bound_relaxed(void **state)
     assert_int_equal(k.blocks_per_sm, 1);
     assert_int_equal(k.blocks_per_wave, d.sm_count);
     assert_int_equal(k.regs, 64);
+    assert_true(k.grid <= k.blocks_per_wave);
+}
+
+/* A grid smaller than the SM count needs one resident block per SM, whatever more would fit:
+ * the bound relaxes to the registers of one block per SM. */
+static void register_bound_small_grid(void **state)
+{
+    Fixture *f = *state;
+    build_layernorm(f->g, 64, 768);
+    astitch_device d = device("h100");
+    astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
+    astitch_plan *p = plan(f, &d, &o);
+    astitch_kernel_info k;
+    astitch_plan_kernel_info(p, 0, &k);
+    assert_true(k.grid <= d.sm_count);
+    assert_int_equal(k.regs, (int)(d.regs_per_sm / k.block / 8 * 8 < 255 ? d.regs_per_sm / k.block / 8 * 8 : 248));
+    assert_true(k.regs > 32);
     assert_true(k.grid <= k.blocks_per_wave);
 }
 
@@ -665,6 +694,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(row_reduce_64x30000, setup, teardown),
         cmocka_unit_test_setup_teardown(shared_memory_fallback, setup, teardown),
         cmocka_unit_test_setup_teardown(register_bound_relaxed, setup, teardown),
+        cmocka_unit_test_setup_teardown(register_bound_relaxed_by_shared, setup, teardown),
+        cmocka_unit_test_setup_teardown(register_bound_small_grid, setup, teardown),
         cmocka_unit_test_setup_teardown(launch_prefers_parallelism, setup, teardown),
         cmocka_unit_test_setup_teardown(compute_op_bounds_scope, setup, teardown),
         cmocka_unit_test_setup_teardown(remote_stitching, setup, teardown),

@@ -52,7 +52,7 @@ static const OptionSpec option_table[] = {
      "repeated runs give identical bits"},
     {"device", required_argument, OPT_DEVICE, "D",
      "device model to plan for: h100, a100, v100, host (default: the target's own for a run, "
-     "h100 for --plan, --dot and --emit)"},
+     "h100 for --plan, --dot and --emit, host for --emit=llvm --target=host)"},
     {"plan", optional_argument, OPT_PLAN, "[=text|json]",
      "print the stitch plan (docs/planner.md) instead of running the graph"},
     {"dot", required_argument, OPT_DOT, "FILE",

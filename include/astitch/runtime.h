@@ -61,9 +61,14 @@ ASTITCH_API const astitch_plan *astitch_executable_plan(const astitch_executable
 ASTITCH_API astitch_status astitch_execute(astitch_executable *x, const void *const *inputs,
                                            void *const *outputs);
 
+/* Device tensors passed to astitch_execute_device must start at a multiple of this many bytes
+ * (what cuMemAlloc and the frameworks' allocators give; a view at an odd offset may not). */
+#define ASTITCH_TENSOR_ALIGN 16
+
 /* cuda only: runs x on device pointers (CUdeviceptr values) in `stream` (a CUstream, NULL for
  * the default stream) of the device's primary context, asynchronously: it returns after the
- * launches are queued. */
+ * launches are queued. Every non-empty input and output must be ASTITCH_TENSOR_ALIGN-aligned
+ * (ASTITCH_ERR_ARGUMENT, naming the tensor, otherwise). */
 ASTITCH_API astitch_status astitch_execute_device(astitch_executable *x, const uint64_t *inputs,
                                                   const uint64_t *outputs, void *stream);
 

@@ -227,6 +227,9 @@ typedef struct EmitOptions {
     unsigned const_addrspace; /* address space of dense-constant tables: 0 host, 1 NVPTX */
     bool split_global;        /* emit each kernel as parts cut at its global barriers (the
                                * fallback when its blocks cannot all be resident) */
+    unsigned tensor_align;    /* bytes of alignment the runtime guarantees for the tensor and
+                               * scratch arguments (16 on NVPTX, where it lets loads and stores
+                               * merge into vector accesses); 0 or 1: none */
 } EmitOptions;
 
 /* The argument list of kernel k of plan p, as emitted: its input tensors (plan order), its
@@ -303,6 +306,10 @@ void ev_store_root(Emit *e, int32_t n, Index *ix, LLVMValueRef v);
 /* Loads/stores element lin of a tensor of dtype t at base. */
 LLVMValueRef ev_load(Emit *e, LLVMValueRef base, astitch_dtype t, LLVMValueRef lin);
 void ev_store(Emit *e, LLVMValueRef base, astitch_dtype t, LLVMValueRef lin, LLVMValueRef v);
+/* Loads elements lin .. lin + n - 1 (lin a multiple of n) with one vector load into out[0..n),
+ * in t's register type; aligned to the whole vector when the tensor alignment allows. */
+void ev_load_vector(Emit *e, LLVMValueRef base, astitch_dtype t, LLVMValueRef lin, int n,
+                    LLVMValueRef *out);
 /* The address of buffer buf of the kernel (shared or scratch), as a generic pointer. */
 LLVMValueRef ev_buffer_base(Emit *e, const PlanBuffer *buf);
 /* Reduction helpers: the identity and the combination of kind k in register type of t. */

@@ -5,6 +5,7 @@
 
 #include <llvm-c/Core.h>
 
+#include "astitch/runtime.h"
 #include "codegen.h"
 #include "compile.h"
 #include "passes/plan.h"
@@ -95,7 +96,7 @@ astitch_status compile_ptx(astitch_context *ctx, const astitch_plan *p, int sm, 
     for (int k = 0; k < p->nkernel; k++)
         nfn += split ? emit_kernel_num_parts(p, k) : 1;
     LLVMContextRef c = LLVMContextCreate();
-    EmitOptions o = {.const_addrspace = 1, .split_global = split};
+    EmitOptions o = {.const_addrspace = 1, .split_global = split, .tensor_align = ASTITCH_TENSOR_ALIGN};
     LLVMModuleRef m;
     astitch_status s = emit_plan(ctx, p, c, &o, &m);
     NvptxKernel *ks = calloc((size_t)nfn + 1, sizeof *ks);

@@ -105,6 +105,12 @@ static astitch_status emit_function(Emit *e, int32_t kk, const char *name, int32
         e->tensor[k->input[i]] = LLVMGetParam(e->fn, (unsigned)i);
     for (int32_t i = 0; i < k->noutput; i++)
         e->tensor[k->output[i]] = LLVMGetParam(e->fn, (unsigned)(k->ninput + i));
+    if (e->opt.tensor_align > 1) {
+        unsigned kind = LLVMGetEnumAttributeKindForName("align", 5);
+        LLVMAttributeRef align = LLVMCreateEnumAttribute(e->c, kind, e->opt.tensor_align);
+        for (int i = 0; i <= k->ninput + k->noutput; i++) /* tensors and the scratch arena */
+            LLVMAddAttributeAtIndex(e->fn, (unsigned)i + 1, align);
+    }
     e->scratch = LLVMGetParam(e->fn, (unsigned)(k->ninput + k->noutput));
     e->counter = LLVMGetParam(e->fn, (unsigned)(k->ninput + k->noutput + 1));
     LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(e->c, e->fn, "entry");

@@ -70,32 +70,81 @@ static void begin_element(Emit *e, const Index *ix)
     e->cache_ix = ix;
 }
 
+/* Elements per thread task of an element-wise phase: VECTOR consecutive elements when every
+ * task of every block is whole (the block's chunk and the element count are multiples of it),
+ * else 1. A block covers the same elements either way; only which of its threads takes which
+ * element changes, and nothing reads another thread's values before a barrier. */
+enum { VECTOR = 4 };
+
+static int elementwise_vector(const astitch_mapping *m)
+{
+    return m->chunk % VECTOR == 0 && m->rows % VECTOR == 0 ? VECTOR : 1;
+}
+
+/* Each thread evaluates the roots of p at v consecutive elements starting at a multiple of v,
+ * computing every value before storing any, so that the lowering may merge the v loads of an
+ * input, and the v stores of an output, into single vector accesses (NVPTX, whose tensor
+ * arguments are 16-byte aligned: ld/st.global.v4 for f32). */
 static void emit_elementwise(Emit *e, const PlanPhase *p)
 {
     const astitch_mapping *m = &p->map;
     Shape space = {.rank = m->rank};
     for (int i = 0; i < m->rank; i++)
         space.dim[i] = m->dims[i];
+    int v = elementwise_vector(m);
+    int64_t step = (int64_t)m->rows_per_block * v;
     LLVMValueRef first = LLVMBuildMul(e->b, e->ctaid, ev_int(e, m->chunk), "");
+    LLVMValueRef *val = malloc((size_t)p->nroot * (size_t)v * sizeof *val);
+    if (!val) {
+        ev_fail(e, e->ix, ASTITCH_ERR_MEMORY, "out of memory");
+        return;
+    }
     Loop tile;
-    loop_begin(e, &tile, ev_int(e, 0), ev_int(e, m->tasks_per_block), NULL, 0, NULL);
-    LLVMValueRef in_chunk = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, tile.iv, ev_int(e, m->rows_per_block), ""),
-                                         e->tid, "");
-    LLVMValueRef row = LLVMBuildAdd(e->b, first, in_chunk, "row");
+    loop_begin(e, &tile, ev_int(e, 0), ev_int(e, (m->chunk + step - 1) / step), NULL, 0, NULL);
+    LLVMValueRef in_chunk = LLVMBuildNSWMul(e->b, LLVMBuildNSWAdd(e->b,
+                                LLVMBuildNSWMul(e->b, tile.iv, ev_int(e, m->rows_per_block), ""),
+                                e->tid, ""), ev_int(e, v), "");
+    LLVMValueRef row = LLVMBuildNSWAdd(e->b, first, in_chunk, "row");
     LLVMValueRef ok = and3(e, LLVMBuildICmp(e->b, LLVMIntSLT, e->tid, ev_int(e, m->rows_per_block), ""),
                            LLVMBuildICmp(e->b, LLVMIntSLT, in_chunk, ev_int(e, m->chunk), ""),
                            LLVMBuildICmp(e->b, LLVMIntSLT, row, ev_int(e, m->rows), ""));
     LLVMBasicBlockRef merge = if_begin(e, ok);
-    Index ix = {.shape = &space, .lin = row};
-    begin_element(e, &ix);
-    for (int r = 0; r < p->nroot; r++) {
-        const Node *root = gnode(e->g, p->root[r]);
-        Index own = {.shape = &root->shape, .lin = row};
-        Index *at = shape_equal(&root->shape, &space) ? &ix : &own;
-        ev_store_root(e, p->root[r], at, ev_value(e, p->root[r], at));
+    /* the kernel's input tensors of the phase's shape, loaded v elements at once; an input
+     * read only through an index map (a transpose, say) leaves its load dead */
+    LLVMValueRef *pre = NULL;
+    if (v > 1 && (pre = malloc(((size_t)e->k->ninput * VECTOR + 1) * sizeof *pre))) {
+        for (int32_t i = 0; i < e->k->ninput; i++) {
+            const Node *in = gnode(e->g, e->k->input[i]);
+            if (shape_equal(&in->shape, &space))
+                ev_load_vector(e, e->tensor[e->k->input[i]], in->dtype, row, v, &pre[i * VECTOR]);
+        }
+    }
+    Index ix[VECTOR];
+    for (int j = 0; j < v; j++) {
+        LLVMValueRef lin = j ? LLVMBuildNSWAdd(e->b, row, ev_int(e, j), "") : row;
+        ix[j] = (Index){.shape = &space, .lin = lin};
+        begin_element(e, &ix[j]);
+        for (int32_t i = 0; pre && i < e->k->ninput; i++)
+            if (shape_equal(&gnode(e->g, e->k->input[i])->shape, &space))
+                e->cache[e->k->input[i]] = pre[i * VECTOR + j];
+        for (int r = 0; r < p->nroot; r++) {
+            const Node *root = gnode(e->g, p->root[r]);
+            Index own = {.shape = &root->shape, .lin = lin};
+            val[r * v + j] = ev_value(e, p->root[r], shape_equal(&root->shape, &space) ? &ix[j] : &own);
+        }
+    }
+    for (int j = 0; j < v; j++) {
+        for (int r = 0; r < p->nroot; r++) {
+            const Node *root = gnode(e->g, p->root[r]);
+            Index own = {.shape = &root->shape, .lin = ix[j].lin};
+            ev_store_root(e, p->root[r], shape_equal(&root->shape, &space) ? &ix[j] : &own,
+                          val[r * v + j]);
+        }
     }
     if_end(e, merge);
     loop_end(e, &tile, ev_int(e, 1), NULL);
+    free(pre);
+    free(val);
 }
 
 /* The element (row, j) of a reduction space: kept axes from row, reduced axes from j. */

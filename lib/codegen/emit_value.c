@@ -138,17 +138,36 @@ static LLVMValueRef round_to(Emit *e, astitch_dtype t, LLVMValueRef v)
     return v;
 }
 
-LLVMValueRef ev_load(Emit *e, LLVMValueRef base, astitch_dtype t, LLVMValueRef lin)
+/* v, loaded as the memory type of t, in t's register type. */
+static LLVMValueRef from_memory(Emit *e, astitch_dtype t, LLVMValueRef v)
 {
     LLVMTypeRef mt = mem_type(e, t);
-    LLVMValueRef p = LLVMBuildGEP2(e->b, mt, base, &lin, 1, "");
-    LLVMValueRef v = LLVMBuildLoad2(e->b, mt, p, "");
     switch (t) {
     case ASTITCH_F16: return half_to_f32(e, v);
     case ASTITCH_BF16: return bf16_to_f32(e, v);
     case ASTITCH_BOOL: return LLVMBuildICmp(e->b, LLVMIntNE, v, LLVMConstInt(mt, 0, 0), "");
     default: return v;
     }
+}
+
+LLVMValueRef ev_load(Emit *e, LLVMValueRef base, astitch_dtype t, LLVMValueRef lin)
+{
+    LLVMTypeRef mt = mem_type(e, t);
+    LLVMValueRef p = LLVMBuildGEP2(e->b, mt, base, &lin, 1, "");
+    return from_memory(e, t, LLVMBuildLoad2(e->b, mt, p, ""));
+}
+
+void ev_load_vector(Emit *e, LLVMValueRef base, astitch_dtype t, LLVMValueRef lin, int n,
+                    LLVMValueRef *out)
+{
+    LLVMTypeRef mt = mem_type(e, t), vt = LLVMVectorType(mt, (unsigned)n);
+    unsigned size = (unsigned)astitch_dtype_size(t), whole = size * (unsigned)n;
+    LLVMValueRef p = LLVMBuildGEP2(e->b, mt, base, &lin, 1, "");
+    LLVMValueRef v = LLVMBuildLoad2(e->b, vt, p, "");
+    LLVMSetAlignment(v, e->opt.tensor_align >= whole && whole <= 16 ? whole : size);
+    LLVMTypeRef i32 = LLVMInt32TypeInContext(e->c);
+    for (int j = 0; j < n; j++)
+        out[j] = from_memory(e, t, LLVMBuildExtractElement(e->b, v, LLVMConstInt(i32, (unsigned)j, 0), ""));
 }
 
 void ev_store(Emit *e, LLVMValueRef base, astitch_dtype t, LLVMValueRef lin, LLVMValueRef v)

@@ -8,7 +8,7 @@
  *   32), so a source lane past the end gives the caller's own value, as prims.h says.
  * - LLVM 19 selects neither the IR fence nor acquire loads for NVPTX: fences are inline PTX
  *   and the grid barrier spins with volatile loads.
- * - The grid barrier is the flip-bit counter of DESIGN.md. Block 0 adds 0x80000000-(n-1), the
+ * - The grid barrier is the flip-bit counter of docs/codegen.md. Block 0 adds 0x80000000-(n-1), the
  *   others 1; the top bit of the counter changes only when all n blocks have arrived, and the
  *   low 31 bits are back at 0 afterwards, so a zeroed counter stays valid for every later
  *   barrier at the same site and every later launch.

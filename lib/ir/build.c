@@ -371,7 +371,10 @@ astitch_status infer_node(const astitch_graph *g, int32_t id, astitch_dtype *dty
         return node_fail(g, id, ASTITCH_ERR_GRAPH, "unknown op %d", (int)n->op);
     int arity = astitch_op_arity(n->op);
     if ((arity >= 0 && n->nin != arity) || (arity < 0 && n->op != ASTITCH_OP_CUSTOM && n->nin < 1))
-        return node_fail(g, id, ASTITCH_ERR_GRAPH, "has %d operands, needs %d", n->nin, arity);
+        return arity >= 0 ? node_fail(g, id, ASTITCH_ERR_GRAPH, "has %d operand%s, needs %d",
+                                      n->nin, n->nin == 1 ? "" : "s", arity)
+                          : node_fail(g, id, ASTITCH_ERR_GRAPH, "has %d operands, needs at least 1",
+                                      n->nin);
     for (int k = 0; k < n->nin; k++)
         if (goperand(g, id, k) < 0 || goperand(g, id, k) >= id)
             return node_fail(g, id, ASTITCH_ERR_GRAPH, "operand %d (%d) is not an earlier node", k,
@@ -391,7 +394,8 @@ astitch_status infer_node(const astitch_graph *g, int32_t id, astitch_dtype *dty
         if ((s = infer_declared(g, id, n)) != ASTITCH_OK)
             return s;
         if (!dtype_is_numeric(n->dtype))
-            return node_fail(g, id, ASTITCH_ERR_GRAPH, "iota needs a float or integer dtype");
+            return node_fail(g, id, ASTITCH_ERR_GRAPH, "iota needs a float or integer dtype, not %s",
+                             astitch_dtype_name(n->dtype));
         if (n->attr.axis < 0 || n->attr.axis >= n->shape.rank)
             return node_fail(g, id, ASTITCH_ERR_GRAPH, "axis %d is out of range for %s",
                              n->attr.axis, TS(a, n));

@@ -4,9 +4,11 @@
  * Assume a bound of 32 registers per thread; with the kernel's block size and planned shared
  * memory that gives the resident blocks per SM (the least of the device's block, thread,
  * register and shared-memory limits) and so the blocks per wave. Relax: the register bound
- * becomes the most registers per thread at which that many blocks still fit, rounded down to
- * the allocation unit. Apply: codegen emits the bound (maxnreg) so the compiled kernel keeps the
- * residency the plan relies on.
+ * becomes the most registers per thread at which the residency the grid needs still holds,
+ * rounded down to the allocation unit: that many blocks per SM, or only ceil(grid / SMs) when
+ * the grid is smaller than the wave (a one-block kernel may use every register of its SM).
+ * Apply: codegen emits the bound (maxnreg) so the compiled kernel keeps the residency the plan
+ * relies on.
  *
  * The grid must fit in one wave (global barriers need every block resident). The mapping
  * assumed a wave without shared memory; if the planned shared memory lowers residency below the
@@ -42,14 +44,19 @@ astitch_status pass_launch(Planner *pl, PlanKernel *k)
         k->wave_limit = (int32_t)wave;
         return ASTITCH_ERR_UNSUPPORTED;
     }
+    int64_t needed = (k->grid + d->sm_count - 1) / d->sm_count;
+    if (needed < 1)
+        needed = 1;
+    if (needed > bps)
+        needed = bps;
     int64_t unit = d->reg_alloc_unit > 0 ? d->reg_alloc_unit : 1;
-    int64_t regs = d->regs_per_sm / (bps * k->block) / unit * unit;
+    int64_t regs = d->regs_per_sm / (needed * k->block) / unit * unit;
     if (regs > d->max_regs_per_thread)
         regs = d->max_regs_per_thread / unit * unit;
     if (regs < 32)
         regs = 32;
     k->regs = (int32_t)regs;
-    k->blocks_per_sm = (int32_t)bps;
-    k->blocks_per_wave = (int32_t)wave;
+    k->blocks_per_sm = (int32_t)blocks_per_sm(d, k->block, regs, k->shared_bytes);
+    k->blocks_per_wave = k->blocks_per_sm * d->sm_count;
     return ASTITCH_OK;
 }

@@ -10,14 +10,18 @@
  *   mapping.c    adaptive thread mapping of each dominant                  paper 3.3, 4.3 step 2
  *   propagate.c  schedule propagation: roots, phases, reads                paper 4.2 obs. A
  *   adapt.c      proactive block-locality adaptation                       paper 4.3 step 3
- *   schemes.c    passive block-locality check, schemes, barriers           paper 4.3 step 3
- *   memory.c     shared memory, regional->global fallback, scratch reuse   paper 4.4
+ *   schemes.c    passive block-locality check, schemes, barriers, how a
+ *                split reduce combines (atomics or PARTIAL)                paper 4.3 step 3
+ *   memory.c     shared memory, regional->global fallback, scratch reuse,
+ *                PARTIAL buffers                                           paper 4.4
  *   launch.c     assume-relax-apply register bound, blocks per wave        paper 4.5
  *   sched.c      shared helpers: index maps, ownership, derivability, barriers
- *   device.c     built-in device models
+ *   device.c     built-in device models, default options, fusion names
  *   plan.c       plan storage, kernel fill (ops, inputs, outputs, steps), checker
  *   plan_api.c   public accessors and names
- *   plan_text.c, plan_json.c, plan_dot.c   printers
+ *   plan_text.c  printers: text (astitch_plan_write_text) and Graphviz (astitch_plan_write_dot)
+ *   plan_json.c  printer: JSON (astitch_plan_write_json)
+ *   plan.h       the plan's structures, as codegen reads them
  *
  * The planner state (Planner) lives only while astitch_plan_create runs.
  */

@@ -146,11 +146,13 @@ struct astitch_plan {
 /* The entry of node n in kernel k, or NULL. */
 PlanOp *plan_kernel_op(const PlanKernel *k, int32_t n);
 
+/* schemes.c */
 /* True when a split reduce of this dtype and kind can combine its partial results with
  * atomics into its destination (f32 sum, max, min; i32 sum). Otherwise, or with the
  * deterministic option, it combines through its PARTIAL buffer. */
 bool plan_split_atomic(const Node *reduce);
 
+/* plan.c: storage (continued) */
 /* A PARTIAL buffer holds rows x split accumulators of its dtype, row-major (split index
  * fastest), then at this byte offset one u32 arrival counter per row, zero at kernel start:
  * the last block to arrive at a row combines the row's partials in split order. */

@@ -253,6 +253,22 @@ astitch_status astitch_execute_device(astitch_executable *x, const uint64_t *inp
                         astitch_target_name(x->target));
     if ((x->g->nparam > 0 && !inputs) || !outputs)
         return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT, "astitch_execute_device: NULL pointer array");
+    for (int32_t i = 0; i < x->g->nparam + x->g->noutput; i++) {
+        bool in = i < x->g->nparam;
+        int32_t j = in ? i : i - x->g->nparam, n = in ? x->g->param[j] : x->g->output[j];
+        uint64_t ptr = in ? inputs[j] : outputs[j];
+        if (!x->slot[n].bytes)
+            continue;
+        const char *what = in ? "input" : "output", *name = x->g->node[n].name;
+        if (!ptr)
+            return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT, "astitch_execute_device: %s %d ('%s') "
+                            "is NULL", what, (int)j, name);
+        if (ptr % ASTITCH_TENSOR_ALIGN)
+            return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT,
+                            "astitch_execute_device: %s %d ('%s') at 0x%llx is not %d-byte "
+                            "aligned (kernels access tensors with vector loads and stores)",
+                            what, (int)j, name, (unsigned long long)ptr, ASTITCH_TENSOR_ALIGN);
+    }
     return exec_cuda_run_device(x, inputs, outputs, stream);
 }
 

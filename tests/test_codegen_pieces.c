@@ -1,0 +1,301 @@
+/* test_codegen_pieces.c: one small graph for each piece of the kernel generator, planned under
+ * fusion=stitch for the host's virtual device. Each test first asserts that the plan really
+ * contains the piece (a regional op, a global barrier, a split row, a packed row, a column
+ * reduction, a transpose read, a row and a column reduction in one kernel), then runs the
+ * generated kernels on the host target with fresh random inputs (the seed is printed) and
+ * compares every output with the reference interpreter (tolerances in diff_check.h). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "diff_check.h"
+
+/* One test: the graph under construction and its plan. */
+typedef struct Piece {
+    astitch_context *ctx;
+    astitch_graph *g;
+    astitch_executable *x;
+    const astitch_plan *plan;
+} Piece;
+
+static void piece_begin(Piece *t)
+{
+    *t = (Piece){0};
+    assert_int_equal(astitch_context_create(&t->ctx), ASTITCH_OK);
+    assert_int_equal(astitch_graph_create(t->ctx, &t->g), ASTITCH_OK);
+}
+
+/* Verifies and compiles the graph for the host target under fusion=stitch. */
+static void piece_compile(Piece *t)
+{
+    if (astitch_graph_verify(t->g) != ASTITCH_OK)
+        fail_msg("verify: %s", astitch_last_error(t->ctx));
+    astitch_compile_options o;
+    astitch_compile_options_default(&o);
+    o.target = ASTITCH_TARGET_HOST;
+    if (astitch_compile(t->g, &o, &t->x) != ASTITCH_OK)
+        fail_msg("compile: %s", astitch_last_error(t->ctx));
+    t->plan = astitch_executable_plan(t->x);
+    assert_non_null(t->plan);
+}
+
+/* Runs the kernels on fresh random inputs against the reference, then frees everything. */
+static void piece_check_and_end(Piece *t, const char *what)
+{
+    uint64_t seed = diff_fresh_seed();
+    DiffRef *d = NULL;
+    if (diff_ref_create(t->g, seed, true, &d) != ASTITCH_OK)
+        fail_msg("%s: reference: %s", what, astitch_last_error(t->ctx));
+    DiffResult r;
+    astitch_status s = diff_ref_check(d, t->x, &r);
+    printf("%s: seed %llu, worst normalized error %.3g\n", what, (unsigned long long)seed,
+           r.worst);
+    if (s != ASTITCH_OK)
+        fail_msg("%s: run: %s", what, astitch_last_error(t->ctx));
+    if (!r.ok)
+        fail_msg("%s (seed %llu): %s", what, (unsigned long long)seed, r.message);
+    diff_ref_destroy(d);
+    astitch_executable_destroy(t->x);
+    astitch_graph_destroy(t->g);
+    astitch_context_destroy(t->ctx);
+}
+
+static astitch_op_info op_info(const Piece *t, astitch_node n)
+{
+    astitch_op_info info;
+    assert_int_equal(astitch_plan_node_info(t->plan, n, &info), ASTITCH_OK);
+    return info;
+}
+
+static astitch_kernel_info kernel_info(const Piece *t, int k)
+{
+    astitch_kernel_info info;
+    assert_int_equal(astitch_plan_kernel_info(t->plan, k, &info), ASTITCH_OK);
+    return info;
+}
+
+/* The mapping of the phase that materializes node n. */
+static astitch_mapping phase_mapping(const Piece *t, astitch_node n)
+{
+    astitch_op_info op = op_info(t, n);
+    assert_true(op.kernel >= 0 && op.phase >= 0);
+    astitch_phase_info ph;
+    assert_int_equal(astitch_plan_phase_info(t->plan, op.kernel, op.phase, &ph), ASTITCH_OK);
+    return ph.mapping;
+}
+
+static astitch_node broadcast_rows(astitch_graph *g, astitch_node v, const int64_t *dims)
+{
+    int64_t keep[1] = {0};
+    return astitch_broadcast_in_dim(g, v, 2, dims, keep);
+}
+
+/* Softmax over short rows: the row max is read by every element of its row in the same block,
+ * so it stays in shared memory (regional) behind a block barrier. */
+static void test_regional(void **state)
+{
+    (void)state;
+    Piece t;
+    piece_begin(&t);
+    int64_t d[2] = {96, 50}, axis = 1;
+    astitch_node x = astitch_parameter(t.g, "x", ASTITCH_F32, 2, d);
+    astitch_node max = astitch_reduce(t.g, ASTITCH_REDUCE_MAX, x, 1, &axis);
+    astitch_node e = astitch_unary(t.g, ASTITCH_OP_EXP,
+                                   astitch_binary(t.g, ASTITCH_OP_SUB, x, broadcast_rows(t.g, max, d)));
+    astitch_node sum = astitch_reduce(t.g, ASTITCH_REDUCE_SUM, e, 1, &axis);
+    astitch_node y = astitch_binary(t.g, ASTITCH_OP_DIV, e, broadcast_rows(t.g, sum, d));
+    astitch_add_output(t.g, y);
+    piece_compile(&t);
+    assert_int_equal(astitch_plan_num_kernels(t.plan), 1);
+    assert_int_equal(op_info(&t, max).scheme, ASTITCH_SCHEME_REGIONAL);
+    astitch_kernel_info k = kernel_info(&t, 0);
+    assert_true(k.block_barriers > 0);
+    assert_int_equal(k.global_barriers, 0);
+    assert_true(k.shared_bytes > 0);
+    piece_check_and_end(&t, "regional");
+}
+
+/* Scaling columns by exp(mean): every element reads its column's mean, to which blocks across
+ * all rows contributed, so it goes through global memory and a global barrier. */
+static void test_global(void **state)
+{
+    (void)state;
+    Piece t;
+    piece_begin(&t);
+    int64_t d[2] = {512, 24}, axis = 0, cols[1] = {1};
+    astitch_node x = astitch_parameter(t.g, "x", ASTITCH_F32, 2, d);
+    astitch_node sum = astitch_reduce(t.g, ASTITCH_REDUCE_SUM, x, 1, &axis);
+    double inv = 1.0 / 512;
+    astitch_node mean = astitch_binary(t.g, ASTITCH_OP_MUL, sum,
+                                       astitch_constant(t.g, ASTITCH_F32, 1, &d[1], &inv, 1));
+    mean = astitch_unary(t.g, ASTITCH_OP_EXP, mean); /* heavy: computed once per column */
+    astitch_node y = astitch_binary(t.g, ASTITCH_OP_MUL, x,
+                                    astitch_broadcast_in_dim(t.g, mean, 2, d, cols));
+    astitch_add_output(t.g, y);
+    piece_compile(&t);
+    assert_int_equal(astitch_plan_num_kernels(t.plan), 1);
+    astitch_scheme s = op_info(&t, sum).scheme;
+    assert_true(s == ASTITCH_SCHEME_GLOBAL || op_info(&t, mean).scheme == ASTITCH_SCHEME_GLOBAL);
+    assert_true(kernel_info(&t, 0).global_barriers > 0);
+    piece_check_and_end(&t, "global");
+}
+
+/* Two long rows: each is split across blocks and the partial sums meet across blocks. */
+static void test_split_row(void **state)
+{
+    (void)state;
+    Piece t;
+    piece_begin(&t);
+    int64_t d[2] = {2, 30000}, axis = 1;
+    astitch_node x = astitch_parameter(t.g, "x", ASTITCH_F32, 2, d);
+    astitch_node sum = astitch_reduce(t.g, ASTITCH_REDUCE_SUM, x, 1, &axis);
+    astitch_add_output(t.g, sum);
+    piece_compile(&t);
+    astitch_mapping m = phase_mapping(&t, sum);
+    assert_int_equal(m.kind, ASTITCH_MAP_ROW_REDUCE);
+    assert_true(m.split > 1);
+    assert_true(m.split_len * m.split >= m.row_len);
+    piece_check_and_end(&t, "split row");
+}
+
+/* Many rows of 8: several rows share a block, a few lanes each (horizontal packing). */
+static void test_packed_row(void **state)
+{
+    (void)state;
+    Piece t;
+    piece_begin(&t);
+    int64_t d[2] = {1000, 8}, axis = 1;
+    astitch_node x = astitch_parameter(t.g, "x", ASTITCH_F32, 2, d);
+    astitch_node sum = astitch_reduce(t.g, ASTITCH_REDUCE_MAX, x, 1, &axis);
+    astitch_add_output(t.g, sum);
+    piece_compile(&t);
+    astitch_mapping m = phase_mapping(&t, sum);
+    assert_int_equal(m.kind, ASTITCH_MAP_ROW_REDUCE);
+    assert_true(m.rows_per_block > 1);
+    assert_true(m.threads_per_row < 32);
+    assert_int_equal(m.split, 1);
+    piece_check_and_end(&t, "packed row");
+}
+
+/* A reduction over the leading axis: threads across the kept columns. */
+static void test_column_reduce(void **state)
+{
+    (void)state;
+    Piece t;
+    piece_begin(&t);
+    int64_t d[2] = {300, 40}, axis = 0;
+    astitch_node x = astitch_parameter(t.g, "x", ASTITCH_F32, 2, d);
+    astitch_node sum = astitch_reduce(t.g, ASTITCH_REDUCE_SUM, x, 1, &axis);
+    astitch_add_output(t.g, sum);
+    piece_compile(&t);
+    astitch_mapping m = phase_mapping(&t, sum);
+    assert_int_equal(m.kind, ASTITCH_MAP_COLUMN_REDUCE);
+    assert_int_equal(m.rows, 40);
+    assert_int_equal(m.row_len, 300);
+    piece_check_and_end(&t, "column reduce");
+}
+
+/* An element-wise op reading a transposed operand: the read's index is permuted in the
+ * kernel, nothing is materialized for the transpose. */
+static void test_transpose(void **state)
+{
+    (void)state;
+    Piece t;
+    piece_begin(&t);
+    int64_t dx[3] = {6, 40, 9}, dy[3] = {9, 6, 40}, perm[3] = {2, 0, 1};
+    astitch_node x = astitch_parameter(t.g, "x", ASTITCH_F32, 3, dx);
+    astitch_node z = astitch_parameter(t.g, "z", ASTITCH_F32, 3, dy);
+    astitch_node tr = astitch_transpose(t.g, x, perm);
+    astitch_node y = astitch_binary(t.g, ASTITCH_OP_ADD, astitch_unary(t.g, ASTITCH_OP_TANH, tr), z);
+    astitch_add_output(t.g, y);
+    piece_compile(&t);
+    assert_int_equal(astitch_plan_num_kernels(t.plan), 1);
+    astitch_op_info ti = op_info(&t, tr);
+    assert_int_equal(ti.kernel, 0);
+    assert_int_equal(ti.scheme, ASTITCH_SCHEME_LOCAL);
+    assert_int_equal(ti.evals, 6 * 40 * 9);
+    piece_check_and_end(&t, "transpose");
+}
+
+/* Layer-norm backward's shape: a row reduction and a column reduction of the same product in
+ * one kernel, each with its own mapping. */
+static void test_row_and_column(void **state)
+{
+    (void)state;
+    Piece t;
+    piece_begin(&t);
+    int64_t d[2] = {128, 48}, rows = 1, cols = 0;
+    astitch_node x = astitch_parameter(t.g, "x", ASTITCH_F32, 2, d);
+    astitch_node dy = astitch_parameter(t.g, "dy", ASTITCH_F32, 2, d);
+    astitch_node p = astitch_binary(t.g, ASTITCH_OP_MUL, x, dy);
+    astitch_node row_sum = astitch_reduce(t.g, ASTITCH_REDUCE_SUM, p, 1, &rows);
+    astitch_node col_sum = astitch_reduce(t.g, ASTITCH_REDUCE_SUM, p, 1, &cols);
+    astitch_add_output(t.g, row_sum);
+    astitch_add_output(t.g, col_sum);
+    piece_compile(&t);
+    assert_int_equal(astitch_plan_num_kernels(t.plan), 1);
+    assert_int_equal(phase_mapping(&t, row_sum).kind, ASTITCH_MAP_ROW_REDUCE);
+    assert_int_equal(phase_mapping(&t, col_sum).kind, ASTITCH_MAP_COLUMN_REDUCE);
+    assert_int_equal(op_info(&t, row_sum).kernel, op_info(&t, col_sum).kernel);
+    piece_check_and_end(&t, "row and column");
+}
+
+/* The PTX of y = x * z + x over [rows, cols] f32 for the h100 model (no ptxas needed). */
+static char *axpy_ptx(Piece *t, int64_t rows, int64_t cols)
+{
+    int64_t d[2] = {rows, cols};
+    astitch_node x = astitch_parameter(t->g, "x", ASTITCH_F32, 2, d);
+    astitch_node z = astitch_parameter(t->g, "z", ASTITCH_F32, 2, d);
+    astitch_add_output(t->g, astitch_binary(t->g, ASTITCH_OP_ADD,
+                                            astitch_binary(t->g, ASTITCH_OP_MUL, x, z), x));
+    astitch_device h100;
+    assert_int_equal(astitch_device_builtin("h100", &h100), ASTITCH_OK);
+    astitch_compile_options o;
+    astitch_compile_options_default(&o);
+    o.target = ASTITCH_TARGET_CUDA;
+    o.device = &h100;
+    char *ptx = NULL;
+    if (astitch_emit(t->g, &o, "ptx", &ptx) != ASTITCH_OK)
+        fail_msg("emit: %s", astitch_last_error(t->ctx));
+    return ptx;
+}
+
+/* Element-wise phases whose element count allows it move 4 elements per thread with 16-byte
+ * vector loads and stores; an odd count keeps scalar accesses. Both run correctly. */
+static void test_vector_access(void **state)
+{
+    (void)state;
+    Piece t;
+    piece_begin(&t);
+    char *ptx = axpy_ptx(&t, 64, 1024);
+    assert_non_null(strstr(ptx, "ld.global.v4.f32"));
+    assert_non_null(strstr(ptx, "st.global.v4.f32"));
+    astitch_free(ptx);
+    piece_compile(&t);
+    piece_check_and_end(&t, "vector access");
+
+    piece_begin(&t);
+    ptx = axpy_ptx(&t, 33, 7);
+    assert_null(strstr(ptx, ".v4."));
+    assert_null(strstr(ptx, ".v2."));
+    assert_non_null(strstr(ptx, "st.global.f32"));
+    astitch_free(ptx);
+    piece_compile(&t);
+    piece_check_and_end(&t, "scalar access");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_regional),      cmocka_unit_test(test_global),
+        cmocka_unit_test(test_split_row),     cmocka_unit_test(test_packed_row),
+        cmocka_unit_test(test_column_reduce), cmocka_unit_test(test_transpose),
+        cmocka_unit_test(test_row_and_column), cmocka_unit_test(test_vector_access),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
