@@ -356,6 +356,8 @@ static void row_reduce_750000x32(void **state)
         assert_true(k.grid <= k.blocks_per_wave);
         assert_int_equal(k.blocks_per_wave, 2 * d.sm_count);
         assert_true(m.chunk * (int64_t)m.grid >= 750000);
+        /* one element of each of its tiles' rows per thread */
+        assert_int_equal(astitch_mapping_elements_per_thread(&m), m.tasks_per_block);
         /* without packing: one row per block (the XLA mapping of Figure 6-(a)) */
         o.packing = false;
         p = plan(f, &d, &o);
@@ -383,6 +385,7 @@ static void row_reduce_64x30000(void **state)
         assert_int_equal(m.grid, 64 * m.split);
         assert_true(m.grid <= k.blocks_per_wave);
         assert_true((int64_t)m.split * m.split_len >= 30000);
+        assert_int_equal(astitch_mapping_elements_per_thread(&m), (m.split_len + 1023) / 1024);
         assert_int_equal(scheme_of(p, f->g, "row_sum"), ASTITCH_SCHEME_GLOBAL);
         o.packing = false;
         p = plan(f, &d, &o);

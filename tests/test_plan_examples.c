@@ -55,6 +55,7 @@ static void check_mapping_json(json_t *m, const astitch_mapping *want)
     assert_int_equal(num(m, "rows_per_block"), want->rows_per_block);
     assert_int_equal(num(m, "chunk"), want->chunk);
     assert_int_equal(num(m, "tasks_per_block"), want->tasks_per_block);
+    assert_int_equal(num(m, "elements_per_thread"), astitch_mapping_elements_per_thread(want));
     assert_int_equal(num(m, "split"), want->split);
 }
 

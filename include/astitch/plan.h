@@ -168,6 +168,11 @@ typedef struct astitch_mapping {
     int64_t split_len;               /* row elements per split part */
 } astitch_mapping;
 
+/* Elements one thread visits in a phase of mapping m: element-wise, ceil(chunk /
+ * rows_per_block); a reduction, its tiles times ceil(len / threads_per_row), len the row
+ * (row_len) or its part (split_len when split > 1). 0 for an empty mapping. */
+ASTITCH_API int64_t astitch_mapping_elements_per_thread(const astitch_mapping *m);
+
 typedef struct astitch_kernel_info {
     const char *name;             /* "stitch.0", ... (owned by the plan) */
     int num_ops;                  /* entries of this kernel (inlined ones included) */

@@ -13,6 +13,17 @@ static const char *const buffer_names[] = {"shared", "reduce", "scratch", "parti
 const char *astitch_scheme_name(astitch_scheme s) { return NAME_OF(scheme_names, s); }
 const char *astitch_role_name(astitch_role r) { return NAME_OF(role_names, r); }
 const char *astitch_mapping_kind_name(astitch_mapping_kind k) { return NAME_OF(map_names, k); }
+
+int64_t astitch_mapping_elements_per_thread(const astitch_mapping *m)
+{
+    if (!m || m->rows_per_block < 1 || m->threads_per_row < 1 || m->chunk < 1)
+        return 0;
+    if (m->kind == ASTITCH_MAP_ELEMENTWISE)
+        return (m->chunk + m->rows_per_block - 1) / m->rows_per_block;
+    int64_t len = m->split > 1 ? m->split_len : m->row_len;
+    int64_t tiles = m->split > 1 ? 1 : m->tasks_per_block;
+    return tiles * ((len + m->threads_per_row - 1) / m->threads_per_row);
+}
 const char *astitch_barrier_name(astitch_barrier b) { return NAME_OF(barrier_names, b); }
 const char *astitch_buffer_kind_name(astitch_buffer_kind k) { return NAME_OF(buffer_names, k); }
 

@@ -49,7 +49,8 @@ static json_t *mapping(const astitch_mapping *m)
          put(o, "chunk", json_integer(m->chunk)) &&
          put(o, "tasks_per_block", json_integer(m->tasks_per_block)) &&
          put(o, "split", json_integer(m->split)) &&
-         put(o, "split_len", json_integer(m->split_len));
+         put(o, "split_len", json_integer(m->split_len)) &&
+         put(o, "elements_per_thread", json_integer(astitch_mapping_elements_per_thread(m)));
     if (!ok) {
         json_decref(o);
         return NULL;

@@ -27,6 +27,7 @@ static void mapping(FILE *f, const astitch_mapping *m)
             (long long)m->chunk);
     if (m->split > 1)
         fprintf(f, ", split %d x %lld", (int)m->split, (long long)m->split_len);
+    fprintf(f, ", %lld elements/thread", (long long)astitch_mapping_elements_per_thread(m));
 }
 
 static void kernel_text(FILE *f, const astitch_plan *p, const PlanKernel *k)
