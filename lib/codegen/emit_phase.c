@@ -177,14 +177,6 @@ static void space_index(Emit *e, const astitch_mapping *m, const Shape *space, L
     ix->has_axes = true;
 }
 
-static const PlanBuffer *reduce_buffer(const PlanKernel *k, int32_t node)
-{
-    for (int32_t i = 0; i < k->nbuf; i++)
-        if (k->buf[i].kind == ASTITCH_BUFFER_REDUCE && k->buf[i].node == node)
-            return &k->buf[i];
-    return NULL;
-}
-
 /* Shuffles v (any register type) by xor mask across the warp. */
 static LLVMValueRef shfl_xor(Emit *e, LLVMValueRef v, int mask)
 {
@@ -229,7 +221,7 @@ static LLVMValueRef combine_lanes(Emit *e, const astitch_mapping *m, int32_t roo
         return acc;
     }
     /* through shared memory: warp sums (row mapping) or every thread's value (column) */
-    const PlanBuffer *buf = reduce_buffer(e->k, root);
+    const PlanBuffer *buf = plan_kernel_buffer(e->k, ASTITCH_BUFFER_REDUCE, root);
     int64_t slots = column ? m->block : m->block / 32;
     int64_t need = slots * (int64_t)astitch_dtype_size(acc_dtype(t));
     if (!buf || buf->bytes < need || (!column && tpr % 32 != 0))

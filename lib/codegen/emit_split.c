@@ -41,14 +41,6 @@ static void store_atomic(Emit *e, int32_t root, LLVMValueRef row, LLVMValueRef a
     }
 }
 
-static const PlanBuffer *partial_buffer(const PlanKernel *k, int32_t node)
-{
-    for (int32_t i = 0; i < k->nbuf; i++)
-        if (k->buf[i].kind == ASTITCH_BUFFER_PARTIAL && k->buf[i].node == node)
-            return &k->buf[i];
-    return NULL;
-}
-
 /* Loads partial `slot` of buffer pb (volatile: other blocks wrote it) in the register type of
  * the reduce's dtype t. */
 static LLVMValueRef load_partial(Emit *e, const PlanBuffer *pb, LLVMValueRef base,
@@ -67,7 +59,7 @@ static void store_ordered(Emit *e, const astitch_mapping *m, int32_t root, LLVMV
                           LLVMValueRef acc)
 {
     const Node *node = gnode(e->g, root);
-    const PlanBuffer *pb = partial_buffer(e->k, root);
+    const PlanBuffer *pb = plan_kernel_buffer(e->k, ASTITCH_BUFFER_PARTIAL, root);
     if (!pb) {
         ev_fail(e, LLVMTypeOf(acc), ASTITCH_ERR_INTERNAL,
                 "%s: split reduce node %d '%s' has no PARTIAL buffer", e->k->name, root,

@@ -28,6 +28,14 @@ PlanOp *plan_kernel_op(const PlanKernel *k, int32_t n)
     return lo < (size_t)k->nop && k->op[lo].node == n ? &k->op[lo] : NULL;
 }
 
+const PlanBuffer *plan_kernel_buffer(const PlanKernel *k, astitch_buffer_kind kind, int32_t n)
+{
+    for (int32_t i = 0; i < k->nbuf; i++)
+        if (k->buf[i].kind == kind && k->buf[i].node == n)
+            return &k->buf[i];
+    return NULL;
+}
+
 void plan_kernel_clear_schedule(PlanKernel *k)
 {
     for (int32_t i = 0; i < k->ngroup; i++) {

@@ -145,6 +145,8 @@ struct astitch_plan {
 /* plan.c: storage */
 /* The entry of node n in kernel k, or NULL. */
 PlanOp *plan_kernel_op(const PlanKernel *k, int32_t n);
+/* The buffer of kind `kind` that kernel k keeps for node n, or NULL. */
+const PlanBuffer *plan_kernel_buffer(const PlanKernel *k, astitch_buffer_kind kind, int32_t n);
 
 /* schemes.c */
 /* True when a split reduce of this dtype and kind can combine its partial results with

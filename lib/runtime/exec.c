@@ -114,13 +114,11 @@ int exec_split_inits(const astitch_plan *p, int k, SplitInit *out, int n)
                 continue;
             const PlanOp *op = plan_kernel_op(pk, phase->root[r]);
             if (!op->zero_init) { /* combined in order: zero the PARTIAL buffer's counters */
-                for (int32_t i = 0; i < pk->nbuf && count < n; i++) {
-                    const PlanBuffer *b = &pk->buf[i];
-                    if (b->kind == ASTITCH_BUFFER_PARTIAL && b->node == phase->root[r])
-                        out[count++] = (SplitInit){phase->root[r], true,
-                                                   (size_t)(b->offset + plan_partial_counters(b)),
-                                                   phase->map.rows, 0};
-                }
+                const PlanBuffer *b = plan_kernel_buffer(pk, ASTITCH_BUFFER_PARTIAL, phase->root[r]);
+                if (b && count < n)
+                    out[count++] = (SplitInit){phase->root[r], true,
+                                               (size_t)(b->offset + plan_partial_counters(b)),
+                                               phase->map.rows, 0};
                 continue;
             }
             uint32_t bits = 0;
