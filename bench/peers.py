@@ -10,7 +10,8 @@ Each graph.json is translated op by op (peers_ops.py) and run on fresh random in
 timing, every peer's outputs are compared with astitch's on the same inputs (astitch-run
 --target=cuda --inputs DIR --outputs DIR, .npy files) by the normalized error of
 tests/diff_check.c: |a - b| / max(1, max |b|) under 1e-4 (f32), 1e-2 (f16), 4e-2 (bf16), exact
-for integers and bool, NaN where astitch has NaN.
+for integers and bool, NaN where astitch has NaN; a float output takes the tolerance of the least
+precise float dtype on any path into it (tools/check_tolerance.c).
 
 Timing, as astitch-bench does it (bench/RESULTS.md): after a warm-up, runs queued back to back
 with a CUDA event between consecutive runs (torch.cuda.Event), the median; inputs rotated among
@@ -81,6 +82,24 @@ def to_f64(np, a, dtype):
     if dtype == "bf16":
         return (np.asarray(a).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
     return np.asarray(a).astype(np.float64)
+
+
+def output_tolerance_dtype(graph, types, output):
+    """The dtype whose tolerance output is held to: the least precise float dtype on any path
+    into it (tools/check_tolerance.c); the output's own dtype when it is not a float."""
+    if types[output][0] not in TOL:
+        return types[output][0]
+    inputs = {n["name"]: n.get("inputs", []) for n in graph["nodes"]}
+    seen, todo, loosest = set(), [output], types[output][0]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if TOL.get(types[name][0], 0) > TOL[loosest]:
+            loosest = types[name][0]
+        todo.extend(inputs.get(name, []))
+    return loosest
 
 
 def compare(np, got, want, dtype):
@@ -349,7 +368,8 @@ def run(np, args):
                 res["compile_ms"] = peer.compile_ms
                 if want is not None:
                     got = peer.outputs(np)
-                    checks = [compare(np, got[o], want[o], types[o][0]) for o in graph["outputs"]]
+                    checks = [compare(np, got[o], want[o], output_tolerance_dtype(graph, types, o))
+                              for o in graph["outputs"]]
                     res["check"] = "ok" if all(c[0] for c in checks) else "WRONG"
                     res["max_error"] = max(c[1] for c in checks)
                     failures += res["check"] != "ok"

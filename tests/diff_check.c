@@ -6,18 +6,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check_tolerance.h"
 #include "diff_check.h"
 #include "ir/ir.h"
-
-double diff_tolerance(astitch_dtype t)
-{
-    switch (t) {
-    case ASTITCH_F32: return 1e-4;
-    case ASTITCH_F16: return 1e-2;
-    case ASTITCH_BF16: return 4e-2;
-    default: return 0;
-    }
-}
 
 uint64_t diff_fresh_seed(void)
 {
@@ -69,8 +60,8 @@ static double element(astitch_dtype t, const void *d, int64_t i)
  * inputs move by a few ulps: an ill-conditioned element (sin of a long sum, a compare of near
  * equal values) is held only to what its conditioning allows. Returns false and explains in
  * r->message on a mismatch. */
-static bool compare(const astitch_tensor_info *t, int index, const void *out, const void *ref,
-                    const void *perturbed, DiffResult *r)
+static bool compare(const astitch_tensor_info *t, int index, double tol, const void *out,
+                    const void *ref, const void *perturbed, DiffResult *r)
 {
     double scale = 1, err = 0;
     for (int64_t i = 0; i < t->elements; i++) {
@@ -89,16 +80,16 @@ static bool compare(const astitch_tensor_info *t, int index, const void *out, co
         if (!stable)
             continue; /* the reference itself flips here: no meaningful expectation */
         double slack = isfinite(b) ? 8 * fabs(b - c) / scale : 0;
-        if (diff_tolerance(t->dtype) == 0 && b != c) /* integers and bool */
+        if (check_tolerance(t->dtype) == 0 && b != c) /* integers and bool */
             continue;
         double e = (isnan(a) || isnan(b) || isinf(a) || isinf(b)) ? INFINITY : fabs(a - b) / scale;
         if (e - slack > err)
             err = e - slack;
-        if (e > diff_tolerance(t->dtype) + slack) {
+        if (e > tol + slack) {
             snprintf(r->message, sizeof r->message,
                      "output %d '%s': element %lld is %.9g, reference %.9g (normalized error "
                      "%.3g > %.3g + conditioning slack %.3g)",
-                     index, t->name, (long long)i, a, b, e, diff_tolerance(t->dtype), slack);
+                     index, t->name, (long long)i, a, b, e, tol, slack);
             if (err > r->worst) {
                 r->worst = err;
                 r->worst_output = index;
@@ -212,7 +203,8 @@ bool diff_ref_compare(const DiffRef *d, const void *const *outputs, DiffResult *
     memset(r, 0, sizeof *r);
     r->ok = true;
     for (int i = 0; r->ok && i < d->nout; i++)
-        r->ok = compare(&d->oi[i], i, outputs[i], d->ref[i], d->pert[i], r);
+        r->ok = compare(&d->oi[i], i, check_output_tolerance(d->g, i), outputs[i], d->ref[i],
+                        d->pert[i], r);
     return r->ok;
 }
 

@@ -9,12 +9,12 @@
 #include "astitch/astitch.h"
 #include "astitch/runtime.h"
 
-/* Tolerances on the normalized error |out - ref| / max(1, max|ref|), per dtype: f32 1e-4,
- * f16 1e-2, bf16 4e-2; integers and bool exact; NaN must match NaN. Each element also gets
- * slack for its conditioning: 8 x the reference's own change when the f32 inputs move by
- * 2^-22 relative (elements whose reference flips between finite and not, or whose integer
- * value changes, are not compared). */
-double diff_tolerance(astitch_dtype t);
+/* Tolerances (tools/check_tolerance.h): on the normalized error |out - ref| / max(1, max|ref|),
+ * the least precise float dtype on the output's path decides: f32 1e-4, f16 1e-2, bf16 4e-2;
+ * integers and bool exact; NaN must match NaN. Each element also gets slack for its
+ * conditioning: 8 x the reference's own change when the f32 inputs move by 2^-22 relative
+ * (elements whose reference flips between finite and not, or whose integer value changes, are
+ * not compared). */
 
 typedef struct DiffResult {
     bool ok;

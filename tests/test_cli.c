@@ -481,6 +481,40 @@ static void test_emit(void **state)
     result_free(&r);
 }
 
+/* An output's tolerance is that of the least precise float dtype upstream of it: an f32 mean
+ * rounded through f16 is held to the f16 tolerance, a branch that does not reach the output
+ * does not count, integer outputs stay exact. */
+static void test_check_output_tolerance(void **state)
+{
+    (void)state;
+    astitch_context *ctx;
+    astitch_graph *g;
+    assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
+    assert_int_equal(astitch_graph_create(ctx, &g), ASTITCH_OK);
+    int64_t d[] = {4, 8}, ax = 1;
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, d);
+    astitch_node b = astitch_parameter(g, "b", ASTITCH_BF16, 2, d);
+    astitch_node mean = astitch_reduce(g, ASTITCH_REDUCE_SUM, x, 1, &ax);
+    astitch_node through_f16 =
+        astitch_convert(g, astitch_convert(g, mean, ASTITCH_F16), ASTITCH_F32);
+    astitch_node through_bf16 = astitch_binary(
+        g, ASTITCH_OP_ADD, astitch_unary(g, ASTITCH_OP_EXP, x), astitch_convert(g, b, ASTITCH_F32));
+    astitch_node plain = astitch_unary(g, ASTITCH_OP_NEG, mean);
+    astitch_node lt = astitch_binary(g, ASTITCH_OP_LT, through_bf16, x);
+    astitch_node half = astitch_convert(g, x, ASTITCH_F16);
+    astitch_node outs[] = {through_f16, through_bf16, plain, lt, half};
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(astitch_add_output(g, outs[i]), ASTITCH_OK);
+    assert_true(check_output_tolerance(g, 0) == 1e-2);
+    assert_true(check_output_tolerance(g, 1) == 4e-2);
+    assert_true(check_output_tolerance(g, 2) == 1e-4);
+    assert_true(check_output_tolerance(g, 3) == 0);
+    assert_true(check_output_tolerance(g, 4) == 1e-2);
+    assert_true(check_output_tolerance(g, 5) == 0); /* no such output */
+    astitch_graph_destroy(g);
+    astitch_context_destroy(ctx);
+}
+
 /* The --check comparison itself: normalization, tolerances, NaN and infinities, exact
  * integers. */
 static void test_check_error(void **state)
@@ -925,6 +959,7 @@ int main(void)
         cmocka_unit_test(test_cuda_without_driver),
         cmocka_unit_test(test_emit),
         cmocka_unit_test(test_check_error),
+        cmocka_unit_test(test_check_output_tolerance),
         cmocka_unit_test(test_small_graph_outputs),
         cmocka_unit_test(test_seed_determinism),
         cmocka_unit_test(test_roundtrip_every_dtype),

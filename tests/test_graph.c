@@ -65,6 +65,20 @@ static void test_layernorm_like_graph_builds(void **state)
     assert_int_equal(astitch_graph_find(g, "x"), x);
     assert_int_equal(astitch_graph_num_parameters(g), 1);
     assert_int_equal(astitch_graph_output(g, 0), sel);
+    /* operands, in order; out of range gives -1 or no node */
+    assert_int_equal(astitch_node_num_operands(g, x), 0);
+    assert_int_equal(astitch_node_num_operands(g, sel), 3);
+    assert_int_equal(astitch_node_operand(g, sel, 0), lt);
+    assert_int_equal(astitch_node_operand(g, sel, 1), d);
+    assert_int_equal(astitch_node_operand(g, sel, 2), x);
+    assert_int_equal(astitch_node_operand(g, d, 1), sb);
+    assert_int_equal(astitch_node_operand(g, sel, 3), ASTITCH_NO_NODE);
+    assert_int_equal(astitch_node_operand(g, sel, -1), ASTITCH_NO_NODE);
+    assert_int_equal(astitch_node_operand(g, 99, 0), ASTITCH_NO_NODE);
+    assert_int_equal(astitch_node_num_operands(g, 99), -1);
+    assert_int_equal(astitch_node_num_operands(g, -1), -1);
+    assert_int_equal(astitch_node_num_operands(NULL, 0), -1);
+    assert_int_equal(astitch_node_operand(NULL, 0, 0), ASTITCH_NO_NODE);
 }
 
 static void test_shapes_of_data_movement(void **state)

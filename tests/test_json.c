@@ -426,8 +426,10 @@ static void test_error_positions(void **state)
 static char *chain_text(int len, bool cyclic, size_t *size)
 {
     char *text = malloc((size_t)len * 80 + 256);
-    if (!text)
+    if (!text) {
         fail_msg("out of memory");
+        return NULL;
+    }
     size_t at = (size_t)sprintf(text, HEAD " \"nodes\": [\n");
     for (int i = len - 1; i >= 1; i--)
         at += (size_t)sprintf(text + at,

@@ -76,7 +76,7 @@ static void test_file(void **state)
     if (!has_position(msg, c->path))
         fail_msg("%s: message '%s' lacks 'PATH:LINE:COL: '", c->name, msg);
 
-    size_t len;
+    size_t len = 0;
     char *text = slurp(c->path, &len);
     assert_non_null(text);
     assert_int_equal(astitch_graph_read_json(ctx, text, len, NULL, &g), s);

@@ -22,6 +22,7 @@
 #include "astitch/astitch.h"
 #include "astitch/plan.h"
 #include "astitch/runtime.h"
+#include "check_tolerance.h"
 
 typedef enum tio_status {
     TIO_OK = 0,
@@ -79,9 +80,6 @@ int run_plan(astitch_context *ctx, astitch_graph *g, const Options *o);
 int run_emit(astitch_context *ctx, astitch_graph *g, const Options *o);
 
 /* run_check.c */
-/* The --check tolerance on the normalized error for dtype t: f32 1e-4, f16 1e-2, bf16 4e-2,
- * 0 (exact) for integers and bool. */
-double check_tolerance(astitch_dtype t);
 /* The worst normalized error of out against ref, both t->elements elements of t->dtype:
  * max |out - ref| / max(1, max |ref| over finite ref); 0 where both are NaN or the same
  * infinity, infinite where only one is NaN or they differ in an infinity. Integers are

@@ -8,16 +8,6 @@
 
 #include "run.h"
 
-double check_tolerance(astitch_dtype t)
-{
-    switch (t) {
-    case ASTITCH_F32: return 1e-4;
-    case ASTITCH_F16: return 1e-2;
-    case ASTITCH_BF16: return 4e-2;
-    default: return 0;
-    }
-}
-
 static bool is_float(astitch_dtype t)
 {
     return t == ASTITCH_F32 || t == ASTITCH_F16 || t == ASTITCH_BF16;

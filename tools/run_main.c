@@ -295,7 +295,7 @@ static int report(const Run *r, const Options *o, astitch_target used)
         print_output(&r->out_info[i], r->out[i], i);
         if (!o->check)
             continue;
-        double tol = check_tolerance(r->out_info[i].dtype);
+        double tol = check_output_tolerance(r->g, i);
         bool pass = r->error[i] <= tol;
         printf("  check  error %.3g, tolerance %g: %s\n", r->error[i], tol, pass ? "PASS" : "FAIL");
         failed += !pass;

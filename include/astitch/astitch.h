@@ -229,6 +229,11 @@ ASTITCH_API astitch_node astitch_graph_find(const astitch_graph *g, const char *
 ASTITCH_API astitch_op astitch_node_op(const astitch_graph *g, astitch_node n);
 ASTITCH_API astitch_status astitch_node_info(const astitch_graph *g, astitch_node n,
                                              astitch_tensor_info *info);
+/* The operands of node n, in order: their count (-1 when n is no node of g) and operand i
+ * (ASTITCH_NO_NODE when n or i is out of range). Operands always precede n: node ids are in
+ * topological order. */
+ASTITCH_API int astitch_node_num_operands(const astitch_graph *g, astitch_node n);
+ASTITCH_API astitch_node astitch_node_operand(const astitch_graph *g, astitch_node n, int i);
 
 /* Checks every invariant of g: operands, shapes, dtypes, attributes, names, outputs. */
 ASTITCH_API astitch_status astitch_graph_verify(astitch_graph *g);

@@ -270,6 +270,18 @@ astitch_op astitch_node_op(const astitch_graph *g, astitch_node n)
     return g && graph_valid_id(g, n) ? g->node[n].op : ASTITCH_OP_COUNT;
 }
 
+int astitch_node_num_operands(const astitch_graph *g, astitch_node n)
+{
+    return g && graph_valid_id(g, n) ? g->node[n].nin : -1;
+}
+
+astitch_node astitch_node_operand(const astitch_graph *g, astitch_node n, int i)
+{
+    if (!g || !graph_valid_id(g, n) || i < 0 || i >= g->node[n].nin)
+        return ASTITCH_NO_NODE;
+    return goperand(g, n, i);
+}
+
 astitch_status astitch_node_info(const astitch_graph *g, astitch_node n, astitch_tensor_info *info)
 {
     if (!g || !info)

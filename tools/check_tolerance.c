@@ -1,0 +1,38 @@
+/* check_tolerance.c: see check_tolerance.h. */
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "check_tolerance.h"
+
+double check_tolerance(astitch_dtype t)
+{
+    switch (t) {
+    case ASTITCH_F32: return 1e-4;
+    case ASTITCH_F16: return 1e-2;
+    case ASTITCH_BF16: return 4e-2;
+    default: return 0;
+    }
+}
+
+double check_output_tolerance(const astitch_graph *g, int output)
+{
+    astitch_node out = astitch_graph_output(g, output);
+    astitch_tensor_info info;
+    if (astitch_node_info(g, out, &info) != ASTITCH_OK || check_tolerance(info.dtype) == 0)
+        return 0;
+    double tol = check_tolerance(info.dtype);
+    bool *upstream = calloc((size_t)astitch_graph_num_nodes(g), sizeof *upstream);
+    if (!upstream)
+        return tol;
+    upstream[out] = true;
+    for (astitch_node id = out; id >= 0; id--) { /* operands precede their users */
+        if (!upstream[id])
+            continue;
+        if (astitch_node_info(g, id, &info) == ASTITCH_OK && check_tolerance(info.dtype) > tol)
+            tol = check_tolerance(info.dtype);
+        for (int k = 0; k < astitch_node_num_operands(g, id); k++)
+            upstream[astitch_node_operand(g, id, k)] = true;
+    }
+    free(upstream);
+    return tol;
+}

@@ -1,0 +1,18 @@
+/*
+ * check_tolerance.h: how close an output must be to the reference interpreter's, shared by
+ * astitch-run --check, the differential tests and astitch-bench (docs/astitch-run.md).
+ * Errors are normalized: |out - ref| / max(1, max |ref| over finite ref).
+ */
+#ifndef ASTITCH_TOOLS_CHECK_TOLERANCE_H
+#define ASTITCH_TOOLS_CHECK_TOLERANCE_H
+
+#include "astitch/astitch.h"
+
+/* The tolerance for dtype t: f32 1e-4, f16 1e-2, bf16 4e-2, 0 (exact) for integers and bool. */
+double check_tolerance(astitch_dtype t);
+/* The tolerance of output i of g: that of the least precise float dtype on any path into it
+ * (the output's own included), since an f32 output computed through f16 or bf16 carries their
+ * rounding; 0 (exact) for an integer or bool output. */
+double check_output_tolerance(const astitch_graph *g, int output);
+
+#endif
