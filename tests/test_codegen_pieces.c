@@ -14,6 +14,8 @@
 #include <cmocka.h>
 
 #include "diff_check.h"
+#define ASTITCH_EMIT_INTERNAL
+#include "codegen/codegen.h"
 
 /* One test: the graph under construction and its plan. */
 typedef struct Piece {
@@ -289,6 +291,58 @@ static void test_vector_access(void **state)
     piece_check_and_end(&t, "scalar access");
 }
 
+/* Layer normalization: sum, mean (a phase over the rows), centered square sum, rstd (over the
+ * rows), output. Every phase reads the earlier ones at its own rows, so the whole kernel runs
+ * as one walk over each block's tiles (emit_tiles.c). */
+static void test_tile_run(void **state)
+{
+    (void)state;
+    Piece t;
+    piece_begin(&t);
+    int64_t d[2] = {300, 96}, axis = 1;
+    astitch_node x = astitch_parameter(t.g, "x", ASTITCH_F32, 2, d);
+    astitch_node inv_n = astitch_constant(t.g, ASTITCH_F32, 1, d, (double[]){1.0 / 96}, 1);
+    astitch_node mean = astitch_binary(t.g, ASTITCH_OP_MUL,
+                                       astitch_reduce(t.g, ASTITCH_REDUCE_SUM, x, 1, &axis), inv_n);
+    astitch_node c = astitch_binary(t.g, ASTITCH_OP_SUB, x, broadcast_rows(t.g, mean, d));
+    astitch_node var = astitch_binary(t.g, ASTITCH_OP_MUL, inv_n,
+        astitch_reduce(t.g, ASTITCH_REDUCE_SUM, astitch_binary(t.g, ASTITCH_OP_MUL, c, c), 1, &axis));
+    astitch_node rstd = astitch_unary(t.g, ASTITCH_OP_RSQRT, var);
+    astitch_add_output(t.g, astitch_binary(t.g, ASTITCH_OP_MUL, c, broadcast_rows(t.g, rstd, d)));
+    piece_compile(&t);
+    assert_int_equal(astitch_plan_num_kernels(t.plan), 1);
+    const PlanKernel *k = &t.plan->kernel[0];
+    assert_true(k->nphase >= 3);
+    assert_true(k->phase[0].map.tasks_per_block > 1); /* several tiles per block */
+    assert_int_equal(emit_tile_run_end(t.g, k, 0, k->nphase), k->nphase);
+    piece_check_and_end(&t, "tile run");
+}
+
+/* The second reduction reads the first one's result of the next row (a rotation by slice and
+ * concatenate), which another block may own: a global barrier separates the phases, and they
+ * must not run tile by tile. */
+static void test_tile_run_refused(void **state)
+{
+    (void)state;
+    Piece t;
+    piece_begin(&t);
+    int64_t d[2] = {300, 96}, axis = 1, r[1] = {300}, one[1] = {1};
+    int64_t zero[1] = {0}, step[1] = {1};
+    astitch_node x = astitch_parameter(t.g, "x", ASTITCH_F32, 2, d);
+    astitch_node s = astitch_reduce(t.g, ASTITCH_REDUCE_SUM, x, 1, &axis);
+    astitch_node parts[2] = {astitch_slice(t.g, s, one, r, step),
+                             astitch_slice(t.g, s, zero, one, step)};
+    astitch_node next = astitch_concatenate(t.g, 2, parts, 0);
+    astitch_node y = astitch_binary(t.g, ASTITCH_OP_SUB, x, broadcast_rows(t.g, next, d));
+    astitch_add_output(t.g, astitch_reduce(t.g, ASTITCH_REDUCE_MAX, y, 1, &axis));
+    piece_compile(&t);
+    const PlanKernel *k = &t.plan->kernel[t.plan->nkernel - 1];
+    assert_true(k->nphase >= 2);
+    for (int32_t ph = 0; ph < k->nphase; ph++)
+        assert_int_equal(emit_tile_run_end(t.g, k, ph, k->nphase), ph + 1);
+    piece_check_and_end(&t, "tile run refused");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -296,6 +350,7 @@ int main(void)
         cmocka_unit_test(test_split_row),     cmocka_unit_test(test_packed_row),
         cmocka_unit_test(test_column_reduce), cmocka_unit_test(test_transpose),
         cmocka_unit_test(test_row_and_column), cmocka_unit_test(test_vector_access),
+        cmocka_unit_test(test_tile_run),      cmocka_unit_test(test_tile_run_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -147,6 +147,33 @@ static void emit_elementwise(Emit *e, const PlanPhase *p)
     free(val);
 }
 
+/* Element-wise phase p over the rows of reduce mapping r, for tile tile_iv of r alone (a tile
+ * run): thread i of the tile's first rows_per_block threads takes the tile's row i. */
+static void emit_rows(Emit *e, const PlanPhase *p, const astitch_mapping *r, LLVMValueRef tile_iv)
+{
+    const astitch_mapping *m = &p->map;
+    Shape space = {.rank = m->rank};
+    for (int i = 0; i < m->rank; i++)
+        space.dim[i] = m->dims[i];
+    LLVMValueRef in_chunk = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, tile_iv,
+                                         ev_int(e, r->rows_per_block), ""), e->tid, "");
+    LLVMValueRef row = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, e->ctaid, ev_int(e, m->chunk), ""),
+                                    in_chunk, "row");
+    LLVMValueRef ok = and3(e, LLVMBuildICmp(e->b, LLVMIntSLT, e->tid, ev_int(e, r->rows_per_block), ""),
+                           LLVMBuildICmp(e->b, LLVMIntSLT, in_chunk, ev_int(e, m->chunk), ""),
+                           LLVMBuildICmp(e->b, LLVMIntSLT, row, ev_int(e, m->rows), ""));
+    LLVMBasicBlockRef merge = if_begin(e, ok);
+    Index ix = {.shape = &space, .lin = row};
+    begin_element(e, &ix);
+    for (int i = 0; i < p->nroot; i++) {
+        const Node *root = gnode(e->g, p->root[i]);
+        Index own = {.shape = &root->shape, .lin = row};
+        Index *at = shape_equal(&root->shape, &space) ? &ix : &own;
+        ev_store_root(e, p->root[i], at, ev_value(e, p->root[i], at));
+    }
+    if_end(e, merge);
+}
+
 /* The element (row, j) of a reduction space: kept axes from row, reduced axes from j. */
 static void space_index(Emit *e, const astitch_mapping *m, const Shape *space, LLVMValueRef row,
                         LLVMValueRef j, Index *ix)
@@ -278,7 +305,9 @@ static LLVMValueRef combine_lanes(Emit *e, const astitch_mapping *m, int32_t roo
     return res;
 }
 
-static void emit_reduce(Emit *e, const PlanPhase *p)
+/* Emits reduce phase p: over every tile of the block in a loop of its own, or, with tile_iv,
+ * over that tile alone (the phase is part of a tile run, emit_phase_run). */
+static void emit_reduce(Emit *e, const PlanPhase *p, LLVMValueRef tile_iv)
 {
     const astitch_mapping *m = &p->map;
     Shape space = {.rank = m->rank};
@@ -308,7 +337,12 @@ static void emit_reduce(Emit *e, const PlanPhase *p)
     }
     Loop tile;
     int64_t tiles = m->split > 1 ? 1 : m->tasks_per_block;
-    loop_begin(e, &tile, ev_int(e, 0), ev_int(e, tiles), NULL, 0, NULL);
+    if (!tile_iv) {
+        loop_begin(e, &tile, ev_int(e, 0), ev_int(e, tiles), NULL, 0, NULL);
+        tile_iv = tile.iv;
+    } else {
+        tile.head = NULL;
+    }
     LLVMValueRef tile_base, jlo, jhi, in_chunk;
     if (m->split > 1) {
         LLVMValueRef part = LLVMBuildURem(e->b, e->ctaid, ev_int(e, m->split), "");
@@ -317,7 +351,7 @@ static void emit_reduce(Emit *e, const PlanPhase *p)
         jhi = imin(e, LLVMBuildAdd(e->b, jlo, ev_int(e, m->split_len), ""), ev_int(e, m->row_len));
         in_chunk = row_in_tile;
     } else {
-        LLVMValueRef t0 = LLVMBuildMul(e->b, tile.iv, ev_int(e, rpb), "");
+        LLVMValueRef t0 = LLVMBuildMul(e->b, tile_iv, ev_int(e, rpb), "");
         tile_base = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, e->ctaid, ev_int(e, m->chunk), ""), t0, "");
         jlo = ev_int(e, 0);
         jhi = ev_int(e, m->row_len);
@@ -363,7 +397,8 @@ static void emit_reduce(Emit *e, const PlanPhase *p)
         }
         if_end(e, merge);
     }
-    loop_end(e, &tile, ev_int(e, 1), NULL);
+    if (tile.head)
+        loop_end(e, &tile, ev_int(e, 1), NULL);
 out:
     free(red);
     free(init);
@@ -371,24 +406,40 @@ out:
     free(next);
 }
 
-void emit_phase(Emit *e, int32_t ph)
+void emit_phase_run(Emit *e, int32_t first, int32_t end)
 {
-    const PlanPhase *p = &e->k->phase[ph];
-    if (ph == e->part_first)
+    const PlanPhase *p = &e->k->phase[first];
+    if (first == e->part_first)
         ; /* a function starts here: nothing came before it */
     else if (p->barrier == ASTITCH_BARRIER_BLOCK)
         prim_call(e->b, e->m, PRIM_BARRIER_BLOCK, NULL, 0);
     else if (p->barrier == ASTITCH_BARRIER_GLOBAL)
         prim_call(e->b, e->m, PRIM_BARRIER_GRID, &e->counter, 1);
-    e->phase = ph;
-    /* blocks beyond the mapping's grid sit the phase out (uniformly per block) */
+    e->phase = first;
+    /* blocks beyond the mapping's grid sit the phases out (uniformly per block; the phases of
+     * a run share their mapping) */
     LLVMBasicBlockRef merge = NULL;
     if (p->map.grid < e->k->grid)
         merge = if_begin(e, LLVMBuildICmp(e->b, LLVMIntSLT, e->ctaid, ev_int(e, p->map.grid), ""));
-    if (p->map.kind == ASTITCH_MAP_ELEMENTWISE)
-        emit_elementwise(e, p);
-    else
-        emit_reduce(e, p);
+    if (end - first == 1) {
+        if (p->map.kind == ASTITCH_MAP_ELEMENTWISE)
+            emit_elementwise(e, p);
+        else
+            emit_reduce(e, p, NULL);
+    } else { /* one walk over the tiles; on each, every phase, block barriers between them */
+        Loop tile;
+        loop_begin(e, &tile, ev_int(e, 0), ev_int(e, p->map.tasks_per_block), NULL, 0, NULL);
+        for (int32_t ph = first; ph < end && e->status == ASTITCH_OK; ph++) {
+            if (ph > first)
+                prim_call(e->b, e->m, PRIM_BARRIER_BLOCK, NULL, 0);
+            e->phase = ph;
+            if (e->k->phase[ph].map.kind == ASTITCH_MAP_ELEMENTWISE)
+                emit_rows(e, &e->k->phase[ph], &p->map, tile.iv);
+            else
+                emit_reduce(e, &e->k->phase[ph], tile.iv);
+        }
+        loop_end(e, &tile, ev_int(e, 1), NULL);
+    }
     if (merge)
         if_end(e, merge);
 }

@@ -1,0 +1,168 @@
+/* emit_tiles.c: which consecutive phases of a kernel may run tile by tile. The plan's phases
+ * run one after the other, each over all of a block's rows; when several reduce phases share
+ * one mapping (with, between them, element-wise phases over their rows: a mean from a sum) and
+ * only block barriers separate them, the block may instead walk its tiles once and run every
+ * phase on each tile (a block barrier between the phases of a tile). A tile's
+ * rows are then still in the L1 or L2 cache when the next phase reads them again, instead of
+ * being read from device memory once per phase. That is only right when each phase reads what
+ * the earlier phases of the run made at its own rows: checked here, per value read. */
+#define ASTITCH_EMIT_INTERNAL
+#include <stdlib.h>
+
+#include "codegen.h"
+#include "passes/passes.h"
+
+/* How an element of the phase's space reaches a node: at the same element (SPACE, the node
+ * has the space's shape) or at the element's row (ROW, the node has the kept axes' shape). */
+enum { SPACE, ROW, MODES };
+
+typedef struct Check {
+    const astitch_graph *g;
+    const PlanKernel *k;
+    int32_t first, ph;   /* the run so far: phases [first, ph), and the phase checked */
+    Shape space, kept;   /* the mapping's iteration space and its kept axes */
+    uint32_t kept_axes;  /* bit i: space axis i is kept */
+    bool *reaches;       /* per node: a value of the run is read on the way down from it */
+    signed char *memo;   /* per node and mode: 0 unknown, 1 row-local, -1 not */
+} Check;
+
+/* Made by a phase of the run before ph, so read from where that phase put it. */
+static bool made_in_run(const Check *c, int32_t n)
+{
+    const PlanOp *op = plan_kernel_op(c->k, n);
+    return op && op->phase >= c->first && op->phase < c->ph;
+}
+
+/* Computed where it is used in phase ph (not loaded). */
+static bool computed_here(const Check *c, int32_t n)
+{
+    const PlanOp *op = plan_kernel_op(c->k, n);
+    return op && (op->phase < 0 || op->phase == c->ph);
+}
+
+/* Broadcasts the kept-axes shape to the space, axis for axis: element (row, j) reads row. */
+static bool broadcasts_row(const Check *c, int32_t n)
+{
+    const Node *node = gnode(c->g, n);
+    if (node->op != ASTITCH_OP_BROADCAST_IN_DIM || !shape_equal(&node->shape, &c->space) ||
+        !shape_equal(&gnode(c->g, goperand(c->g, n, 0))->shape, &c->kept))
+        return false;
+    for (int i = 0, d = 0; i < c->space.rank; i++)
+        if (c->kept_axes >> i & 1 && node->attr.dims[d++] != i)
+            return false;
+    return true;
+}
+
+/* Whether reading node n at an element in mode `mode` touches values of the run only at the
+ * element's own row (or own element). */
+static bool row_local(Check *c, int32_t n, int mode)
+{
+    if (!c->reaches[n])
+        return true;
+    signed char *memo = &c->memo[n * MODES + mode];
+    if (*memo)
+        return *memo > 0;
+    const Node *node = gnode(c->g, n);
+    bool ok;
+    if (made_in_run(c, n)) {
+        /* a root of the space's shape is stored at its element; a reduce, or a root of a
+         * row phase, at its row */
+        const PlanOp *op = plan_kernel_op(c->k, n);
+        bool by_row = node->op == ASTITCH_OP_REDUCE ||
+                      c->k->phase[op->phase].map.kind == ASTITCH_MAP_ELEMENTWISE;
+        ok = mode == SPACE ? shape_equal(&node->shape, &c->space)
+                           : by_row && shape_equal(&node->shape, &c->kept);
+    } else if (op_is_elementwise(node->op)) {
+        ok = true;
+        for (int i = 0; ok && i < node->nin; i++)
+            ok = row_local(c, goperand(c->g, n, i), mode);
+    } else if (mode == SPACE && broadcasts_row(c, n)) {
+        ok = row_local(c, goperand(c->g, n, 0), ROW);
+    } else {
+        ok = false; /* another index map on the way to a value of the run */
+    }
+    *memo = ok ? 1 : -1;
+    return ok;
+}
+
+/* An element-wise phase over the rows of reduce mapping r: its space is r's kept axes, and
+ * blocks own the same rows. */
+static bool row_phase(const astitch_mapping *m, const astitch_mapping *r, const Shape *kept)
+{
+    if (m->kind != ASTITCH_MAP_ELEMENTWISE || m->rank != kept->rank || m->rows != r->rows ||
+        m->chunk != r->chunk || m->grid != r->grid)
+        return false;
+    for (int i = 0; i < m->rank; i++)
+        if (m->dims[i] != kept->dim[i])
+            return false;
+    return true;
+}
+
+/* The reduce roots of phase p. */
+static int reduce_roots(const astitch_graph *g, const PlanPhase *p)
+{
+    int n = 0;
+    for (int i = 0; i < p->nroot; i++)
+        n += gnode(g, p->root[i])->op == ASTITCH_OP_REDUCE;
+    return n;
+}
+
+/* Whether phase ph can join the run [first, ph); the run's first phase is a reduce phase.
+ * Phases with several reduce roots stay out: with them in one tile loop, layernorm_backward's
+ * kernel spilled under its 32-register bound (ptxas), while every run of one reduce per phase
+ * among the examples and 120 random graphs fitted. */
+static bool joins_run(const astitch_graph *g, const PlanKernel *k, int32_t first, int32_t ph)
+{
+    const PlanPhase *p = &k->phase[ph];
+    const astitch_mapping *r = &k->phase[first].map;
+    if (r->kind == ASTITCH_MAP_ELEMENTWISE || r->split > 1 ||
+        p->barrier != ASTITCH_BARRIER_BLOCK || reduce_roots(g, &k->phase[first]) > 1 ||
+        reduce_roots(g, p) > 1)
+        return false;
+    int32_t nn = g->nnode;
+    Check c = {.g = g, .k = k, .first = first, .ph = ph, .space = {.rank = r->rank}};
+    for (int i = 0; i < r->rank; i++) {
+        c.space.dim[i] = r->dims[i];
+        if (!(r->reduce_axes >> i & 1)) {
+            c.kept.dim[c.kept.rank++] = r->dims[i];
+            c.kept_axes |= 1u << i;
+        }
+    }
+    bool rows = row_phase(&p->map, r, &c.kept);
+    if (!rows && !sched_map_equal(&p->map, r))
+        return false;
+    c.reaches = calloc((size_t)nn, sizeof *c.reaches);
+    c.memo = calloc((size_t)nn * MODES, sizeof *c.memo);
+    bool ok = c.reaches && c.memo;
+    for (int32_t n = 0; ok && n < nn; n++) { /* operands first: nodes are in topological order */
+        c.reaches[n] = made_in_run(&c, n);
+        for (int i = 0; computed_here(&c, n) && !c.reaches[n] && i < gnode(g, n)->nin; i++)
+            c.reaches[n] = c.reaches[goperand(g, n, i)];
+    }
+    /* a reduce root reads its operand at each element of the space; any other root is
+     * evaluated at the space's element when it has the space's shape (else at the same linear
+     * index of its own shape: no value of the run may be on that way) */
+    for (int i = 0; ok && i < p->nroot; i++) {
+        int32_t n = p->root[i];
+        const Node *node = gnode(g, n);
+        if (rows)
+            ok = shape_equal(&node->shape, &c.kept) ? row_local(&c, n, ROW) : !c.reaches[n];
+        else if (node->op == ASTITCH_OP_REDUCE)
+            ok = row_local(&c, goperand(g, n, 0), SPACE);
+        else if (shape_equal(&node->shape, &c.space))
+            ok = row_local(&c, n, SPACE);
+        else
+            ok = !c.reaches[n];
+    }
+    free(c.reaches);
+    free(c.memo);
+    return ok;
+}
+
+int32_t emit_tile_run_end(const astitch_graph *g, const PlanKernel *k, int32_t first, int32_t end)
+{
+    int32_t ph = first + 1;
+    while (ph < end && joins_run(g, k, first, ph))
+        ph++;
+    return ph;
+}
