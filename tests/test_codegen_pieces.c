@@ -14,8 +14,7 @@
 #include <cmocka.h>
 
 #include "diff_check.h"
-#define ASTITCH_EMIT_INTERNAL
-#include "codegen/codegen.h"
+#include "passes/plan.h"
 
 /* One test: the graph under construction and its plan. */
 typedef struct Piece {
@@ -314,7 +313,8 @@ static void test_tile_run(void **state)
     const PlanKernel *k = &t.plan->kernel[0];
     assert_true(k->nphase >= 3);
     assert_true(k->phase[0].map.tasks_per_block > 1); /* several tiles per block */
-    assert_int_equal(emit_tile_run_end(t.g, k, 0, k->nphase), k->nphase);
+    for (int32_t ph = 0; ph < k->nphase; ph++)
+        assert_int_equal(k->phase[ph].run_first, 0);
     piece_check_and_end(&t, "tile run");
 }
 
@@ -339,8 +339,57 @@ static void test_tile_run_refused(void **state)
     const PlanKernel *k = &t.plan->kernel[t.plan->nkernel - 1];
     assert_true(k->nphase >= 2);
     for (int32_t ph = 0; ph < k->nphase; ph++)
-        assert_int_equal(emit_tile_run_end(t.g, k, ph, k->nphase), ph + 1);
+        assert_int_equal(k->phase[ph].run_first, ph);
     piece_check_and_end(&t, "tile run refused");
+}
+
+/* RMSNorm without dominant merging on the H100 model: the square-sum phase and the rstd phase
+ * over its rows form a tile run. The reduction workspace of the one and the rstd buffer of the
+ * other have disjoint phase ranges, yet a run keeps both live across its tiles, so no two
+ * shared-memory buffers that a run uses may share bytes (they did once: the next tile's
+ * workspace overwrote the rstd of the tile before). */
+static void test_tile_run_buffers(void **state)
+{
+    (void)state;
+    Piece t;
+    piece_begin(&t);
+    int64_t d[2] = {4096, 4096}, axis = 1, rows[1] = {4096}, b0 = 0;
+    astitch_node x = astitch_parameter(t.g, "x", ASTITCH_F32, 2, d);
+    astitch_node ms = astitch_binary(t.g, ASTITCH_OP_MUL,
+                                     astitch_reduce(t.g, ASTITCH_REDUCE_SUM,
+                                                    astitch_binary(t.g, ASTITCH_OP_MUL, x, x), 1, &axis),
+                                     astitch_constant(t.g, ASTITCH_F32, 1, rows, (double[]){1.0 / 4096}, 1));
+    astitch_node rstd = astitch_unary(t.g, ASTITCH_OP_RSQRT, ms);
+    astitch_add_output(t.g, astitch_binary(t.g, ASTITCH_OP_MUL, x,
+                                           astitch_broadcast_in_dim(t.g, rstd, 2, d, &b0)));
+    astitch_device dev;
+    assert_int_equal(astitch_device_builtin("h100", &dev), ASTITCH_OK);
+    astitch_plan_options o;
+    astitch_plan_options_default(&o);
+    o.merge = false;
+    astitch_plan *plan;
+    assert_int_equal(astitch_plan_create(t.g, &dev, &o, &plan), ASTITCH_OK);
+    const PlanKernel *k = &plan->kernel[0];
+    int runs = 0;
+    for (int32_t ph = 1; ph < k->nphase; ph++)
+        runs += k->phase[ph].run_first != ph;
+    assert_true(runs > 0);
+    for (int32_t a = 0; a < k->nbuf; a++)
+        for (int32_t b = a + 1; b < k->nbuf; b++) {
+            const PlanBuffer *x1 = &k->buf[a], *y1 = &k->buf[b];
+            if (x1->kind == ASTITCH_BUFFER_SCRATCH || x1->kind == ASTITCH_BUFFER_PARTIAL ||
+                y1->kind == ASTITCH_BUFFER_SCRATCH || y1->kind == ASTITCH_BUFFER_PARTIAL)
+                continue;
+            bool same_run = k->phase[x1->first_phase].run_first == k->phase[y1->first_phase].run_first ||
+                            k->phase[x1->last_phase].run_first == k->phase[y1->first_phase].run_first ||
+                            k->phase[y1->last_phase].run_first == k->phase[x1->first_phase].run_first;
+            bool overlap = x1->offset < y1->offset + y1->bytes && y1->offset < x1->offset + x1->bytes;
+            if (same_run && overlap)
+                fail_msg("buffers %d and %d of one tile run share bytes", (int)a, (int)b);
+        }
+    astitch_plan_destroy(plan);
+    astitch_graph_destroy(t.g);
+    astitch_context_destroy(t.ctx);
 }
 
 int main(void)
@@ -351,6 +400,7 @@ int main(void)
         cmocka_unit_test(test_column_reduce), cmocka_unit_test(test_transpose),
         cmocka_unit_test(test_row_and_column), cmocka_unit_test(test_vector_access),
         cmocka_unit_test(test_tile_run),      cmocka_unit_test(test_tile_run_refused),
+        cmocka_unit_test(test_tile_run_buffers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

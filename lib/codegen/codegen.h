@@ -218,7 +218,6 @@ void ptxas_report_free(PtxasReport *r); /* accepts NULL; leaves *r empty */
  *
  *   emit.c         the module, each kernel's arguments and its phases in order
  *   emit_phase.c   a phase's thread-mapping loops, stores of its roots, reductions
- *   emit_tiles.c   which consecutive phases run tile by tile
  *   emit_value.c   the value of an op at an element: index propagation, element-wise math,
  *                  loads from kernel inputs and from earlier phases' buffers
  */
@@ -323,15 +322,10 @@ LLVMValueRef ev_fail(Emit *e, LLVMTypeRef ty, astitch_status s, const char *fmt,
 
 /* emit_phase.c */
 /* Emits phases [first, end) of the kernel at the builder's position, after the barrier the
- * first one waits for: one phase as the plan maps it, or a tile run (emit_tile_run_end) as one
- * walk over the block's tiles. */
+ * first one waits for: one phase as the plan maps it, or a tile run (PlanPhase.run_first) as
+ * one walk over the block's tiles. */
 void emit_phase_run(Emit *e, int32_t first, int32_t end);
 
-/* emit_tiles.c */
-/* The end of the tile run that starts at phase first (at most end): the phases after first
- * that share its reduce mapping, wait only for block barriers, and read what the run's earlier
- * phases made at their own rows (or elements) alone. first + 1 when no phase joins. */
-int32_t emit_tile_run_end(const astitch_graph *g, const PlanKernel *k, int32_t first, int32_t end);
 
 /* A counted loop iv = start; iv < end; iv += step (type ix), with loop-carried values. */
 typedef struct Loop {

@@ -120,7 +120,8 @@ static astitch_status emit_function(Emit *e, int32_t kk, const char *name, int32
     e->shared = prim_call(e->b, e->m, PRIM_SHARED_BASE, NULL, 0);
     e->part_first = first;
     for (int32_t ph = first, next; ph < end && e->status == ASTITCH_OK; ph = next) {
-        next = emit_tile_run_end(e->g, k, ph, end);
+        for (next = ph + 1; next < end && k->phase[next].run_first == ph; next++)
+            ;
         emit_phase_run(e, ph, next);
     }
     LLVMBuildRetVoid(e->b);

@@ -10,7 +10,8 @@
  * Reuse: a kernel is straight-line code, so a phase dominates every later one; a buffer's range
  * can be reused by a buffer first written in a later phase once a barrier that covers the
  * memory (any barrier for shared memory, a global barrier for scratch) separates the last read
- * of the one from the first write of the other. Offsets are assigned first-fit in order of
+ * of the one from the first write of the other. Phases of one tile run (tiles.c) count as one:
+ * they interleave tile by tile, so their buffers are all live across the run. Offsets are assigned first-fit in order of
  * first write, skipping only ranges of buffers that are still live.
  *
  * If the shared memory of a block exceeds the limit (the device's, or a lower one from launch
@@ -156,11 +157,24 @@ static bool separated(const PlanKernel *k, int32_t a, int32_t b, bool shared)
     return false;
 }
 
+/* The last phase of the tile run that phase p belongs to. */
+static int32_t run_last(const PlanKernel *k, int32_t p)
+{
+    int32_t first = k->phase[p].run_first;
+    while (p + 1 < k->nphase && k->phase[p + 1].run_first == first)
+        p++;
+    return p;
+}
+
+/* Whether x and y may be live at once: their phase ranges, widened to whole tile runs (a run
+ * interleaves its phases tile by tile), overlap or no barrier separates them. */
 static bool conflict(const PlanKernel *k, const PlanBuffer *x, const PlanBuffer *y, bool shared)
 {
-    if (x->last_phase < y->first_phase && separated(k, x->last_phase, y->first_phase, shared))
+    int32_t xf = k->phase[x->first_phase].run_first, xl = run_last(k, x->last_phase);
+    int32_t yf = k->phase[y->first_phase].run_first, yl = run_last(k, y->last_phase);
+    if (xl < yf && separated(k, xl, yf, shared))
         return false;
-    if (y->last_phase < x->first_phase && separated(k, y->last_phase, x->first_phase, shared))
+    if (yl < xf && separated(k, yl, xf, shared))
         return false;
     return true;
 }
@@ -234,6 +248,7 @@ astitch_status pass_memory(Planner *pl, PlanKernel *k)
 {
     const astitch_graph *g = pl->g;
     for (;;) {
+        plan_tile_runs(g, k);
         if (!collect(pl, k))
             return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
         int64_t shared = place(k, true), scratch = place(k, false);

@@ -101,6 +101,10 @@ Derive sched_derive(const astitch_graph *g, int32_t dom, int32_t r, int64_t *q);
 /* The iteration space of root r walked by its own mapping: a reduce's operand, or r. */
 void sched_space(const astitch_graph *g, int32_t r, Shape *s, uint32_t *axes);
 bool sched_map_equal(const astitch_mapping *a, const astitch_mapping *b);
+/* tiles.c: sets run_first of every phase of k: the phases after a reduce phase that share its
+ * mapping (or run over its rows), wait only for block barriers, and read what the run's earlier
+ * phases made at their own rows alone join its tile run. */
+void plan_tile_runs(const astitch_graph *g, PlanKernel *k);
 /* Recomputes phase barriers and barrier counts of k from its roots' schemes and pl->read. */
 void sched_barriers(Planner *pl, PlanKernel *k);
 int64_t sched_elements(const astitch_graph *g, int32_t n);

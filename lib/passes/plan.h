@@ -75,6 +75,7 @@ typedef struct PlanGroup {
 typedef struct PlanPhase {
     int32_t group;
     astitch_barrier barrier;   /* waited for before the phase */
+    int32_t run_first;         /* the first phase of its tile run (tiles.c); itself if alone */
     int32_t *root;             /* nodes, ascending */
     int32_t nroot;
     astitch_mapping map;

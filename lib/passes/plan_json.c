@@ -98,6 +98,7 @@ static json_t *kernel_json(const astitch_plan *p, const PlanKernel *k)
         json_t *x = json_object();
         ok = x && put(x, "group", json_integer(ph->group)) &&
              put(x, "barrier", json_string(astitch_barrier_name(ph->barrier))) &&
+             put(x, "tile_run_first", json_integer(ph->run_first)) &&
              put(x, "roots", names(p, ph->root, ph->nroot)) && put(x, "mapping", mapping(&ph->map)) &&
              json_array_append(phases, x) == 0;
         json_decref(x);

@@ -55,8 +55,11 @@ static void kernel_text(FILE *f, const astitch_plan *p, const PlanKernel *k)
     }
     for (int32_t i = 0; i < k->nphase; i++) {
         const PlanPhase *ph = &k->phase[i];
-        fprintf(f, "  phase %d: group %d, after %s barrier: ", (int)i, (int)ph->group,
+        fprintf(f, "  phase %d: group %d, after %s barrier", (int)i, (int)ph->group,
                 astitch_barrier_name(ph->barrier));
+        if (ph->run_first != i)
+            fprintf(f, ", tile run from phase %d", (int)ph->run_first);
+        fputs(": ", f);
         list(f, p, ph->root, ph->nroot);
         fputs("\n    mapping ", f);
         mapping(f, &ph->map);

@@ -237,6 +237,7 @@ static astitch_status place_roots(Planner *pl, PlanKernel *k, Walk *w)
             }
             memset(&k->phase[p], 0, sizeof k->phase[p]);
             k->phase[p].group = o->group;
+            k->phase[p].run_first = p; /* alone until tiles.c says otherwise */
             k->phase[p].map = m;
             k->nphase++;
         }

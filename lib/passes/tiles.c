@@ -1,15 +1,18 @@
-/* emit_tiles.c: which consecutive phases of a kernel may run tile by tile. The plan's phases
- * run one after the other, each over all of a block's rows; when several reduce phases share
- * one mapping (with, between them, element-wise phases over their rows: a mean from a sum) and
- * only block barriers separate them, the block may instead walk its tiles once and run every
- * phase on each tile (a block barrier between the phases of a tile). A tile's
- * rows are then still in the L1 or L2 cache when the next phase reads them again, instead of
- * being read from device memory once per phase. That is only right when each phase reads what
- * the earlier phases of the run made at its own rows: checked here, per value read. */
-#define ASTITCH_EMIT_INTERNAL
+/*
+ * tiles.c: tile runs, which consecutive phases of a kernel run tile by tile.
+ *
+ * The plan's phases run one after the other, each over all of a block's rows. When several
+ * reduce phases share one mapping (with, between them, element-wise phases over their rows: a
+ * mean from a sum) and only block barriers separate them, the block may instead walk its tiles
+ * once and run every phase on each tile, with a block barrier between the phases of a tile. A
+ * tile's rows are then still in the L1 or L2 cache when the next phase reads them again,
+ * instead of being read from device memory once per phase. That is only right when each phase
+ * reads what the earlier phases of the run made at its own rows: checked here, per value read.
+ * All buffers a run uses are live across the whole run; memory planning (memory.c) places them
+ * so.
+ */
 #include <stdlib.h>
 
-#include "codegen.h"
 #include "passes/passes.h"
 
 /* How an element of the phase's space reaches a node: at the same element (SPACE, the node
@@ -159,10 +162,11 @@ static bool joins_run(const astitch_graph *g, const PlanKernel *k, int32_t first
     return ok;
 }
 
-int32_t emit_tile_run_end(const astitch_graph *g, const PlanKernel *k, int32_t first, int32_t end)
+void plan_tile_runs(const astitch_graph *g, PlanKernel *k)
 {
-    int32_t ph = first + 1;
-    while (ph < end && joins_run(g, k, first, ph))
-        ph++;
-    return ph;
+    for (int32_t first = 0, ph; first < k->nphase; first = ph) {
+        k->phase[first].run_first = first;
+        for (ph = first + 1; ph < k->nphase && joins_run(g, k, first, ph); ph++)
+            k->phase[ph].run_first = first;
+    }
 }
