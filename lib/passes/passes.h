@@ -12,6 +12,7 @@
  *   adapt.c      proactive block-locality adaptation                       paper 4.3 step 3
  *   schemes.c    passive block-locality check, schemes, barriers, how a
  *                split reduce combines (atomics or PARTIAL)                paper 4.3 step 3
+ *   tiles.c      tile runs: consecutive phases that run tile by tile (before memory)
  *   memory.c     shared memory, regional->global fallback, scratch reuse,
  *                PARTIAL buffers                                           paper 4.4
  *   launch.c     assume-relax-apply register bound, blocks per wave        paper 4.5
