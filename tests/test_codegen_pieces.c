@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "diff_check.h"
-#include "passes/plan.h"
+#include "passes/passes.h"
 
 /* One test: the graph under construction and its plan. */
 typedef struct Piece {
@@ -392,6 +392,25 @@ static void test_tile_run_buffers(void **state)
     astitch_context_destroy(t.ctx);
 }
 
+/* A run whose phase now waits for a global barrier (its regional input turned global under a
+ * shared-memory limit) ends before that phase; the run's later phases run alone. */
+static void test_tile_run_cut(void **state)
+{
+    (void)state;
+    PlanPhase ph[5] = {
+        {.barrier = ASTITCH_BARRIER_NONE, .run_first = 0},
+        {.barrier = ASTITCH_BARRIER_BLOCK, .run_first = 0},
+        {.barrier = ASTITCH_BARRIER_GLOBAL, .run_first = 0},
+        {.barrier = ASTITCH_BARRIER_BLOCK, .run_first = 0},
+        {.barrier = ASTITCH_BARRIER_BLOCK, .run_first = 4},
+    };
+    PlanKernel k = {.phase = ph, .nphase = 5};
+    plan_tile_runs_cut(&k);
+    const int32_t want[5] = {0, 0, 2, 3, 4};
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(ph[i].run_first, want[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -400,7 +419,7 @@ int main(void)
         cmocka_unit_test(test_column_reduce), cmocka_unit_test(test_transpose),
         cmocka_unit_test(test_row_and_column), cmocka_unit_test(test_vector_access),
         cmocka_unit_test(test_tile_run),      cmocka_unit_test(test_tile_run_refused),
-        cmocka_unit_test(test_tile_run_buffers),
+        cmocka_unit_test(test_tile_run_buffers), cmocka_unit_test(test_tile_run_cut),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -247,8 +247,8 @@ static int64_t place(PlanKernel *k, bool shared)
 astitch_status pass_memory(Planner *pl, PlanKernel *k)
 {
     const astitch_graph *g = pl->g;
+    plan_tile_runs(g, k);
     for (;;) {
-        plan_tile_runs(g, k);
         if (!collect(pl, k))
             return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
         int64_t shared = place(k, true), scratch = place(k, false);
@@ -272,5 +272,6 @@ astitch_status pass_memory(Planner *pl, PlanKernel *k)
                             k->name, (long long)shared, pl->p->dev.name, (long long)cap);
         k->op[pl->kidx[k->buf[victim].node]].scheme = ASTITCH_SCHEME_GLOBAL;
         sched_barriers(pl, k);
+        plan_tile_runs_cut(k);
     }
 }

@@ -106,6 +106,9 @@ bool sched_map_equal(const astitch_mapping *a, const astitch_mapping *b);
  * mapping (or run over its rows), wait only for block barriers, and read what the run's earlier
  * phases made at their own rows alone join its tile run. */
 void plan_tile_runs(const astitch_graph *g, PlanKernel *k);
+/* After barriers changed (a regional root turned global): a run whose phase now waits for
+ * another barrier than a block barrier ends before it, and the run's later phases run alone. */
+void plan_tile_runs_cut(PlanKernel *k);
 /* Recomputes phase barriers and barrier counts of k from its roots' schemes and pl->read. */
 void sched_barriers(Planner *pl, PlanKernel *k);
 int64_t sched_elements(const astitch_graph *g, int32_t n);

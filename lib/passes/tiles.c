@@ -29,17 +29,16 @@ typedef struct Check {
     signed char *memo;   /* per node and mode: 0 unknown, 1 row-local, -1 not */
 } Check;
 
-/* Made by a phase of the run before ph, so read from where that phase put it. */
-static bool made_in_run(const Check *c, int32_t n)
+/* Made by a phase of the run before ph (op: the node's kernel op or NULL), so read from where
+ * that phase put it. */
+static bool made_in_run(const Check *c, const PlanOp *op)
 {
-    const PlanOp *op = plan_kernel_op(c->k, n);
     return op && op->phase >= c->first && op->phase < c->ph;
 }
 
 /* Computed where it is used in phase ph (not loaded). */
-static bool computed_here(const Check *c, int32_t n)
+static bool computed_here(const Check *c, const PlanOp *op)
 {
-    const PlanOp *op = plan_kernel_op(c->k, n);
     return op && (op->phase < 0 || op->phase == c->ph);
 }
 
@@ -67,10 +66,10 @@ static bool row_local(Check *c, int32_t n, int mode)
         return *memo > 0;
     const Node *node = gnode(c->g, n);
     bool ok;
-    if (made_in_run(c, n)) {
+    const PlanOp *op = plan_kernel_op(c->k, n);
+    if (made_in_run(c, op)) {
         /* a root of the space's shape is stored at its element; a reduce, or a root of a
          * row phase, at its row */
-        const PlanOp *op = plan_kernel_op(c->k, n);
         bool by_row = node->op == ASTITCH_OP_REDUCE ||
                       c->k->phase[op->phase].map.kind == ASTITCH_MAP_ELEMENTWISE;
         ok = mode == SPACE ? shape_equal(&node->shape, &c->space)
@@ -114,59 +113,82 @@ static int reduce_roots(const astitch_graph *g, const PlanPhase *p)
  * Phases with several reduce roots stay out: with them in one tile loop, layernorm_backward's
  * kernel spilled under its 32-register bound (ptxas), while every run of one reduce per phase
  * among the examples and 120 random graphs fitted. */
-static bool joins_run(const astitch_graph *g, const PlanKernel *k, int32_t first, int32_t ph)
+static bool joins_run(Check *c, int32_t first, int32_t ph)
 {
+    const astitch_graph *g = c->g;
+    const PlanKernel *k = c->k;
     const PlanPhase *p = &k->phase[ph];
     const astitch_mapping *r = &k->phase[first].map;
     if (r->kind == ASTITCH_MAP_ELEMENTWISE || r->split > 1 ||
         p->barrier != ASTITCH_BARRIER_BLOCK || reduce_roots(g, &k->phase[first]) > 1 ||
         reduce_roots(g, p) > 1)
         return false;
-    int32_t nn = g->nnode;
-    Check c = {.g = g, .k = k, .first = first, .ph = ph, .space = {.rank = r->rank}};
+    c->first = first;
+    c->ph = ph;
+    c->space = (Shape){.rank = r->rank};
+    c->kept = (Shape){0};
+    c->kept_axes = 0;
     for (int i = 0; i < r->rank; i++) {
-        c.space.dim[i] = r->dims[i];
+        c->space.dim[i] = r->dims[i];
         if (!(r->reduce_axes >> i & 1)) {
-            c.kept.dim[c.kept.rank++] = r->dims[i];
-            c.kept_axes |= 1u << i;
+            c->kept.dim[c->kept.rank++] = r->dims[i];
+            c->kept_axes |= 1u << i;
         }
     }
-    bool rows = row_phase(&p->map, r, &c.kept);
+    bool rows = row_phase(&p->map, r, &c->kept);
     if (!rows && !sched_map_equal(&p->map, r))
         return false;
-    c.reaches = calloc((size_t)nn, sizeof *c.reaches);
-    c.memo = calloc((size_t)nn * MODES, sizeof *c.memo);
-    bool ok = c.reaches && c.memo;
-    for (int32_t n = 0; ok && n < nn; n++) { /* operands first: nodes are in topological order */
-        c.reaches[n] = made_in_run(&c, n);
-        for (int i = 0; computed_here(&c, n) && !c.reaches[n] && i < gnode(g, n)->nin; i++)
-            c.reaches[n] = c.reaches[goperand(g, n, i)];
+    /* only the kernel's ops can reach a value of the run (operands first: ascending ids) */
+    for (int32_t i = 0; i < k->nop; i++) {
+        int32_t n = k->op[i].node;
+        c->reaches[n] = made_in_run(c, &k->op[i]);
+        for (int j = 0; computed_here(c, &k->op[i]) && !c->reaches[n] && j < gnode(g, n)->nin; j++)
+            c->reaches[n] = c->reaches[goperand(g, n, j)];
+        c->memo[n * MODES + SPACE] = c->memo[n * MODES + ROW] = 0;
     }
     /* a reduce root reads its operand at each element of the space; any other root is
      * evaluated at the space's element when it has the space's shape (else at the same linear
      * index of its own shape: no value of the run may be on that way) */
+    bool ok = true;
     for (int i = 0; ok && i < p->nroot; i++) {
         int32_t n = p->root[i];
         const Node *node = gnode(g, n);
         if (rows)
-            ok = shape_equal(&node->shape, &c.kept) ? row_local(&c, n, ROW) : !c.reaches[n];
+            ok = shape_equal(&node->shape, &c->kept) ? row_local(c, n, ROW) : !c->reaches[n];
         else if (node->op == ASTITCH_OP_REDUCE)
-            ok = row_local(&c, goperand(g, n, 0), SPACE);
-        else if (shape_equal(&node->shape, &c.space))
-            ok = row_local(&c, n, SPACE);
+            ok = row_local(c, goperand(g, n, 0), SPACE);
+        else if (shape_equal(&node->shape, &c->space))
+            ok = row_local(c, n, SPACE);
         else
-            ok = !c.reaches[n];
+            ok = !c->reaches[n];
     }
-    free(c.reaches);
-    free(c.memo);
     return ok;
 }
 
 void plan_tile_runs(const astitch_graph *g, PlanKernel *k)
 {
+    /* per node, zero outside the kernel's ops throughout; reset per check for its ops */
+    Check c = {.g = g, .k = k};
+    c.reaches = calloc((size_t)g->nnode, sizeof *c.reaches);
+    c.memo = calloc((size_t)g->nnode * MODES, sizeof *c.memo);
+    bool can = c.reaches && c.memo; /* out of memory: every phase runs alone */
     for (int32_t first = 0, ph; first < k->nphase; first = ph) {
         k->phase[first].run_first = first;
-        for (ph = first + 1; ph < k->nphase && joins_run(g, k, first, ph); ph++)
+        for (ph = first + 1; ph < k->nphase && can && joins_run(&c, first, ph); ph++)
             k->phase[ph].run_first = first;
+    }
+    free(c.reaches);
+    free(c.memo);
+}
+
+void plan_tile_runs_cut(PlanKernel *k)
+{
+    int32_t cut = -1; /* a run cut at a phase before: its later phases run alone */
+    for (int32_t ph = 0; ph < k->nphase; ph++) {
+        PlanPhase *p = &k->phase[ph];
+        if (p->run_first != ph && (p->run_first == cut || p->barrier != ASTITCH_BARRIER_BLOCK)) {
+            cut = p->run_first;
+            p->run_first = ph;
+        }
     }
 }
