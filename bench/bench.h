@@ -11,7 +11,8 @@
  * What is timed (docs in bench/RESULTS.md): astitch_execute_device on device buffers, queued
  * back to back on one stream after a warm-up, one CUDA event between consecutive runs; the
  * median of the runs. Inputs and outputs rotate among several sets so that the sets together
- * exceed twice the L2 cache.
+ * exceed twice the L2 cache. Then the same with one run per set captured into a CUDA graph
+ * and the graphs replayed instead (graph_us).
  */
 #ifndef ASTITCH_BENCH_H
 #define ASTITCH_BENCH_H
@@ -68,6 +69,7 @@ typedef struct BenchRow {
     double bytes;                    /* each parameter read once + each output written once */
     double plan_ms, compile_ms;      /* planning alone; graph -> loaded module (plan included) */
     double median_us, min_us, p90_us;
+    double graph_us;                 /* median of CUDA-graph replays of the runs; 0: not timed */
     int runs, sets;
     double gbps, pct_copy;
     double max_error;                /* normalized, as tests/diff_check.c measures it */

@@ -10,14 +10,15 @@
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
-typedef void *CUhandle; /* CUcontext, CUstream, CUevent */
+typedef void *CUhandle; /* CUcontext, CUstream, CUevent, CUgraph, CUgraphExec */
 
 enum {
     ATTR_CC_MAJOR = 75,
     ATTR_CC_MINOR = 76,
     ATTR_SM_COUNT = 16,
     ATTR_L2_BYTES = 38,
-    STREAM_NON_BLOCKING = 1
+    STREAM_NON_BLOCKING = 1,
+    CAPTURE_MODE_GLOBAL = 0
 };
 
 /* X(field, parameters, dlsym names tried in order): the old names stay exported by newer
@@ -53,7 +54,14 @@ enum {
     X(EventSynchronize, (CUhandle e), "cuEventSynchronize", NULL)                              \
     X(EventElapsedTime, (float *ms, CUhandle a, CUhandle b), "cuEventElapsedTime_v2",          \
       "cuEventElapsedTime")                                                                    \
-    X(EventDestroy, (CUhandle e), "cuEventDestroy_v2", "cuEventDestroy")
+    X(EventDestroy, (CUhandle e), "cuEventDestroy_v2", "cuEventDestroy")                      \
+    X(StreamBeginCapture, (CUhandle s, int mode), "cuStreamBeginCapture_v2", NULL)             \
+    X(StreamEndCapture, (CUhandle s, CUhandle *graph), "cuStreamEndCapture", NULL)             \
+    X(GraphInstantiate, (CUhandle *exec, CUhandle graph, unsigned long long flags),            \
+      "cuGraphInstantiateWithFlags", NULL)                                                     \
+    X(GraphLaunch, (CUhandle exec, CUhandle s), "cuGraphLaunch", NULL)                         \
+    X(GraphExecDestroy, (CUhandle exec), "cuGraphExecDestroy", NULL)                           \
+    X(GraphDestroy, (CUhandle graph), "cuGraphDestroy", NULL)
 
 struct BenchCuda {
     void *lib;
@@ -251,6 +259,33 @@ int bench_cuda_elapsed(BenchCuda *c, int i, int j, double *ms)
         return -1;
     *ms = f;
     return 0;
+}
+
+int bench_cuda_capture_begin(BenchCuda *c)
+{
+    return check(c, c->StreamBeginCapture(c->stream, CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+}
+
+int bench_cuda_capture_end(BenchCuda *c, void **graph)
+{
+    CUhandle g = NULL, exec = NULL;
+    int rc = check(c, c->StreamEndCapture(c->stream, &g), "cuStreamEndCapture") ||
+             check(c, c->GraphInstantiate(&exec, g, 0), "cuGraphInstantiate");
+    if (g)
+        c->GraphDestroy(g);
+    *graph = rc ? NULL : exec;
+    return rc ? -1 : 0;
+}
+
+int bench_cuda_graph_launch(BenchCuda *c, void *graph)
+{
+    return check(c, c->GraphLaunch(graph, c->stream), "cuGraphLaunch");
+}
+
+void bench_cuda_graph_destroy(BenchCuda *c, void *graph)
+{
+    if (graph)
+        c->GraphExecDestroy(graph);
 }
 
 int bench_cuda_copy_bandwidth(BenchCuda *c, size_t bytes, int reps, double *gbps)

@@ -1,8 +1,8 @@
 /*
  * bench_cuda.h: the few CUDA driver calls the benchmark makes itself (device buffers, copies,
- * events, a stream, the copy-bandwidth reference). libcuda is opened with dlopen, never linked,
- * as in lib/runtime, so astitch-bench starts (and says there is nothing to measure) on machines
- * without a driver. Everything runs in device 0's primary context, the one libastitch uses, so
+ * events, a stream, CUDA graphs, the copy-bandwidth reference). libcuda is opened with dlopen,
+ * never linked, as in lib/runtime, so astitch-bench starts (and says there is nothing to
+ * measure) on machines without a driver. Everything runs in device 0's primary context, the one libastitch uses, so
  * the buffers and the stream made here are valid in astitch_execute_device.
  *
  * Threads: one BenchCuda per thread.
@@ -53,6 +53,14 @@ int bench_cuda_sync(BenchCuda *c);
 int bench_cuda_events(BenchCuda *c, int n);
 int bench_cuda_record(BenchCuda *c, int i);
 int bench_cuda_elapsed(BenchCuda *c, int i, int j, double *ms);
+
+/* CUDA graphs of the work queued on the benchmark's stream: begin starts a capture (global
+ * mode); end ends it and instantiates what was captured into *graph (NULL on failure; the
+ * capture is over either way). A launch queues one replay on the stream. */
+int bench_cuda_capture_begin(BenchCuda *c);
+int bench_cuda_capture_end(BenchCuda *c, void **graph);
+int bench_cuda_graph_launch(BenchCuda *c, void *graph);
+void bench_cuda_graph_destroy(BenchCuda *c, void *graph); /* accepts NULL */
 
 /* The device-to-device copy bandwidth in GB/s (1e9 bytes), bytes read plus bytes written over
  * the median time of `reps` copies of `bytes` bytes with cuMemcpyDtoDAsync. */

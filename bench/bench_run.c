@@ -63,8 +63,9 @@ static void finish_times(BenchRow *r, double *us, int n, const BenchDevice *dev)
     r->pct_copy = dev->copy_gbps > 0 ? 100.0 * r->gbps / dev->copy_gbps : 0;
 }
 
-/* Compares the outputs the timed runs left in set `s` with the reference. */
-static void check_after(Case *c, BenchRow *r, const uint64_t *outs)
+/* Compares the outputs that runs left in a set (outs) with the reference; `when` says which
+ * runs in the note. */
+static void check_after(Case *c, BenchRow *r, const uint64_t *outs, const char *when)
 {
     void **host = calloc((size_t)c->nout + 1, sizeof *host);
     bool ok = host != NULL;
@@ -72,38 +73,45 @@ static void check_after(Case *c, BenchRow *r, const uint64_t *outs)
         ok = (host[i] = malloc(c->bytes[c->nin + i] + 1)) &&
              !bench_cuda_download(c->cuda, host[i], outs[i], c->bytes[c->nin + i]);
     DiffResult d;
-    if (!ok)
-        fail(r, "error", "after timing: %.280s", bench_cuda_error(c->cuda));
-    else if (!diff_ref_compare(c->ref, (const void *const *)host, &d))
-        fail(r, "WRONG", "after the timed runs: %.280s", d.message);
+    if (!ok) {
+        r->status = "error";
+        snprintf(r->note, sizeof r->note, "%s: %.280s", when, bench_cuda_error(c->cuda));
+    } else if (!diff_ref_compare(c->ref, (const void *const *)host, &d)) {
+        r->status = "WRONG";
+        snprintf(r->note, sizeof r->note, "%s: %.280s", when, d.message);
+    }
     for (int i = 0; host && i < c->nout; i++)
         free(host[i]);
     free(host);
 }
 
-/* Queues runs [first, first + n) on the device, rotating sets, with event i + 1 after run i
- * (event 0 before the first); per-run microseconds into us. */
-static int timed_runs(Case *c, astitch_executable *x, uint64_t **set, int nsets, int first,
-                      int n, double *us, BenchRow *r)
+/* Queues runs [first, first + n) on the device, rotating sets: astitch_execute_device, or with
+ * graphs, a replay of the set's graph; event i + 1 after run i (event 0 before the first);
+ * per-run microseconds into us. */
+static int timed_runs(Case *c, astitch_executable *x, void *const *graphs, uint64_t **set,
+                      int nsets, int first, int n, double *us, BenchRow *r)
 {
-    astitch_status s = ASTITCH_OK;
     if (bench_cuda_events(c->cuda, n + 1) || bench_cuda_sync(c->cuda) ||
         bench_cuda_record(c->cuda, 0)) {
         fail(r, "error", "%s", bench_cuda_error(c->cuda));
         return -1;
     }
-    for (int i = 0; i < n && s == ASTITCH_OK; i++) {
-        const uint64_t *io = set[(first + i) % nsets];
-        s = astitch_execute_device(x, io, io + c->nin, bench_cuda_stream(c->cuda));
-        if (s == ASTITCH_OK && bench_cuda_record(c->cuda, i + 1)) {
+    for (int i = 0; i < n; i++) {
+        int k = (first + i) % nsets;
+        bool ran = graphs ? bench_cuda_graph_launch(c->cuda, graphs[k]) == 0
+                          : astitch_execute_device(x, set[k], set[k] + c->nin,
+                                                   bench_cuda_stream(c->cuda)) == ASTITCH_OK;
+        if (!ran) {
+            const char *why = graphs ? bench_cuda_error(c->cuda)
+                                     : astitch_last_error(astitch_graph_context(c->g));
+            fail(r, "error", "run: %.280s", why);
+            bench_cuda_sync(c->cuda);
+            return -1;
+        }
+        if (bench_cuda_record(c->cuda, i + 1)) {
             fail(r, "error", "%s", bench_cuda_error(c->cuda));
             return -1;
         }
-    }
-    if (s != ASTITCH_OK) {
-        fail(r, "error", "run: %.280s", astitch_last_error(astitch_graph_context(c->g)));
-        bench_cuda_sync(c->cuda);
-        return -1;
     }
     for (int i = 0; i < n; i++) {
         double ms;
@@ -116,8 +124,77 @@ static int timed_runs(Case *c, astitch_executable *x, uint64_t **set, int nsets,
     return 0;
 }
 
+/* Warm-up, then the timed runs (as timed_runs, from set 0 on): 3 runs estimate one run's time;
+ * more follow until about 50 ms of device time has passed (clocks ramp up after the idle
+ * host-side work between cases). The last estimate sizes the timed loop (about max_seconds,
+ * min_runs to runs) unless n > 0 fixes it. Returns the number of timed runs, their
+ * microseconds in us, and in *last the set the last one used; -1 on failure (in r). */
+static int warm_and_time(Case *c, astitch_executable *x, void *const *graphs, uint64_t **set,
+                         int nsets, int n, double *us, BenchRow *r, int *last)
+{
+    const BenchOptions *o = c->o;
+    int warm = 3;
+    if (timed_runs(c, x, graphs, set, nsets, 0, warm, us, r))
+        return -1;
+    double est = bench_median(us, warm), more = 50e3 / (est > 0.1 ? est : 0.1);
+    int extra = more > o->runs ? o->runs : (int)more;
+    if (extra >= warm) {
+        if (timed_runs(c, x, graphs, set, nsets, warm, extra, us, r))
+            return -1;
+        est = bench_median(us, extra);
+        warm += extra;
+    }
+    if (n < 1) {
+        double fit = o->max_seconds * 1e6 / (est > 0.1 ? est : 0.1);
+        n = fit < o->min_runs ? o->min_runs : fit > o->runs ? o->runs : (int)fit;
+    }
+    if (timed_runs(c, x, graphs, set, nsets, warm, n, us, r))
+        return -1;
+    *last = (warm + n - 1) % nsets;
+    return n;
+}
+
+/* Captures one run per set into a CUDA graph, poisons every set's outputs, and times n replays
+ * of the graphs as the runs were timed; r->graph_us gets their median, and the outputs of the
+ * last replay are checked. */
+static void time_graphs(Case *c, astitch_executable *x, uint64_t **set, int nsets, int n,
+                        double *us, BenchRow *r)
+{
+    void **graph = calloc((size_t)nsets, sizeof *graph);
+    const char *why = graph ? NULL : "out of memory";
+    for (int k = 0; !why && k < nsets; k++) {
+        if (bench_cuda_capture_begin(c->cuda)) {
+            why = bench_cuda_error(c->cuda);
+            break;
+        }
+        astitch_status s = astitch_execute_device(x, set[k], set[k] + c->nin,
+                                                  bench_cuda_stream(c->cuda));
+        int ended = bench_cuda_capture_end(c->cuda, &graph[k]);
+        if (s != ASTITCH_OK)
+            why = astitch_last_error(astitch_graph_context(c->g));
+        else if (ended)
+            why = bench_cuda_error(c->cuda);
+    }
+    for (int k = 0; !why && k < nsets; k++)
+        for (int i = c->nin; !why && i < c->nin + c->nout; i++)
+            if (bench_cuda_fill(c->cuda, set[k][i], 0xff, c->bytes[i]))
+                why = bench_cuda_error(c->cuda);
+    int last = 0;
+    if (why)
+        fail(r, "error", "graph capture: %.280s", why);
+    else if (warm_and_time(c, x, graph, set, nsets, n, us, r, &last) == n) {
+        r->graph_us = bench_median(us, n);
+        check_after(c, r, set[last] + c->nin, "after the graph replays");
+    }
+    bench_cuda_sync(c->cuda);
+    for (int k = 0; graph && k < nsets; k++)
+        bench_cuda_graph_destroy(c->cuda, graph[k]);
+    free(graph);
+}
+
 static size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
 
+/* Times x on the device: runs queued back to back, then replays of CUDA graphs of them. */
 static void time_cuda(Case *c, astitch_executable *x, BenchRow *r)
 {
     const BenchOptions *o = c->o;
@@ -153,29 +230,15 @@ static void time_cuda(Case *c, astitch_executable *x, BenchRow *r)
                 rc = rc || bench_cuda_fill(c->cuda, set[k][i], 0xff, c->bytes[i]);
         }
     }
+    int n = 0, last = 0;
     if (rc)
         fail(r, "error", "device buffers: %.280s", bench_cuda_error(c->cuda));
-    /* Warm-up: 3 runs estimate one run's time; more runs follow until about 50 ms of device
-     * time has passed (clocks ramp up after the idle host-side work between cases). The last
-     * estimate sizes the timed loop. */
-    double est = 0;
-    if (!rc && !(rc = timed_runs(c, x, set, nsets, 0, warm, us, r))) {
-        est = bench_median(us, warm);
-        double more = 50e3 / (est > 0.1 ? est : 0.1);
-        int extra = more > o->runs ? o->runs : (int)more;
-        if (extra >= warm && !(rc = timed_runs(c, x, set, nsets, warm, extra, us, r))) {
-            est = bench_median(us, extra);
-            warm += extra;
-        }
+    else if ((n = warm_and_time(c, x, NULL, set, nsets, 0, us, r, &last)) > 0) {
+        finish_times(r, us, n, c->dev);
+        check_after(c, r, set[last] + c->nin, "after the timed runs");
     }
-    if (!rc) {
-        double fit = o->max_seconds * 1e6 / (est > 0.1 ? est : 0.1);
-        int n = fit < o->min_runs ? o->min_runs : fit > o->runs ? o->runs : (int)fit;
-        if (!(rc = timed_runs(c, x, set, nsets, warm, n, us, r))) {
-            finish_times(r, us, n, c->dev);
-            check_after(c, r, set[(warm + n - 1) % nsets] + c->nin);
-        }
-    }
+    if (n > 0 && !strcmp(r->status, "ok"))
+        time_graphs(c, x, set, nsets, n, us, r);
     bench_cuda_sync(c->cuda);
     for (int k = 0; base && k < nsets; k++) {
         bench_cuda_free(c->cuda, base[k]);

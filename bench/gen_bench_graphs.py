@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the benchmark suite: bench/graphs/*.json, small copies in bench/graphs/small/, and the
-suite lists bench/suites/{full,smoke,selfcheck}.txt.
+suite lists bench/suites/{full,smoke,selfcheck,layers}.txt.
 
 Usage:
     gen_bench_graphs.py           write everything
@@ -8,10 +8,12 @@ Usage:
 
 The graphs are the memory-intensive subgraphs of the AStitch paper's five workloads at their
 production shapes (Table 2 batch sizes), training backward graphs, RMSNorm, softmax with long
-rows and an element-wise chain from tiny (launch-bound) to 1 GiB (bandwidth-bound). Every
-examples/*.json is in the full suite by path. Each graph is built by the builder of
-examples/gen_examples.py (shapes and dtypes checked as the C builders check them); its "comment"
-says where the shapes come from. The small copies (same structure, tiny shapes) are what
+rows and an element-wise chain from tiny (launch-bound) to 1 GiB (bandwidth-bound); and (suite
+layers, also in full) the memory-intensive regions of BERT-base, GPT-2, Llama-2-7B and ViT-B/16
+layers at production shapes, one region between two matmuls per file, forward and backward
+(bench/check_layer_graphs.py checks some of them against numpy). Every examples/*.json is in
+the full suite by path. Each graph is built by the builder of examples/gen_examples.py (shapes
+and dtypes checked as the C builders check them); its "comment" says where the shapes come from. The small copies (same structure, tiny shapes) are what
 peers.py --self-check runs on a CPU. Deterministic; standard library only.
 """
 
@@ -244,6 +246,489 @@ def tiny_layernorm(R=8, H=64):
     return g
 
 
+# ---- transformer layers at production shapes (suite layers) ----------------------------------
+# One graph per memory-intensive region of a layer, as a framework hands it to a fusion compiler:
+# what lies between two matmuls is one region, the outputs of the matmuls around it (attention's
+# batched matmuls included) are parameters, and what it passes on (to the next matmul, the
+# residual stream or the backward pass) are outputs. Named <model>_<pass>_<region>. Dropout is
+# left out (eval mode, or p = 0: the format has no random op).
+
+BERT_TRAIN_B = 32          # BERT fine-tuning batch 32 x max sequence 128 (the BERT paper's GLUE)
+GPT2_B, GPT2_S = 8, 1024   # GPT-2 small at its full 1024-token context, batch 8
+LLAMA_T = 4096             # Llama-2-7B prefill of one 4096-token sequence (its context length)
+VIT_B, VIT_GRID = 64, 14   # ViT-B/16 at 224x224: 14x14 patches + [CLS] = 197 tokens, batch 64
+
+M_SQRT1_2 = 0.70710678118654752440   # the constants of torch._decomp's gelu_backward
+M_2_SQRTPI = 1.12837916709551257390
+M_SQRT2 = 1.41421356237309504880
+GELU_KAPPA = 0.044715
+
+
+def concatenate(g, name, xs, axis):
+    types = [g._typeof(name, "concatenate", x) for x in xs]
+    t0, s0 = types[0]
+    for t, s in types[1:]:
+        if t != t0 or len(s) != len(s0) or \
+                any(a != b for i, (a, b) in enumerate(zip(s, s0)) if i != axis):
+            g._fail(name, "concatenate", f"operands {t0}{s0} and {t}{s} do not fit on axis {axis}")
+    out = list(s0)
+    out[axis] = sum(s[axis] for _, s in types)
+    return g._add(name, "concatenate", t0, out, {"inputs": list(xs), "axis": axis})
+
+
+def layernorm_stats(g, p, x, gamma, beta, eps):
+    """torch.native_layer_norm as torch._refs decomposes it (var_mean without correction,
+    rstd = rsqrt(var + eps), (x - mean) * rstd * weight + bias); the same op sequence as
+    gen_examples.layernorm, which it calls. Returns (out, mean, rstd): what autograd saves."""
+    return layernorm(g, p, x, gamma, beta, eps), p + "mean", p + "rstd"
+
+
+def layernorm_flax(g, p, x, scale, bias, eps):
+    """flax.linen.LayerNorm (use_fast_variance): mean and mean of squares from two sibling
+    reductions of x, var = max(0, mean2 - mean^2), mul = rsqrt(var + eps) * scale,
+    out = (x - mean) * mul + bias."""
+    s = g.shape(x)
+    rows, r = s[:-1], len(s) - 1
+    keep = list(range(r))
+    n = g.scalar(p + "n", float(s[-1]), rows)
+    mean = g.div(p + "mean", g.reduce("sum", p + "sum", x, [r]), n)
+    mean2 = g.div(p + "mean2", g.reduce("sum", p + "sqsum", g.mul(p + "sq", x, x), [r]), n)
+    var = g.sub(p + "var_fast", mean2, g.mul(p + "mean_sq", mean, mean))
+    var = g.binary("max", p + "var", var, g.scalar(p + "zero", 0.0, rows))
+    rstd = g.unary("rsqrt", p + "rstd", g.add(p + "var_eps", var, g.scalar(p + "eps", eps, rows)))
+    mul = g.mul(p + "mul", g.broadcast(p + "rstd.b", rstd, s, keep),
+                g.broadcast(p + "scale.b", scale, s, [r]))
+    y = g.mul(p + "normalized", g.sub(p + "centered", x, g.broadcast(p + "mean.b", mean, s, keep)),
+              mul)
+    return g.add(p + "out", y, g.broadcast(p + "bias.b", bias, s, [r]))
+
+
+def gelu_tanh_tf(g, p, h):
+    """GELU, tanh form, as OpenAI's GPT-2 code writes it:
+    0.5*x*(1+tf.tanh(np.sqrt(2/np.pi)*(x+0.044715*tf.pow(x, 3))))."""
+    s = g.shape(h)
+    half = g.mul(p + "half_x", g.scalar(p + "half", 0.5, s), h)
+    cube = g.binary("pow", p + "cube", h, g.scalar(p + "three", 3.0, s))
+    kappa = g.scalar(p + "kappa", GELU_KAPPA, s)
+    inner = g.add(p + "inner", h, g.mul(p + "kappa_cube", kappa, cube))
+    k = g.scalar(p + "k", math.sqrt(2 / math.pi), s)
+    t = g.unary("tanh", p + "tanh", g.mul(p + "scaled", k, inner))
+    return g.mul(p + "out", half, g.add(p + "one_plus", g.scalar(p + "one", 1.0, s), t))
+
+
+def gelu_tanh_jax(g, p, h):
+    """jax.nn.gelu(approximate=True): cdf = 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3)));
+    x * cdf, x**3 being lax.integer_pow, which XLA expands to two multiplies."""
+    s = g.shape(h)
+    cube = g.mul(p + "cube", g.mul(p + "square", h, h), h)
+    kappa = g.scalar(p + "kappa", GELU_KAPPA, s)
+    inner = g.add(p + "inner", h, g.mul(p + "kappa_cube", kappa, cube))
+    k = g.scalar(p + "k", math.sqrt(2 / math.pi), s)
+    t = g.unary("tanh", p + "tanh", g.mul(p + "scaled", k, inner))
+    cdf = g.mul(p + "cdf", g.scalar(p + "half", 0.5, s),
+                g.add(p + "one_plus", g.scalar(p + "one", 1.0, s), t))
+    return g.mul(p + "out", h, cdf)
+
+
+def region_bias_residual_ln(name, comment, T, H, eps):
+    """dense output + bias + residual, then LayerNorm (torch); outputs out, mean and rstd."""
+    g = Graph(name, comment)
+    s = [T, H]
+    dense, res = g.parameter("dense_out", s), g.parameter("residual", s)
+    bias = g.parameter("bias", [H])
+    gamma, beta = g.parameter("gamma", [H]), g.parameter("beta", [H])
+    summed = g.add("summed", gx.bias_add(g, "biased", dense, bias), res)
+    g.output(*layernorm_stats(g, "ln_", summed, gamma, beta, eps))
+    return g
+
+
+def region_layernorm_backward(name, comment, T, H, residual_grad=False):
+    """torch._decomp's native_layer_norm_backward on [T, H]: xhat = (x - mean) * rstd,
+    gxhat = dy * gamma, dx = rstd / H * (H * gxhat - sum(gxhat) - xhat * sum(gxhat * xhat)),
+    dgamma = sum(dy * xhat over tokens), dbeta = sum(dy over tokens). With residual_grad the
+    gradient arriving through the residual branch is added to dx (pre-LN blocks)."""
+    g = Graph(name, comment)
+    s = [T, H]
+    dy, x = g.parameter("dy", s), g.parameter("x", s)
+    mean, rstd = g.parameter("mean", [T]), g.parameter("rstd", [T])
+    gamma = g.parameter("gamma", [H])
+    dres = g.parameter("dresidual", s) if residual_grad else None
+    xhat = g.mul("xhat", g.sub("centered", x, g.broadcast("mean.b", mean, s, [0])),
+                 g.broadcast("rstd.b", rstd, s, [0]))
+    gxhat = g.mul("grad_xhat", dy, g.broadcast("gamma.b", gamma, s, [1]))
+    a = g.mul("a", gxhat, g.scalar("n", float(H), s))
+    b = g.reduce("sum", "b", gxhat, [1])
+    c2 = g.reduce("sum", "c2", g.mul("c1", gxhat, xhat), [1])
+    c3 = g.mul("c3", xhat, g.broadcast("c2.b", c2, s, [0]))
+    inner = g.sub("inner", g.sub("a_b", a, g.broadcast("b.b", b, s, [0])), c3)
+    rstd_n = g.div("rstd_n", rstd, g.scalar("n_rows", float(H), [T]))
+    dx = g.mul("dx", g.broadcast("rstd_n.b", rstd_n, s, [0]), inner)
+    if residual_grad:
+        dx = g.add("dx_total", dres, dx)
+    dgamma = g.reduce("sum", "dgamma", g.mul("dy_xhat", dy, xhat), [0])
+    g.output(dx, dgamma, g.reduce("sum", "dbeta", dy, [0]))
+    return g
+
+
+def region_gelu_backward(name, comment, T, F, approximate):
+    """dh = dy * gelu'(x + bias) as torch._decomp's gelu_backward computes it (approximate
+    'none' or 'tanh'), with the bias gradient sum(dh over tokens); x + bias is recomputed from
+    the saved matmul output rather than stored (what a min-cut partitioner does)."""
+    g = Graph(name, comment)
+    s = [T, F]
+    dy, x, bias = g.parameter("dy", s), g.parameter("x", s), g.parameter("bias", [F])
+    h = gx.bias_add(g, "h", x, bias)
+    if approximate == "none":
+        cdf = g.mul("cdf", g.scalar("half", 0.5, s), g.add(
+            "one_plus_erf", g.scalar("one", 1.0, s),
+            g.unary("erf", "erf", g.mul("h_alpha", h, g.scalar("alpha", M_SQRT1_2, s)))))
+        e = g.unary("exp", "gauss", g.mul("h_sq_half", g.mul("h_sq", h, h),
+                                          g.scalar("minus_half", -0.5, s)))
+        pdf = g.mul("pdf", g.scalar("beta", M_2_SQRTPI * M_SQRT1_2 * 0.5, s), e)
+        deriv = g.add("deriv", cdf, g.mul("h_pdf", h, pdf))
+    else:
+        k_beta = g.scalar("k_beta", M_SQRT2 * M_2_SQRTPI * 0.5, s)
+        half, one = g.scalar("half", 0.5, s), g.scalar("one", 1.0, s)
+        x_sq = g.mul("h_sq", h, h)
+        x_cube = g.mul("h_cube", x_sq, h)
+        inner = g.mul("inner", k_beta, g.add(
+            "h_plus", h, g.mul("kappa_cube", g.scalar("kappa", GELU_KAPPA, s), x_cube)))
+        t = g.unary("tanh", "tanh_inner", inner)
+        left = g.mul("left", half, h)
+        right = g.add("right", one, t)
+        left_d = g.mul("left_derivative", half, right)
+        one_m = g.sub("sech_sq", one, g.mul("tanh_sq", t, t))
+        r = g.mul("right_derivative_beta", g.mul("right_derivative_sech", left, one_m), k_beta)
+        poly = g.add("poly", one, g.mul("kappa3_sq", g.scalar("kappa3", 3 * GELU_KAPPA, s), x_sq))
+        deriv = g.add("deriv", left_d, g.mul("right_derivative", r, poly))
+    dh = g.mul("dh", dy, deriv)
+    g.output(dh, g.reduce("sum", "dbias", dh, [0]))
+    return g
+
+
+def region_bias_gelu(name, comment, T, F, gelu):
+    g = Graph(name, comment)
+    x, bias = g.parameter("x", [T, F]), g.parameter("bias", [F])
+    g.output(gelu(g, "gelu_", gx.bias_add(g, "h", x, bias)))
+    return g
+
+
+def region_scaled_softmax(name, comment, B, N, S, D, mask=False):
+    """scores / sqrt(D) (+ an additive mask [B, 1, 1, S]), softmax over keys (torch._decomp's
+    _softmax: amax, exp of the difference, divide by the sum)."""
+    g = Graph(name, comment)
+    s = [B, N, S, S]
+    x = g.parameter("scores", s)
+    m = g.parameter("attention_mask", [B, 1, 1, S]) if mask else None
+    scaled = g.div("scaled", x, g.scalar("sqrt_d", math.sqrt(D), s))
+    if mask:
+        scaled = g.add("masked", scaled, g.broadcast("attention_mask.b", m, s, [0, 1, 2, 3]))
+    g.output(softmax_last(g, "softmax_", scaled))
+    return g
+
+
+BERT_BASE = ("BERT-base (hidden 768, 12 heads x 64, FFN 3072, LayerNorm eps 1e-12, f32) at "
+             "batch 32 x sequence 128 (the BERT paper's fine-tuning batch and length); ops as "
+             "Hugging Face transformers' PyTorch BertLayer lowers them (torch._decomp "
+             "decompositions, the Linear bias add left out of the matmul as Inductor unfuses it "
+             "before a pointwise consumer and as TF/Flax Dense emit it)")
+
+
+def bert_fwd_attn_softmax(B=BERT_TRAIN_B, N=12, S=128, D=64):
+    return region_scaled_softmax(
+        "bert_base_fwd_attn_softmax",
+        BERT_BASE + ". Forward, between the Q K^T and probs V batched matmuls (BertSelfAttention):"
+        " scores [32, 12, 128, 128] / sqrt(64) + attention_mask, then softmax over keys. "
+        "attention_mask [32, 1, 1, 128] is the extended additive padding mask, (1 - mask) * "
+        "finfo.min (-10000 in older releases), computed once per model and shared by the layers.",
+        B, N, S, D, mask=True)
+
+
+def bert_fwd_attn_out_ln(T=BERT_TRAIN_B * 128, H=768):
+    return region_bias_residual_ln(
+        "bert_base_fwd_attn_out_ln",
+        BERT_BASE + ". Forward, between the attention output projection and the FFN "
+        "up-projection (BertSelfOutput): LayerNorm(dense_out + bias + residual) over [4096, 768] "
+        "tokens x hidden, eps 1e-12; outputs the result and the mean and rstd that "
+        "native_layer_norm saves for the backward pass.", T, H, 1e-12)
+
+
+def bert_fwd_ffn_gelu(T=BERT_TRAIN_B * 128, F=3072):
+    return region_bias_gelu(
+        "bert_base_fwd_ffn_gelu",
+        BERT_BASE + ". Forward, between the FFN up- and down-projections (BertIntermediate): "
+        "x [4096, 3072] + bias, then GELU in its erf form (hidden_act 'gelu'), as torch._decomp "
+        "writes it: h * 0.5 * (1 + erf(h * M_SQRT1_2)).", T, F, gx.gelu_erf)
+
+
+def bert_fwd_ffn_out_ln(T=BERT_TRAIN_B * 128, H=768):
+    return region_bias_residual_ln(
+        "bert_base_fwd_ffn_out_ln",
+        BERT_BASE + ". Forward, between the FFN down-projection and the next layer's Q/K/V "
+        "projections (BertOutput): LayerNorm(dense_out + bias + residual) over [4096, 768], "
+        "the residual being the attention block's LayerNorm output, eps 1e-12; outputs the "
+        "result and the saved mean and rstd.", T, H, 1e-12)
+
+
+def bert_bwd_layernorm(T=BERT_TRAIN_B * 128, H=768):
+    return region_layernorm_backward(
+        "bert_base_bwd_layernorm",
+        BERT_BASE + ". Training backward of a LayerNorm over [4096, 768] (either of the "
+        "layer's two), as torch._decomp's native_layer_norm_backward computes it: dy arrives "
+        "from the next matmul's input gradient; x is the saved LayerNorm input, mean and rstd "
+        "the saved statistics [4096], gamma [768]; outputs dx (row reductions over hidden), "
+        "dgamma and dbeta (column reductions over tokens).", T, H)
+
+
+def bert_bwd_ffn_gelu(T=BERT_TRAIN_B * 128, F=3072):
+    return region_gelu_backward(
+        "bert_base_bwd_ffn_gelu",
+        BERT_BASE + ". Training backward between the FFN down-projection's input gradient "
+        "dy [4096, 3072] and the up-projection's weight/input gradient matmuls: "
+        "dh = dy * gelu'(x + bias) with gelu_backward(approximate='none') of torch._decomp "
+        "(cdf = 0.5 * (1 + erf(h / sqrt 2)), pdf = exp(-h^2 / 2) / sqrt(2 pi), dy * (cdf + h * "
+        "pdf)), x the saved up-projection output, plus the bias gradient sum(dh over the 4096 "
+        "tokens) [3072].", T, F, "none")
+
+
+def bert_bwd_attn_softmax(B=BERT_TRAIN_B, N=12, S=128, D=64):
+    g = Graph("bert_base_bwd_attn_softmax",
+              BERT_BASE + ". Training backward between the probs V matmul's gradient dprobs "
+              "[32, 12, 128, 128] and the Q K^T matmul's gradients: softmax backward "
+              "dx = y * (dy - sum(dy * y over keys)) (PyTorch's and TensorFlow's softmax "
+              "gradient kernels), y the saved probabilities, then the gradient of the "
+              "division by sqrt(64). The additive mask has no gradient.")
+    s = [B, N, S, S]
+    y, dy = g.parameter("probs", s), g.parameter("dprobs", s)
+    dot = g.reduce("sum", "row_dot", g.mul("dy_y", dy, y), [3])
+    diff = g.sub("diff", dy, g.broadcast("row_dot.b", dot, s, [0, 1, 2]))
+    dx = g.mul("dsoftmax", y, diff)
+    g.output(g.div("dscores", dx, g.scalar("sqrt_d", math.sqrt(D), s)))
+    return g
+
+
+GPT2 = ("GPT-2 small (hidden 768, 12 heads x 64, FFN 3072, LayerNorm eps 1e-5, f32) at batch 8 x "
+        "its 1024-token context")
+GPT2_FWD = GPT2 + ("; forward ops as OpenAI's gpt-2 src/model.py (TensorFlow) writes them, "
+                   "conv1d being tf.matmul + b")
+GPT2_BWD = GPT2 + ("; training backward as torch._decomp computes it for Hugging Face's "
+                   "GPT2Block (LayerNorm eps 1e-5, gelu_new = the tanh form)")
+
+
+def gpt2_fwd_causal_softmax(B=GPT2_B, N=12, S=GPT2_S, D=64):
+    g = Graph("gpt2_fwd_causal_softmax",
+              GPT2_FWD + ". Forward, between the Q K^T and probs V batched matmuls: "
+              "w [8, 12, 1024, 1024] * rsqrt(64); attention_mask(nd, ns): b = float(i >= j) from "
+              "two iotas [1024, 1024] (query i, key j; nd = ns), mask_attn_weights: "
+              "w * b - 1e10 * (1 - b), the mask broadcast over batch and heads; softmax over keys "
+              "(x - max, exp, divide by the sum).")
+    s, plane = [B, N, S, S], [S, S]
+    w = g.parameter("scores", s)
+    scaled = g.mul("scaled", w, g.scalar("rsqrt_d", 1.0 / math.sqrt(D), s))
+    keep = g.binary("ge", "causal", iota(g, "query_pos", plane, 0), iota(g, "key_pos", plane, 1))
+    b = g.convert("keep", keep, "f32")
+    fill = g.mul("fill", g.scalar("big", 1e10, plane),
+                 g.sub("dropped", g.scalar("one", 1.0, plane), b))
+    kept = g.mul("kept", scaled, g.broadcast("keep.b", b, s, [2, 3]))
+    masked = g.sub("masked", kept, g.broadcast("fill.b", fill, s, [2, 3]))
+    g.output(softmax_last(g, "softmax_", masked))
+    return g
+
+
+def gpt2_fwd_attn_out_ln(T=GPT2_B * GPT2_S, H=768):
+    g = Graph("gpt2_fwd_attn_out_ln",
+              GPT2_FWD + ". Forward, between the attention's c_proj and the MLP's c_fc matmuls "
+              "(pre-LN block): a = c_proj output [8192, 768] + b; x = x + a (the residual "
+              "stream, an output); ln_2 = norm(x): u = mean(x), s = mean(square(x - u)), "
+              "(x - u) * rsqrt(s + 1e-5) * g + b, over hidden.")
+    s = [T, H]
+    a, x = g.parameter("c_proj_out", s), g.parameter("x", s)
+    bias, gamma, beta = g.parameter("bias", [H]), g.parameter("g", [H]), g.parameter("b", [H])
+    h = g.add("residual_out", x, gx.bias_add(g, "a", a, bias))
+    g.output(h, layernorm(g, "ln_2_", h, gamma, beta, 1e-5))
+    return g
+
+
+def gpt2_fwd_mlp_gelu(T=GPT2_B * GPT2_S, F=3072):
+    return region_bias_gelu(
+        "gpt2_fwd_mlp_gelu",
+        GPT2_FWD + ". Forward, between the MLP's c_fc and c_proj matmuls: c_fc output "
+        "[8192, 3072] + b, then gelu(x) = 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*pow(x, 3)))).",
+        T, F, gelu_tanh_tf)
+
+
+def gpt2_bwd_layernorm(T=GPT2_B * GPT2_S, H=768):
+    return region_layernorm_backward(
+        "gpt2_bwd_layernorm",
+        GPT2_BWD + ". Training backward of ln_2 over [8192, 768], between the c_fc input "
+        "gradient dy and the attention c_proj's gradient matmuls: native_layer_norm_backward "
+        "(x the saved input, mean and rstd [8192], gamma [768]), and, the block being pre-LN, "
+        "x's gradient through the residual branch added to dx; outputs dx, dgamma, dbeta.",
+        T, H, residual_grad=True)
+
+
+def gpt2_bwd_mlp_gelu(T=GPT2_B * GPT2_S, F=3072):
+    return region_gelu_backward(
+        "gpt2_bwd_mlp_gelu",
+        GPT2_BWD + ". Training backward between the MLP c_proj's input gradient dy [8192, 3072] "
+        "and c_fc's gradient matmuls: dh = dy * gelu'(x + b) with gelu_backward("
+        "approximate='tanh') of torch._decomp (kBeta = sqrt(2/pi), kKappa = 0.044715: "
+        "0.5 * (1 + tanh(inner)) + 0.5 h (1 - tanh^2) kBeta (1 + 3 kKappa h^2)), x the saved "
+        "c_fc output, and the bias gradient sum(dh over the 8192 tokens) [3072].",
+        T, F, "tanh")
+
+
+LLAMA = ("Llama-2-7B (hidden 4096, 32 heads x 128, intermediate 11008, RMSNorm eps 1e-6, bf16 "
+         "weights and activations) on one 4096-token sequence (prefill at its full context); ops "
+         "as Hugging Face's LlamaDecoderLayer, bf16 storage with the arithmetic in f32 between "
+         "converts, rounded once to bf16 (as Inductor upcasts bf16 pointwise math)")
+
+
+def llama_fwd_residual_rmsnorm(T=LLAMA_T, H=4096):
+    g = Graph("llama2_7b_fwd_residual_rmsnorm",
+              LLAMA + ". Forward, between the attention o_proj and the MLP's gate/up "
+              "projections: h = residual + o_proj output [4096, 4096] (bf16 add; the residual "
+              "stream, an output), then LlamaRMSNorm: h.to(float32), variance = mean(h^2), "
+              "h * rsqrt(variance + 1e-6), .to(bf16), weight * that.")
+    s = [T, H]
+    res, attn = g.parameter("residual", s, "bf16"), g.parameter("o_proj_out", s, "bf16")
+    w = g.parameter("weight", [H], "bf16")
+    h = g.add("residual_out", res, attn)
+    hf = g.convert("h_f32", h, "f32")
+    var = g.div("variance", g.reduce("sum", "sqsum", g.mul("sq", hf, hf), [1]),
+                g.scalar("n", float(H), [T]))
+    rstd = g.unary("rsqrt", "rstd", g.add("var_eps", var, g.scalar("eps", 1e-6, [T])))
+    normed = g.mul("normalized", hf, g.broadcast("rstd.b", rstd, s, [0]))
+    normed = g.convert("normalized_bf16", normed, "bf16")
+    g.output(h, g.mul("out", g.broadcast("weight.b", w, s, [1]), normed))
+    return g
+
+
+def llama_fwd_rotary(T=LLAMA_T, N=32, D=128):
+    g = Graph("llama2_7b_fwd_rotary",
+              LLAMA + ". Forward, between the q_proj/k_proj matmuls and attention: the outputs "
+              "[4096, 4096] viewed as [tokens, heads, head_dim] = [4096, 32, 128] (the layout of "
+              "vLLM's and FlashAttention's rotary kernels; HF applies the same element-wise math "
+              "after a transpose to heads first), apply_rotary_pos_emb in its rotate-half form: "
+              "rotate_half(x) = cat(-x[..., 64:], x[..., :64]), x * cos + rotate_half(x) * sin, "
+              "for q and k (32 KV heads: no grouped-query attention in the 7B model), with the "
+              "cos and sin tables [4096, 128] (bf16, theta 10000, halves repeated) of the "
+              "sequence's positions broadcast over heads.")
+    hs = [T, N * D]
+    s = [T, N, D]
+    q, k = g.parameter("q_proj_out", hs, "bf16"), g.parameter("k_proj_out", hs, "bf16")
+    cos, sin = g.parameter("cos", [T, D], "bf16"), g.parameter("sin", [T, D], "bf16")
+    cos_b = g.broadcast("cos.b", g.convert("cos_f32", cos, "f32"), s, [0, 2])
+    sin_b = g.broadcast("sin.b", g.convert("sin_f32", sin, "f32"), s, [0, 2])
+    outs = []
+    for p, x in (("q", q), ("k", k)):
+        xf = g.convert(p + "_f32", g.reshape(p + "_heads", x, s), "f32")
+        x1 = slice_last(g, p + "_x1", xf, 0, D // 2)
+        x2 = slice_last(g, p + "_x2", xf, D // 2, D)
+        rot = concatenate(g, p + "_rotated", [g.unary("neg", p + "_neg_x2", x2), x1], 2)
+        emb = g.add(p + "_embed", g.mul(p + "_cos", xf, cos_b), g.mul(p + "_sin", rot, sin_b))
+        outs.append(g.convert(p + "_rot", emb, "bf16"))
+    g.output(*outs)
+    return g
+
+
+def llama_fwd_silu_gate(T=LLAMA_T, F=11008):
+    g = Graph("llama2_7b_fwd_silu_gate",
+              LLAMA + ". Forward, between the MLP's gate/up projections and down_proj "
+              "(LlamaMLP): act_fn(gate_proj(x)) * up_proj(x) with act_fn SiLU, x * sigmoid(x) "
+              "(torch._decomp's silu), on [4096, 11008].")
+    s = [T, F]
+    gate, up = g.parameter("gate_proj_out", s, "bf16"), g.parameter("up_proj_out", s, "bf16")
+    gf, uf = g.convert("gate_f32", gate, "f32"), g.convert("up_f32", up, "f32")
+    silu = g.mul("silu", gf, g.unary("sigmoid", "sigmoid", gf))
+    g.output(g.convert("out", g.mul("gated", silu, uf), "bf16"))
+    return g
+
+
+VIT = ("ViT-B/16 (hidden 768, 12 heads x 64, MLP 3072, LayerNorm eps 1e-6, f32) on 224x224 "
+       "images at batch 64: 14x14 patches + [CLS] = 197 tokens, 64 x 197 = 12608 rows; ops as "
+       "the reference Flax code (google-research/vision_transformer: nn.Dense = dot + bias, "
+       "flax.linen.LayerNorm, jax.nn.gelu), lowered by XLA")
+
+
+def vit_fwd_embed_ln(B=VIT_B, G=VIT_GRID, H=768):
+    P = G * G
+    g = Graph("vit_b16_fwd_embed_ln",
+              VIT + ". Forward, between the patch embedding (a 16x16 stride-16 convolution, a "
+              "matmul over patches) and the first block's Q/K/V projections: the conv output "
+              "[64, 14, 14, 768] + bias, reshaped to [64, 196, 768], the [CLS] token [1, 1, 768] "
+              "tiled over the batch and concatenated in front, + the position embedding "
+              "[1, 197, 768] (the embedded tokens, an output, flattened to [12608, 768]), then "
+              "the pre-norm LayerNorm of block 0 (Flax: mean and mean of squares, "
+              "var = max(0, mean2 - mean^2), (x - mean) * rsqrt(var + 1e-6) * scale + bias).")
+    conv, bias = g.parameter("conv_out", [B, G, G, H]), g.parameter("conv_bias", [H])
+    cls, pos = g.parameter("cls", [1, 1, H]), g.parameter("pos_embedding", [1, P + 1, H])
+    scale, beta = g.parameter("ln_scale", [H]), g.parameter("ln_bias", [H])
+    x = g.reshape("patches", gx.bias_add(g, "conv_biased", conv, bias), [B, P, H])
+    tokens = concatenate(g, "tokens", [g.broadcast("cls.b", cls, [B, 1, H], [0, 1, 2]), x], 1)
+    emb = g.add("embedded", tokens, g.broadcast("pos_embedding.b", pos, [B, P + 1, H], [0, 1, 2]))
+    emb = g.reshape("x", emb, [B * (P + 1), H])
+    g.output(emb, layernorm_flax(g, "ln_", emb, scale, beta, 1e-6))
+    return g
+
+
+def vit_fwd_attn_softmax(B=VIT_B, N=12, S=VIT_GRID * VIT_GRID + 1, D=64):
+    return region_scaled_softmax(
+        "vit_b16_fwd_attn_softmax",
+        VIT + ". Forward, between the Q K^T and probs V batched matmuls: scores "
+        "[64, 12, 197, 197] / sqrt(64), softmax over keys, no mask (the division after the "
+        "matmul as transformers' ViTSelfAttention does it; Flax and timm scale q before it).",
+        B, N, S, D)
+
+
+def vit_fwd_mlp_gelu(T=VIT_B * (VIT_GRID * VIT_GRID + 1), F=3072):
+    return region_bias_gelu(
+        "vit_b16_fwd_mlp_gelu",
+        VIT + ". Forward, between the MlpBlock's two Dense matmuls: [12608, 3072] + bias, "
+        "then nn.gelu, i.e. jax.nn.gelu(approximate=True): x * 0.5 * (1 + tanh(sqrt(2/pi) * "
+        "(x + 0.044715 * x^3))), x^3 as XLA expands lax.integer_pow (x * x * x).",
+        T, F, gelu_tanh_jax)
+
+
+def vit_fwd_mlp_out_ln(T=VIT_B * (VIT_GRID * VIT_GRID + 1), H=768):
+    g = Graph("vit_b16_fwd_mlp_out_ln",
+              VIT + ". Forward, between the MlpBlock's second Dense and the next block's Q/K/V "
+              "projections: [12608, 768] + bias + the residual x (Encoder1DBlock's x + y, the "
+              "residual stream, an output), then the next block's pre-norm LayerNorm (Flax, "
+              "as in vit_b16_fwd_embed_ln; after the last block, encoder_norm: the same ops).")
+    s = [T, H]
+    y, x = g.parameter("dense_out", s), g.parameter("residual", s)
+    bias = g.parameter("bias", [H])
+    scale, beta = g.parameter("ln_scale", [H]), g.parameter("ln_bias", [H])
+    h = g.add("residual_out", x, gx.bias_add(g, "y", y, bias))
+    g.output(h, layernorm_flax(g, "ln_", h, scale, beta, 1e-6))
+    return g
+
+
+# The layers suite; each entry is (full-size graph, small copy with the same ops).
+LAYERS = [
+    (bert_fwd_attn_softmax, lambda: bert_fwd_attn_softmax(2, 2, 8, 4)),
+    (bert_fwd_attn_out_ln, lambda: bert_fwd_attn_out_ln(16, 32)),
+    (bert_fwd_ffn_gelu, lambda: bert_fwd_ffn_gelu(16, 64)),
+    (bert_fwd_ffn_out_ln, lambda: bert_fwd_ffn_out_ln(16, 32)),
+    (bert_bwd_layernorm, lambda: bert_bwd_layernorm(16, 32)),
+    (bert_bwd_ffn_gelu, lambda: bert_bwd_ffn_gelu(16, 64)),
+    (bert_bwd_attn_softmax, lambda: bert_bwd_attn_softmax(2, 2, 8, 4)),
+    (gpt2_fwd_causal_softmax, lambda: gpt2_fwd_causal_softmax(2, 2, 16, 4)),
+    (gpt2_fwd_attn_out_ln, lambda: gpt2_fwd_attn_out_ln(16, 32)),
+    (gpt2_fwd_mlp_gelu, lambda: gpt2_fwd_mlp_gelu(16, 64)),
+    (gpt2_bwd_layernorm, lambda: gpt2_bwd_layernorm(16, 32)),
+    (gpt2_bwd_mlp_gelu, lambda: gpt2_bwd_mlp_gelu(16, 64)),
+    (llama_fwd_residual_rmsnorm, lambda: llama_fwd_residual_rmsnorm(8, 32)),
+    (llama_fwd_rotary, lambda: llama_fwd_rotary(8, 4, 16)),
+    (llama_fwd_silu_gate, lambda: llama_fwd_silu_gate(8, 48)),
+    (vit_fwd_embed_ln, lambda: vit_fwd_embed_ln(2, 3, 32)),
+    (vit_fwd_attn_softmax, lambda: vit_fwd_attn_softmax(2, 2, 10, 4)),
+    (vit_fwd_mlp_gelu, lambda: vit_fwd_mlp_gelu(20, 64)),
+    (vit_fwd_mlp_out_ln, lambda: vit_fwd_mlp_out_ln(20, 32)),
+]
+
+
 FULL = [
     lambda: bert_residual_layernorm(),
     lambda: transformer_residual_layernorm(),
@@ -304,12 +789,15 @@ def outputs():
     full = []
     for path in sorted(glob.glob(os.path.join(EXAMPLES, "*.json"))):
         full.append("../examples/" + os.path.basename(path))
-    for make in FULL:
+    layers = []
+    for make in FULL + [full_size for full_size, _ in LAYERS]:
         g = make()
         files[f"graphs/{g.name}.json"] = g.text()
         full.append(f"graphs/{g.name}.json")
+        if make not in FULL:
+            layers.append(f"graphs/{g.name}.json")
     small = []
-    for make in SMALL:
+    for make in SMALL + [small_copy for _, small_copy in LAYERS]:
         g = make()
         g.name += "_small"
         files[f"graphs/small/{g.name}.json"] = g.text()
@@ -317,7 +805,9 @@ def outputs():
     head = "# Generated by bench/gen_bench_graphs.py; paths are relative to this folder.\n"
     for name, paths, what in (("full", full, "every example and the workload subgraphs"),
                               ("smoke", SMOKE, "tiny graphs for a host-target smoke run"),
-                              ("selfcheck", small, "small copies for peers.py --self-check")):
+                              ("selfcheck", small, "small copies for peers.py --self-check"),
+                              ("layers", layers, "the memory-intensive regions of transformer "
+                               "layers (BERT-base, GPT-2, Llama-2-7B, ViT-B/16), one per file")):
         files[f"suites/{name}.txt"] = head + f"# {name}: {what}\n" + \
             "".join(f"../{p}\n" for p in paths)
     return files

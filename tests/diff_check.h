@@ -53,6 +53,9 @@ astitch_status diff_ref_check(const DiffRef *d, astitch_executable *x, DiffResul
  * checked; returns the number of failures. */
 int diff_split_combines(astitch_target target, int64_t rows, int64_t cols, int repeats);
 
+/* The largest split factor of any phase of x's plan (1: no reduction split across blocks). */
+int diff_max_split(const astitch_executable *x);
+
 /* A seed that differs between runs (time and pid), for one fresh case per run. */
 uint64_t diff_fresh_seed(void);
 

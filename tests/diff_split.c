@@ -7,8 +7,7 @@
 #include "diff_check.h"
 #include "gen_graph.h"
 
-/* The largest split factor of any phase of x's plan. */
-static int max_split(const astitch_executable *x)
+int diff_max_split(const astitch_executable *x)
 {
     const astitch_plan *p = astitch_executable_plan(x);
     int most = 1;
@@ -71,15 +70,16 @@ int diff_split_combines(astitch_target target, int64_t rows, int64_t cols, int r
         if (astitch_compile(g, &o, &x) != ASTITCH_OK || diff_ref_check(d, x, &r) != ASTITCH_OK) {
             printf("split combines (%s): %s\n", what, astitch_last_error(ctx));
             failures++;
-        } else if (!r.ok || max_split(x) < 2) {
-            printf("split combines (%s): split %d: %s\n", what, max_split(x), r.ok ? "not split" : r.message);
+        } else if (!r.ok || diff_max_split(x) < 2) {
+            printf("split combines (%s): split %d: %s\n", what, diff_max_split(x),
+                   r.ok ? "not split" : r.message);
             failures++;
         } else if (det && !runs_identical(d, x, astitch_graph_num_outputs(g), rows, repeats)) {
             printf("split combines (in order): %d runs are not bitwise identical\n", repeats);
             failures++;
         } else {
             printf("split combines [%lld, %lld] (%s): split %d, worst error %.3g\n",
-                   (long long)rows, (long long)cols, what, max_split(x), r.worst);
+                   (long long)rows, (long long)cols, what, diff_max_split(x), r.worst);
         }
         astitch_executable_destroy(x);
     }

@@ -505,3 +505,23 @@ astitch_graph *gen_split_kinds(astitch_context *ctx, int64_t rows, int64_t cols)
     }
     return g;
 }
+
+astitch_graph *gen_dot_between(astitch_context *ctx, int64_t m, int64_t k, int64_t n)
+{
+    astitch_graph *g;
+    if (astitch_graph_create(ctx, &g) != ASTITCH_OK)
+        return NULL;
+    int64_t dx[2] = {m, k}, dw[2] = {k, n};
+    astitch_dot_dims dims = {.ncontract = 1, .lhs_contract = {1}, .rhs_contract = {0}};
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, dx);
+    astitch_node w = astitch_parameter(g, "w", ASTITCH_F32, 2, dw);
+    astitch_node x2 = astitch_binary(g, ASTITCH_OP_ADD, x, x);
+    astitch_node y = astitch_dot(g, x2, w, &dims);
+    astitch_set_name(g, y, "between");
+    astitch_add_output(g, astitch_unary(g, ASTITCH_OP_EXP, y));
+    if (astitch_graph_verify(g) != ASTITCH_OK) {
+        astitch_graph_destroy(g);
+        return NULL;
+    }
+    return g;
+}

@@ -42,6 +42,10 @@ astitch_graph *gen_graph(astitch_context *ctx, uint64_t seed, const gen_options 
  * long rows the planner splits them across blocks. NULL on failure (message in ctx). */
 astitch_graph *gen_split_kinds(astitch_context *ctx, int64_t rows, int64_t cols);
 
+/* exp(dot(x + x, w)) for x [m, k] and w [k, n]: the dot, named "between", is a compute op
+ * between two kernels. NULL on failure (message in ctx). */
+astitch_graph *gen_dot_between(astitch_context *ctx, int64_t m, int64_t k, int64_t n);
+
 /* A seed from the clock, for tests that also run a fresh graph each time (print it). */
 uint64_t gen_fresh_seed(void);
 

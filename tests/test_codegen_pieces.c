@@ -31,19 +31,23 @@ static void piece_begin(Piece *t)
     assert_int_equal(astitch_graph_create(t->ctx, &t->g), ASTITCH_OK);
 }
 
-/* Verifies and compiles the graph for the host target under fusion=stitch. */
-static void piece_compile(Piece *t)
+/* Verifies and compiles the graph for the host target under fusion=stitch, with packing (and
+ * so resident rows) on or off. */
+static void piece_compile_packing(Piece *t, bool packing)
 {
     if (astitch_graph_verify(t->g) != ASTITCH_OK)
         fail_msg("verify: %s", astitch_last_error(t->ctx));
     astitch_compile_options o;
     astitch_compile_options_default(&o);
     o.target = ASTITCH_TARGET_HOST;
+    o.plan.packing = packing;
     if (astitch_compile(t->g, &o, &t->x) != ASTITCH_OK)
         fail_msg("compile: %s", astitch_last_error(t->ctx));
     t->plan = astitch_executable_plan(t->x);
     assert_non_null(t->plan);
 }
+
+static void piece_compile(Piece *t) { piece_compile_packing(t, true); }
 
 /* Runs the kernels on fresh random inputs against the reference, then frees everything. */
 static void piece_check_and_end(Piece *t, const char *what)
@@ -98,9 +102,10 @@ static astitch_node broadcast_rows(astitch_graph *g, astitch_node v, const int64
 
 /* Softmax over short rows: the row max is read by every element of its row in the same block,
  * so it stays in shared memory (regional) behind a block barrier. */
-static void test_regional(void **state)
+/* A softmax over rows of 50: with streamed rows (packing off) its max and sum are regional
+ * values in shared memory; with resident rows, in the registers of every lane of the row. */
+static void regional_softmax(bool resident)
 {
-    (void)state;
     Piece t;
     piece_begin(&t);
     int64_t d[2] = {96, 50}, axis = 1;
@@ -111,14 +116,27 @@ static void test_regional(void **state)
     astitch_node sum = astitch_reduce(t.g, ASTITCH_REDUCE_SUM, e, 1, &axis);
     astitch_node y = astitch_binary(t.g, ASTITCH_OP_DIV, e, broadcast_rows(t.g, sum, d));
     astitch_add_output(t.g, y);
-    piece_compile(&t);
+    piece_compile_packing(&t, resident);
     assert_int_equal(astitch_plan_num_kernels(t.plan), 1);
     assert_int_equal(op_info(&t, max).scheme, ASTITCH_SCHEME_REGIONAL);
     astitch_kernel_info k = kernel_info(&t, 0);
+    astitch_phase_info ph;
+    assert_int_equal(astitch_plan_phase_info(t.plan, 0, 0, &ph), ASTITCH_OK);
+    assert_int_equal(ph.resident, resident);
     assert_true(k.block_barriers > 0);
     assert_int_equal(k.global_barriers, 0);
-    assert_true(k.shared_bytes > 0);
-    piece_check_and_end(&t, "regional");
+    if (resident)
+        assert_int_equal(k.shared_bytes, 0); /* 50 = 2 x 25: a vector of 2, no reduce buffer */
+    else
+        assert_true(k.shared_bytes > 0);
+    piece_check_and_end(&t, resident ? "regional, resident rows" : "regional, shared memory");
+}
+
+static void test_regional(void **state)
+{
+    (void)state;
+    regional_softmax(false);
+    regional_softmax(true);
 }
 
 /* Scaling columns by exp(mean): every element reads its column's mean, to which blocks across

@@ -1,10 +1,11 @@
-/* test_gpu_diff.c: the generated kernels on a real GPU against the reference interpreter:
- * every example and many random graphs under fusion none, xla and stitch (one reference run per
- * graph); the split fallback forced on every example; two executables running at once on two
- * streams. Exits 77 (skip) without a driver; stops at the first kernel fault (the context is
- * lost then). ASTITCH_GPU_GRAPHS sets the number of random graphs (default 1000, fixed seeds
- * and one fresh seed, printed); ASTITCH_GPU_SHARD=K/N runs only the random graphs i with
- * i % N == K (N processes share the GPU and the machine's cores). */
+/* test_gpu_diff.c: the generated kernels on a real GPU against the reference interpreter: every
+ * example and many random graphs under fusion none, xla and stitch (one reference run per graph);
+ * the split fallback forced on every example; two executables running at once on two streams; runs
+ * captured into CUDA graphs and replayed on fresh inputs, and the refused capture of a compute op.
+ * Exits 77 (skip) without a driver; stops at the first kernel fault (the context is lost then).
+ * ASTITCH_GPU_GRAPHS sets the number of random graphs (default 1000, fixed seeds and one fresh
+ * seed, printed); ASTITCH_GPU_SHARD=K/N runs only the random graphs i with i % N == K (N processes
+ * share the GPU and the machine's cores). */
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -35,8 +36,9 @@ static double now_seconds(void)
 
 /* Compiles g for the GPU under fusion (split: cut at its global barriers) and checks it
  * against d. Returns 1 on a failure (printed), else 0. */
-static int check_one(astitch_graph *g, const DiffRef *d, astitch_fusion fusion, bool split,
-                     const char *what, uint64_t seed)
+/* Compiles g for the GPU under fusion; split: every kernel with grid barriers cut at them. */
+static astitch_status compile_gpu(astitch_graph *g, astitch_fusion fusion, bool split,
+                                  astitch_executable **x)
 {
     if (split)
         setenv("ASTITCH_FORCE_SPLIT", "1", 1);
@@ -44,11 +46,18 @@ static int check_one(astitch_graph *g, const DiffRef *d, astitch_fusion fusion, 
     astitch_compile_options_default(&o);
     o.target = ASTITCH_TARGET_CUDA;
     o.plan.fusion = fusion;
-    astitch_executable *x = NULL;
-    DiffResult r = {.ok = false};
-    astitch_status s = astitch_compile(g, &o, &x);
+    astitch_status s = astitch_compile(g, &o, x);
     if (split)
         unsetenv("ASTITCH_FORCE_SPLIT");
+    return s;
+}
+
+static int check_one(astitch_graph *g, const DiffRef *d, astitch_fusion fusion, bool split,
+                     const char *what, uint64_t seed)
+{
+    astitch_executable *x = NULL;
+    DiffResult r = {.ok = false};
+    astitch_status s = compile_gpu(g, fusion, split, &x);
     if (s == ASTITCH_OK)
         s = diff_ref_check(d, x, &r);
     if (s != ASTITCH_OK)
@@ -320,6 +329,257 @@ static void test_split_combines(void **state)
     assert_int_equal(diff_split_combines(ASTITCH_TARGET_CUDA, 2, 4 << 20, 20), 0);
 }
 
+/* Device buffers for a graph's parameters then outputs (each rounded up to 4 bytes, so
+ * outputs can be poisoned by words), and host buffers for the outputs. */
+typedef struct Io {
+    int nin, nout;
+    uint64_t *ptr;
+    size_t *bytes;
+    void **host;
+} Io;
+
+static void io_alloc(astitch_context *ctx, CudaDevice *dev, const astitch_graph *g, Io *io)
+{
+    io->nin = astitch_graph_num_parameters(g);
+    io->nout = astitch_graph_num_outputs(g);
+    int n = io->nin + io->nout;
+    io->ptr = calloc((size_t)n + 1, sizeof *io->ptr);
+    io->bytes = calloc((size_t)n + 1, sizeof *io->bytes);
+    io->host = calloc((size_t)io->nout + 1, sizeof *io->host);
+    assert_true(io->ptr && io->bytes && io->host);
+    for (int i = 0; i < n; i++) {
+        astitch_tensor_info t;
+        astitch_node node = i < io->nin ? astitch_graph_parameter(g, i)
+                                        : astitch_graph_output(g, i - io->nin);
+        assert_int_equal(astitch_node_info(g, node, &t), ASTITCH_OK);
+        CUdeviceptr p = 0;
+        assert_int_equal(cuda_alloc(ctx, dev, (t.bytes + 3) & ~(size_t)3, &p), ASTITCH_OK);
+        io->ptr[i] = p;
+        io->bytes[i] = t.bytes;
+        if (i >= io->nin)
+            assert_non_null(io->host[i - io->nin] = malloc(t.bytes + 1));
+    }
+}
+
+static void io_free(CudaDevice *dev, Io *io)
+{
+    for (int i = 0; i < io->nin + io->nout; i++)
+        cuda_free(dev, io->ptr[i]);
+    for (int i = 0; i < io->nout; i++)
+        free(io->host[i]);
+    free(io->ptr);
+    free(io->bytes);
+    free(io->host);
+}
+
+/* Queues on st: d's inputs into io's device buffers, all-ones bits into its outputs. */
+static void io_upload(astitch_context *ctx, CudaDevice *dev, const Io *io, const DiffRef *d,
+                      CUstream st)
+{
+    for (int i = 0; i < io->nin; i++)
+        assert_int_equal(cuda_copy_to_device(ctx, dev, io->ptr[i], diff_ref_inputs(d)[i],
+                                             io->bytes[i], st), ASTITCH_OK);
+    for (int i = io->nin; i < io->nin + io->nout; i++)
+        assert_int_equal(cuda_memset_u32(ctx, dev, io->ptr[i], 0xffffffffu,
+                                         (io->bytes[i] + 3) / 4, st), ASTITCH_OK);
+}
+
+/* Reads io's outputs back once st's work is done and compares them with d's reference;
+ * prints the result under `what`. */
+static bool io_check(astitch_context *ctx, CudaDevice *dev, const Io *io, const DiffRef *d,
+                     CUstream st, const char *what)
+{
+    astitch_status s = ASTITCH_OK;
+    for (int i = 0; s == ASTITCH_OK && i < io->nout; i++)
+        s = cuda_copy_to_host(ctx, dev, io->host[i], io->ptr[io->nin + i],
+                              io->bytes[io->nin + i], st);
+    if (s == ASTITCH_OK)
+        s = cuda_stream_sync(ctx, dev, st);
+    DiffResult r = {.ok = false};
+    if (s != ASTITCH_OK)
+        snprintf(r.message, sizeof r.message, "%s", astitch_last_error(ctx));
+    else
+        diff_ref_compare(d, (const void *const *)io->host, &r);
+    printf("  %s: %s, worst error %.3g\n", what, r.ok ? "ok" : r.message, r.worst);
+    if (strstr(r.message, "context is now unusable"))
+        context_lost = true;
+    return r.ok;
+}
+
+/* Captures one astitch_execute_device of x into a CUDA graph on st (global mode). Returns the
+ * instantiated graph, or NULL after printing why. */
+static CUgraphExec capture_run(astitch_context *ctx, CudaDevice *dev, astitch_executable *x,
+                               const Io *io, CUstream st, const char *what)
+{
+    const CudaDriver *drv = &dev->drv;
+    CUgraph graph = NULL;
+    CUgraphExec exec = NULL;
+    CUresult r = drv->StreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    astitch_status s = r == CUDA_SUCCESS ? astitch_execute_device(x, io->ptr, io->ptr + io->nin, st)
+                                         : ASTITCH_OK;
+    if (r == CUDA_SUCCESS)
+        r = drv->StreamEndCapture(st, &graph);
+    if (r == CUDA_SUCCESS && s == ASTITCH_OK)
+        r = drv->GraphInstantiate(&exec, graph, 0);
+    if (graph)
+        drv->GraphDestroy(graph);
+    char err[256];
+    cuda_error_text(drv, r, err, sizeof err);
+    if (s != ASTITCH_OK || r != CUDA_SUCCESS)
+        printf("FAIL %s: capture: %s\n", what, s != ASTITCH_OK ? astitch_last_error(ctx) : err);
+    return s == ASTITCH_OK && r == CUDA_SUCCESS ? exec : NULL;
+}
+
+/* Compiles g under stitch (split: cut at its grid barriers), captures one run into a CUDA
+ * graph, and replays it `replays` times, each on fresh random inputs written into the buffers
+ * the capture saw, against the reference. Adds to *coop the kernels planned with grid barriers
+ * that launch whole, and to *split the plans with a reduction split across blocks. Returns
+ * the number of failures (printed). */
+static int capture_and_replay(astitch_context *ctx, CudaDevice *dev, astitch_graph *g,
+                              const char *what, bool split, int replays, int *coop, int *splits)
+{
+    astitch_executable *x = NULL;
+    if (compile_gpu(g, ASTITCH_FUSION_STITCH, split, &x) != ASTITCH_OK) {
+        printf("FAIL %s: compile: %s\n", what, astitch_last_error(ctx));
+        return 1;
+    }
+    const astitch_plan *p = astitch_executable_plan(x);
+    for (int k = 0; k < astitch_plan_num_kernels(p); k++) {
+        astitch_kernel_info ki;
+        assert_int_equal(astitch_plan_kernel_info(p, k, &ki), ASTITCH_OK);
+        *coop += !split && ki.grid > 0 && ki.global_barriers > 0;
+    }
+    *splits += diff_max_split(x) > 1;
+    CUstream st;
+    Io io;
+    assert_int_equal(cuda_stream_create(ctx, dev, &st), ASTITCH_OK);
+    io_alloc(ctx, dev, g, &io);
+    CUgraphExec exec = capture_run(ctx, dev, x, &io, st, what);
+    int failures = !exec;
+    for (int i = 0; exec && i < replays && !context_lost; i++) {
+        DiffRef *d;
+        uint64_t seed = diff_fresh_seed();
+        assert_int_equal(diff_ref_create(g, seed, true, &d), ASTITCH_OK);
+        io_upload(ctx, dev, &io, d, st);
+        char replay[160];
+        snprintf(replay, sizeof replay, "%s, replay %d (seed %llu)", what, i + 1,
+                 (unsigned long long)seed);
+        CUresult r = dev->drv.GraphLaunch(exec, st);
+        if (r != CUDA_SUCCESS) {
+            cuda_fail(ctx, &dev->drv, r, "cuGraphLaunch");
+            printf("FAIL %s: %s\n", replay, astitch_last_error(ctx));
+            context_lost |= cuda_error_is_sticky(r);
+        }
+        failures += r != CUDA_SUCCESS || !io_check(ctx, dev, &io, d, st, replay);
+        diff_ref_destroy(d);
+    }
+    if (exec)
+        dev->drv.GraphExecDestroy(exec);
+    io_free(dev, &io);
+    cuda_stream_destroy(dev, st);
+    astitch_executable_destroy(x);
+    return failures;
+}
+
+static astitch_graph *load_example(astitch_context *ctx, const char *name)
+{
+    const char *root = getenv("ASTITCH_SOURCE_ROOT");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/examples/%s", root ? root : ".", name);
+    astitch_graph *g;
+    if (astitch_graph_load_json(ctx, path, &g) != ASTITCH_OK)
+        fail_msg("%s: %s", path, astitch_last_error(ctx));
+    return g;
+}
+
+/* One run of each graph captured into a CUDA graph and replayed three times on fresh inputs:
+ * softmax, layernorm, a grid barrier with a split column reduce (fig7, also cut at its barrier:
+ * the split fallback), batchnorm's four grid barriers, split row reductions of every combine. */
+static void test_graph_replay(void **state)
+{
+    (void)state;
+    astitch_context *ctx;
+    assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
+    CudaDevice *dev;
+    assert_int_equal(cuda_device_open(ctx, 0, &dev), ASTITCH_OK);
+    assert_int_equal(cuda_enter(ctx, dev), ASTITCH_OK);
+    struct {
+        const char *what;
+        astitch_graph *g;
+        bool split;
+    } cases[] = {
+        {"softmax [512, 1000]", softmax_graph(ctx, 512, 1000), false},
+        {"layernorm.json", load_example(ctx, "layernorm.json"), false},
+        {"fig7_subgraph.json", load_example(ctx, "fig7_subgraph.json"), false},
+        {"fig7_subgraph.json split", load_example(ctx, "fig7_subgraph.json"), true},
+        {"batchnorm_train.json", load_example(ctx, "batchnorm_train.json"), false},
+        {"transformer_row_reduce.json", load_example(ctx, "transformer_row_reduce.json"), false},
+        {"split kinds [3, 40000]", gen_split_kinds(ctx, 3, 40000), false},
+    };
+    int failures = 0, coop = 0, splits = 0, n = (int)(sizeof cases / sizeof *cases);
+    for (int i = 0; i < n && !context_lost; i++) {
+        assert_non_null(cases[i].g);
+        failures += capture_and_replay(ctx, dev, cases[i].g, cases[i].what, cases[i].split, 3,
+                                       &coop, &splits);
+    }
+    printf("graph replays: %d graphs, %d kernels with grid barriers, %d split reductions, %d "
+           "failures\n", n, coop, splits, failures);
+    for (int i = 0; i < n; i++)
+        astitch_graph_destroy(cases[i].g);
+    cuda_leave(dev);
+    cuda_device_close(dev);
+    astitch_context_destroy(ctx);
+    assert_false(context_lost);
+    assert_int_equal(failures, 0);
+    assert_true(coop > 0 && splits > 0);
+}
+
+/* A run with a compute op is refused inside a capture, naming the op, before anything is
+ * queued: the capture stays valid and ends; the stream then runs the graph as usual. */
+static void test_graph_capture_compute_op(void **state)
+{
+    (void)state;
+    astitch_context *ctx;
+    assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
+    CudaDevice *dev;
+    assert_int_equal(cuda_device_open(ctx, 0, &dev), ASTITCH_OK);
+    assert_int_equal(cuda_enter(ctx, dev), ASTITCH_OK);
+    astitch_graph *g = gen_dot_between(ctx, 64, 96, 32);
+    assert_non_null(g);
+    astitch_executable *x;
+    assert_int_equal(compile_gpu(g, ASTITCH_FUSION_STITCH, false, &x), ASTITCH_OK);
+    CUstream st;
+    Io io;
+    DiffRef *d;
+    assert_int_equal(cuda_stream_create(ctx, dev, &st), ASTITCH_OK);
+    io_alloc(ctx, dev, g, &io);
+    assert_int_equal(diff_ref_create(g, diff_fresh_seed(), true, &d), ASTITCH_OK);
+    io_upload(ctx, dev, &io, d, st);
+
+    CUgraph graph = NULL;
+    assert_int_equal(dev->drv.StreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    astitch_status s = astitch_execute_device(x, io.ptr, io.ptr + io.nin, st);
+    CUresult r = dev->drv.StreamEndCapture(st, &graph);
+    printf("expected error: %s\n", astitch_last_error(ctx));
+    assert_int_equal(s, ASTITCH_ERR_UNSUPPORTED);
+    assert_non_null(strstr(astitch_last_error(ctx), "'between' (dot) is a compute op"));
+    assert_int_equal(r, CUDA_SUCCESS);
+    assert_non_null(graph);
+    dev->drv.GraphDestroy(graph);
+
+    if (astitch_execute_device(x, io.ptr, io.ptr + io.nin, st) != ASTITCH_OK)
+        fail_msg("run after the refused capture: %s", astitch_last_error(ctx));
+    assert_true(io_check(ctx, dev, &io, d, st, "dot between kernels, after the refused capture"));
+    diff_ref_destroy(d);
+    io_free(dev, &io);
+    cuda_stream_destroy(dev, st);
+    astitch_executable_destroy(x);
+    astitch_graph_destroy(g);
+    cuda_leave(dev);
+    cuda_device_close(dev);
+    astitch_context_destroy(ctx);
+}
+
 int main(void)
 {
     astitch_context *ctx;
@@ -339,6 +599,8 @@ int main(void)
         cmocka_unit_test(test_two_streams),
         cmocka_unit_test(test_misaligned_pointers),
         cmocka_unit_test(test_split_combines),
+        cmocka_unit_test(test_graph_replay),
+        cmocka_unit_test(test_graph_capture_compute_op),
         cmocka_unit_test(test_random_graphs),
     };
     /* a shard runs its random graphs; shard 0 also the split combines */

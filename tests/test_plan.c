@@ -348,16 +348,22 @@ static void row_reduce_750000x32(void **state)
         astitch_kernel_info k;
         assert_int_equal(astitch_plan_kernel_info(p, 0, &k), ASTITCH_OK);
         assert_int_equal(m.kind, ASTITCH_MAP_ROW_REDUCE);
-        assert_int_equal(m.threads_per_row, 32);
-        assert_int_equal(m.rows_per_block, 32); /* 32 rows of 32 in a block of 1024 */
-        assert_int_equal(k.block, 1024);
+        /* resident rows: 8 lanes of 4 adjacent elements cover a row's 128-byte line, so 64
+         * rows share a block of 512 (two per SM at the resident register bound) */
+        assert_int_equal(m.vector, 4);
+        assert_int_equal(m.threads_per_row, 8);
+        assert_int_equal(m.rows_per_block, 64);
+        assert_int_equal(k.block, 512);
         assert_int_equal(m.split, 1);
         assert_true(m.tasks_per_block > 1);    /* vertical packing keeps one wave */
         assert_true(k.grid <= k.blocks_per_wave);
         assert_int_equal(k.blocks_per_wave, 2 * d.sm_count);
         assert_true(m.chunk * (int64_t)m.grid >= 750000);
-        /* one element of each of its tiles' rows per thread */
-        assert_int_equal(astitch_mapping_elements_per_thread(&m), m.tasks_per_block);
+        /* one vector of each of its tiles' rows per thread */
+        assert_int_equal(astitch_mapping_elements_per_thread(&m), 4 * m.tasks_per_block);
+        astitch_phase_info ph;
+        assert_int_equal(astitch_plan_phase_info(p, 0, 0, &ph), ASTITCH_OK);
+        assert_true(ph.resident);
         /* without packing: one row per block (the XLA mapping of Figure 6-(a)) */
         o.packing = false;
         p = plan(f, &d, &o);
@@ -442,6 +448,7 @@ static void shared_memory_fallback(void **state)
     build_layernorm(f->g, 65536, 256);
     astitch_device d = device("h100");
     astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
+    o.packing = false; /* streamed rows: resident ones keep their statistics in registers */
     astitch_plan *p = plan(f, &d, &o);
     int full = count_regional(p);
     astitch_kernel_info k;
@@ -478,6 +485,7 @@ static void register_bound_relaxed(void **state)
     build_layernorm(f->g, 25600, 768);
     astitch_device d = device("h100");
     astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
+    o.packing = false; /* streamed rows */
     astitch_plan *p = plan(f, &d, &o);
     astitch_kernel_info k;
     astitch_plan_kernel_info(p, 0, &k);
@@ -485,6 +493,16 @@ static void register_bound_relaxed(void **state)
     assert_true(k.grid > d.sm_count); /* a full wave of two blocks per SM */
     assert_int_equal(k.regs, 32); /* two blocks of 1024 per SM leave 32 registers */
     assert_int_equal(k.blocks_per_sm, 2);
+    /* resident rows of 768: a warp per row, 24 elements per lane, planned with 32 + 2 * 24 = 80
+     * registers: blocks of 256, three per SM */
+    o.packing = true;
+    p = plan(f, &d, &o);
+    astitch_plan_kernel_info(p, 0, &k);
+    assert_int_equal(k.block, 256);
+    assert_int_equal(k.regs, 80);
+    assert_int_equal(k.blocks_per_sm, 3);
+    assert_true(k.grid > 2 * d.sm_count && k.grid <= k.blocks_per_wave);
+    assert_int_equal(k.shared_bytes, 0); /* the statistics stay in registers */
 }
 
 /* When shared memory allows one block of 1024 per SM, the bound relaxes to 64. */
@@ -494,6 +512,7 @@ static void register_bound_relaxed_by_shared(void **state)
     build_layernorm(f->g, 128, 768);
     astitch_device d = device("h100");
     astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
+    o.packing = false; /* streamed rows keep their statistics in shared memory */
     astitch_plan *p = plan(f, &d, &o);
     astitch_kernel_info k;
     astitch_plan_kernel_info(p, 0, &k);
@@ -526,42 +545,58 @@ static void register_bound_small_grid(void **state)
     assert_true(k.grid <= k.blocks_per_wave);
 }
 
-/* A row sum read back row-aligned by an element-wise output: regional while its per-block part
- * is small, global (keeping the full wave) once that part would leave one block per SM. */
+/* A row sum [rows] and an element-wise output [rows, 32] that reads it back row-aligned. With
+ * `through_reshape` the read goes through a reshape to [rows, 1] and a broadcast of its unit
+ * axis, which keeps the output out of the sum's resident tile run: the sum then needs a
+ * regional buffer in shared memory. */
+static void build_sum_read_back(astitch_graph *g, int64_t rows, bool through_reshape)
+{
+    int64_t rc[2] = {rows, 32}, r1[2] = {rows, 1}, ax1[1] = {1}, bd0[1] = {0}, bd01[2] = {0, 1};
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, rc);
+    astitch_node sum = named(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, x, 1, ax1), "s");
+    astitch_node b = through_reshape
+        ? astitch_broadcast_in_dim(g, astitch_reshape(g, sum, 2, r1), 2, rc, bd01)
+        : astitch_broadcast_in_dim(g, sum, 2, rc, bd0);
+    astitch_add_output(g, named(g, astitch_binary(g, ASTITCH_OP_SUB, x, b), "y"));
+}
+
+/* The sum read back outside its run: regional while its per-block part is small, global
+ * (keeping the full wave) once that part would leave one block per SM. Read back inside its
+ * resident run, it needs no memory at all. */
 static void launch_prefers_parallelism(void **state)
 {
     Fixture *f = *state;
-    astitch_graph *g = f->g;
-    int64_t rc[2] = {8000000, 32}, ax1[1] = {1}, bd0[1] = {0};
-    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, rc);
-    astitch_node sum = named(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, x, 1, ax1), "s");
-    astitch_node b = astitch_broadcast_in_dim(g, sum, 2, rc, bd0);
-    astitch_add_output(g, named(g, astitch_binary(g, ASTITCH_OP_SUB, x, b), "y"));
+    build_sum_read_back(f->g, 8000000, true);
     astitch_device d = device("h100");
     astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
     astitch_plan *p = plan(f, &d, &o);
     astitch_kernel_info k;
     astitch_plan_kernel_info(p, 0, &k);
-    /* 30304 rows of 4 bytes per block would allow one block per SM: turned global instead */
-    assert_int_equal(scheme_of(p, g, "s"), ASTITCH_SCHEME_GLOBAL);
-    assert_int_equal(k.grid, 264);
-    assert_int_equal(k.blocks_per_wave, 264);
+    /* 30000-odd rows of 4 bytes per block would allow one block per SM: turned global */
+    assert_int_equal(scheme_of(p, f->g, "s"), ASTITCH_SCHEME_GLOBAL);
+    assert_int_equal(k.grid, k.blocks_per_wave);
+    assert_int_equal(k.blocks_per_sm, 2);
     assert_int_equal(k.global_barriers, 1);
-    /* a tenth of the rows: 3040 rows per block fit next to a second block */
+    /* a tenth of the rows: their part fits next to a second block */
     astitch_graph_destroy(f->g);
     assert_int_equal(astitch_graph_create(f->ctx, &f->g), ASTITCH_OK);
-    g = f->g;
-    rc[0] = 800000;
-    x = astitch_parameter(g, "x", ASTITCH_F32, 2, rc);
-    sum = named(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, x, 1, ax1), "s");
-    b = astitch_broadcast_in_dim(g, sum, 2, rc, bd0);
-    astitch_add_output(g, named(g, astitch_binary(g, ASTITCH_OP_SUB, x, b), "y"));
+    build_sum_read_back(f->g, 800000, true);
     p = plan(f, &d, &o);
     astitch_plan_kernel_info(p, 0, &k);
-    assert_int_equal(scheme_of(p, g, "s"), ASTITCH_SCHEME_REGIONAL);
+    assert_int_equal(scheme_of(p, f->g, "s"), ASTITCH_SCHEME_REGIONAL);
     assert_int_equal(k.blocks_per_sm, 2);
     assert_int_equal(k.block_barriers, 1);
     assert_int_equal(k.global_barriers, 0);
+    assert_true(k.shared_bytes > 0);
+    /* read back inside the run: registers, whatever the size */
+    astitch_graph_destroy(f->g);
+    assert_int_equal(astitch_graph_create(f->ctx, &f->g), ASTITCH_OK);
+    build_sum_read_back(f->g, 8000000, false);
+    p = plan(f, &d, &o);
+    astitch_plan_kernel_info(p, 0, &k);
+    assert_int_equal(scheme_of(p, f->g, "s"), ASTITCH_SCHEME_REGIONAL);
+    assert_int_equal(k.global_barriers, 0);
+    assert_int_equal(k.shared_bytes, 0);
 }
 
 /* ---- scopes --------------------------------------------------------------------------------- */

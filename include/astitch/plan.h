@@ -166,11 +166,18 @@ typedef struct astitch_mapping {
     int64_t tasks_per_block;         /* tiles walked by one block: ceil(chunk / rows_per_block) */
     int32_t split;                   /* blocks sharing one tile, 1 if not split */
     int64_t split_len;               /* row elements per split part */
+    int32_t vector;                  /* row reduce: > 0 when a lane keeps its part of a row in
+                                      * registers (a resident row), taking `vector` consecutive
+                                      * elements per access: lane l holds elements
+                                      * [(s * threads_per_row + l) * vector, ... + vector) for
+                                      * s = 0, 1, ...; 0 when lanes stream the row (lane l takes
+                                      * l, l + threads_per_row, ...) and for other kinds */
 } astitch_mapping;
 
 /* Elements one thread visits in a phase of mapping m: element-wise, ceil(chunk /
  * rows_per_block); a reduction, its tiles times ceil(len / threads_per_row), len the row
- * (row_len) or its part (split_len when split > 1). 0 for an empty mapping. */
+ * (row_len) or its part (split_len when split > 1), or, for a resident row (vector > 0), its
+ * tiles times ceil(row_len / (threads_per_row * vector)) * vector. 0 for an empty mapping. */
 ASTITCH_API int64_t astitch_mapping_elements_per_thread(const astitch_mapping *m);
 
 typedef struct astitch_kernel_info {
@@ -213,6 +220,8 @@ typedef struct astitch_group_info {
 typedef struct astitch_phase_info {
     int group;
     astitch_barrier barrier;      /* waited for before the phase starts */
+    int run_first;                /* first phase of its tile run (itself when alone) */
+    bool resident;                /* its rows stay in registers across its tile run */
     int num_roots;                /* ops the phase materializes */
     astitch_mapping mapping;
 } astitch_phase_info;

@@ -68,7 +68,18 @@ ASTITCH_API astitch_status astitch_execute(astitch_executable *x, const void *co
 /* cuda only: runs x on device pointers (CUdeviceptr values) in `stream` (a CUstream, NULL for
  * the default stream) of the device's primary context, asynchronously: it returns after the
  * launches are queued. Every non-empty input and output must be ASTITCH_TENSOR_ALIGN-aligned
- * (ASTITCH_ERR_ARGUMENT, naming the tensor, otherwise). */
+ * (ASTITCH_ERR_ARGUMENT, naming the tensor, otherwise).
+ *
+ * CUDA graphs: a run may be captured (cuStreamBeginCapture on `stream`, in any mode; this call;
+ * cuStreamEndCapture) and the graph replayed with the same results. The run queues only
+ * asynchronous work on `stream` (launches, memsets of x's workspace and of split-reduction
+ * outputs, device-to-device copies) and neither allocates nor synchronizes. A replay uses the
+ * device pointers the captured call was given (write new inputs into those buffers) and x's
+ * workspace: keep x alive while the graph may be launched, and keep replays and other runs of x
+ * from overlapping (queue them on one stream). A plan with a compute op (dot, custom: they run
+ * on the host) cannot be captured: on a capturing stream the call queues nothing and returns
+ * ASTITCH_ERR_UNSUPPORTED naming the op; the capture stays valid. After any other error the
+ * capture may hold part of the run: discard its graph. */
 ASTITCH_API astitch_status astitch_execute_device(astitch_executable *x, const uint64_t *inputs,
                                                   const uint64_t *outputs, void *stream);
 

@@ -218,6 +218,7 @@ void ptxas_report_free(PtxasReport *r); /* accepts NULL; leaves *r empty */
  *
  *   emit.c         the module, each kernel's arguments and its phases in order
  *   emit_phase.c   a phase's thread-mapping loops, stores of its roots, reductions
+ *   emit_resident.c  a resident tile run: rows kept in registers across its phases
  *   emit_value.c   the value of an op at an element: index propagation, element-wise math,
  *                  loads from kernel inputs and from earlier phases' buffers
  */
@@ -290,6 +291,13 @@ typedef struct Emit {
                               * replaces a SHARED buffer, else -1 */
     LLVMValueRef *cache;     /* per graph node: its value at *cache_ix, or NULL */
     const Index *cache_ix;
+    LLVMValueRef *rowval;    /* resident run (emit_resident.c): per graph node, its value at
+                              * the row being emitted, or NULL; NULL outside such a run */
+    bool interleave;         /* no SHARED buffer in the kernel: element-wise phases and
+                              * resident runs take tiles ctaid, ctaid + grid, ... (all blocks
+                              * sweep the tensors together) instead of a contiguous chunk */
+    int32_t run_first;       /* resident run: its phases [run_first, run_end); run_end 0 */
+    int32_t run_end;         /* outside one */
     int branch_depth;        /* > 0 inside conditional code: values there are not cached */
     astitch_status status;   /* first failure; emission continues harmlessly after it */
 } Emit;
@@ -301,8 +309,16 @@ LLVMValueRef ev_lin(Emit *e, Index *ix);
 void ev_axes(Emit *e, Index *ix);
 /* The value of node n at element *ix of its shape, in its register type. */
 LLVMValueRef ev_value(Emit *e, int32_t n, Index *ix);
-/* Stores v, the value of root n at *ix, wherever the plan wants it (buffer, output tensor). */
+/* Stores v, the value of root n at *ix, wherever the plan wants it (buffer, output tensor).
+ * Inside a resident run, a SHARED buffer read only by the run's phases is not written: they
+ * find the value in registers. */
 void ev_store_root(Emit *e, int32_t n, Index *ix, LLVMValueRef v);
+/* The buffer part of ev_store_root alone (no output tensor). */
+void ev_store_root_buffer(Emit *e, int32_t n, Index *ix, LLVMValueRef v);
+/* Stores n values vals (register type of t) at elements lin .. lin + n - 1 (lin a multiple of
+ * n) with one vector store, aligned like ev_load_vector. */
+void ev_store_vector(Emit *e, LLVMValueRef base, astitch_dtype t, LLVMValueRef lin, int n,
+                     LLVMValueRef *vals);
 /* Loads/stores element lin of a tensor of dtype t at base. */
 LLVMValueRef ev_load(Emit *e, LLVMValueRef base, astitch_dtype t, LLVMValueRef lin);
 void ev_store(Emit *e, LLVMValueRef base, astitch_dtype t, LLVMValueRef lin, LLVMValueRef v);
@@ -322,9 +338,22 @@ LLVMValueRef ev_fail(Emit *e, LLVMTypeRef ty, astitch_status s, const char *fmt,
 
 /* emit_phase.c */
 /* Emits phases [first, end) of the kernel at the builder's position, after the barrier the
- * first one waits for: one phase as the plan maps it, or a tile run (PlanPhase.run_first) as
- * one walk over the block's tiles. */
+ * first one waits for: one phase as the plan maps it, a tile run (PlanPhase.run_first) as one
+ * walk over the block's tiles, or a resident run (emit_resident_run). */
 void emit_phase_run(Emit *e, int32_t first, int32_t end);
+/* Shuffles v (any register type) by xor mask across the warp. */
+LLVMValueRef emit_shfl_xor(Emit *e, LLVMValueRef v, int mask);
+/* The type reduction accumulators of dtype t are kept in: f32 for floats, else t. */
+astitch_dtype emit_acc_dtype(astitch_dtype t);
+
+/* emit_resident.c */
+/* Emits the resident run [first, end) (PlanPhase.resident): one walk over the block's tiles;
+ * on each, every lane loads its part of the row once (map.vector elements per access) and
+ * keeps every value it computes from it in registers across the run's phases; reductions end
+ * in every lane of the row (warp shuffles, and a shared-memory exchange across the row's warps
+ * when it has several); the run's phases read each other's results from registers, with no
+ * block barrier between them. */
+void emit_resident_run(Emit *e, int32_t first, int32_t end);
 
 
 /* A counted loop iv = start; iv < end; iv += step (type ix), with loop-carried values. */

@@ -133,6 +133,10 @@ static astitch_status emit_kernel(Emit *e, int32_t kk)
     const PlanKernel *k = &e->plan->kernel[kk];
     e->k = k;
     e->ix = needs_i64(e->g, k) ? LLVMInt64TypeInContext(e->c) : LLVMInt32TypeInContext(e->c);
+    e->interleave = true;
+    for (int32_t b = 0; b < k->nbuf; b++)
+        if (k->buf[b].kind == ASTITCH_BUFFER_SHARED)
+            e->interleave = false;
     char name[64];
     free(e->spill);
     if (!(e->spill = malloc(((size_t)k->nbuf + 1) * sizeof *e->spill)))

@@ -70,78 +70,146 @@ static void begin_element(Emit *e, const Index *ix)
     e->cache_ix = ix;
 }
 
-/* Elements per thread task of an element-wise phase: VECTOR consecutive elements when every
- * task of every block is whole (the block's chunk and the element count are multiples of it),
- * else 1. A block covers the same elements either way; only which of its threads takes which
- * element changes, and nothing reads another thread's values before a barrier. */
-enum { VECTOR = 4 };
+/* Elements per thread task of an element-wise phase: as many consecutive elements as fill 16
+ * bytes of the narrowest tensor the phase loads or stores at its elements (4 for f32, 8 for
+ * f16/bf16, 8 for narrower ones too), halved until every task of every block is whole (the block's chunk and the
+ * element count are multiples of it). A block covers the same elements either way; only which
+ * of its threads takes which element changes, and nothing reads another thread's values before
+ * a barrier. */
+enum { VECTOR = 16 };
 
-static int elementwise_vector(const astitch_mapping *m)
+static int elementwise_vector(Emit *e, const PlanPhase *p, const Shape *space)
 {
-    return m->chunk % VECTOR == 0 && m->rows % VECTOR == 0 ? VECTOR : 1;
+    const astitch_mapping *m = &p->map;
+    int64_t least = 4;
+    for (int32_t i = 0; i < e->k->ninput; i++) {
+        const Node *in = gnode(e->g, e->k->input[i]);
+        if (shape_equal(&in->shape, space) && (int64_t)astitch_dtype_size(in->dtype) < least)
+            least = (int64_t)astitch_dtype_size(in->dtype);
+    }
+    for (int32_t r = 0; r < p->nroot; r++) {
+        const Node *root = gnode(e->g, p->root[r]);
+        if ((int64_t)astitch_dtype_size(root->dtype) < least)
+            least = (int64_t)astitch_dtype_size(root->dtype);
+    }
+    int v = (int)(16 / (least < 2 ? 2 : least > 4 ? 4 : least)); /* at most 8 per thread */
+    while (v > 1 && (m->chunk % v || m->rows % v))
+        v /= 2;
+    return v;
 }
 
-/* Each thread evaluates the roots of p at v consecutive elements starting at a multiple of v,
- * computing every value before storing any, so that the lowering may merge the v loads of an
- * input, and the v stores of an output, into single vector accesses (NVPTX, whose tensor
- * arguments are 16-byte aligned: ld/st.global.v4 for f32). */
+/* Tasks of one vector each that one thread takes per iteration of an element-wise phase, all
+ * loaded before any is computed, while they hold at most ELEMENTWISE_ELEMENTS elements. Measured
+ * on the H100 (2026-11-24): two 16-byte f32 tasks instead of one moved eltwise_16m by under 1%
+ * and slowed gelu_bias by 4% (spills under the 32-register bound), so one it is. */
+enum { ELEMENTWISE_ELEMENTS = 8, ELEMENTWISE_TASKS = 1 };
+
+/* True when input tensor n holds one element per element of the space (the same shape, or a
+ * reshape of it): its element lin is the space's element lin. */
+static bool same_elements(const Emit *e, int32_t n, const Shape *space)
+{
+    return shape_elements(&gnode(e->g, n)->shape) == shape_elements(space);
+}
+
+/* Each thread evaluates the roots of p at ELEMENTWISE_TASKS tasks of v consecutive elements
+ * (each starting at a multiple of v), computing every value before storing any, so that the
+ * lowering issues the loads of all tasks at once and merges the v loads of an input, and the v
+ * stores of an output, into single vector accesses (NVPTX, whose tensor arguments are 16-byte
+ * aligned: ld/st.global.v4 for f32). A task outside the block's chunk computes at the block's
+ * first element (in bounds for every tensor, and in the block's own part of every regional
+ * value it reads from shared memory) and stores nothing. */
 static void emit_elementwise(Emit *e, const PlanPhase *p)
 {
     const astitch_mapping *m = &p->map;
     Shape space = {.rank = m->rank};
     for (int i = 0; i < m->rank; i++)
         space.dim[i] = m->dims[i];
-    int v = elementwise_vector(m);
-    int64_t step = (int64_t)m->rows_per_block * v;
+    int v = elementwise_vector(e, p, &space);
+    int u = v * ELEMENTWISE_TASKS <= ELEMENTWISE_ELEMENTS ? ELEMENTWISE_TASKS : 1;
+    int64_t step = (int64_t)m->rows_per_block * v * u;
     LLVMValueRef first = LLVMBuildMul(e->b, e->ctaid, ev_int(e, m->chunk), "");
-    LLVMValueRef *val = malloc((size_t)p->nroot * (size_t)v * sizeof *val);
-    if (!val) {
+    int64_t steps = (m->chunk + step - 1) / step;
+    if (e->interleave) { /* task i of tile T of block b: element ((T * grid + b) * step + i) */
+        first = ev_int(e, 0);
+        steps = ((m->rows + step - 1) / step + m->grid - 1) / m->grid;
+    }
+    LLVMValueRef *val = malloc((size_t)p->nroot * (size_t)(v * u) * sizeof *val);
+    LLVMValueRef *pre = malloc(((size_t)e->k->ninput * VECTOR + 1) * sizeof *pre);
+    if (!val || !pre) {
+        free(val);
+        free(pre);
         ev_fail(e, e->ix, ASTITCH_ERR_MEMORY, "out of memory");
         return;
     }
     Loop tile;
-    loop_begin(e, &tile, ev_int(e, 0), ev_int(e, (m->chunk + step - 1) / step), NULL, 0, NULL);
-    LLVMValueRef in_chunk = LLVMBuildNSWMul(e->b, LLVMBuildNSWAdd(e->b,
-                                LLVMBuildNSWMul(e->b, tile.iv, ev_int(e, m->rows_per_block), ""),
-                                e->tid, ""), ev_int(e, v), "");
-    LLVMValueRef row = LLVMBuildNSWAdd(e->b, first, in_chunk, "row");
-    LLVMValueRef ok = and3(e, LLVMBuildICmp(e->b, LLVMIntSLT, e->tid, ev_int(e, m->rows_per_block), ""),
-                           LLVMBuildICmp(e->b, LLVMIntSLT, in_chunk, ev_int(e, m->chunk), ""),
-                           LLVMBuildICmp(e->b, LLVMIntSLT, row, ev_int(e, m->rows), ""));
-    LLVMBasicBlockRef merge = if_begin(e, ok);
-    /* the kernel's input tensors of the phase's shape, loaded v elements at once; an input
-     * read only through an index map (a transpose, say) leaves its load dead */
-    LLVMValueRef *pre = NULL;
-    if (v > 1 && (pre = malloc(((size_t)e->k->ninput * VECTOR + 1) * sizeof *pre))) {
-        for (int32_t i = 0; i < e->k->ninput; i++) {
-            const Node *in = gnode(e->g, e->k->input[i]);
-            if (shape_equal(&in->shape, &space))
-                ev_load_vector(e, e->tensor[e->k->input[i]], in->dtype, row, v, &pre[i * VECTOR]);
+    loop_begin(e, &tile, ev_int(e, 0), ev_int(e, steps), NULL, 0, NULL);
+    LLVMValueRef ok[ELEMENTWISE_TASKS];
+    Index ix[ELEMENTWISE_TASKS * VECTOR];
+    LLVMValueRef tile_ix = tile.iv;
+    if (e->interleave)
+        tile_ix = LLVMBuildNSWAdd(e->b, LLVMBuildNSWMul(e->b, tile.iv, ev_int(e, m->grid), ""),
+                                  e->ctaid, "");
+    for (int t = 0; t < u; t++) {
+        LLVMValueRef task = LLVMBuildNSWAdd(e->b, LLVMBuildNSWMul(e->b, LLVMBuildNSWAdd(e->b,
+                                LLVMBuildNSWMul(e->b, tile_ix, ev_int(e, u), ""), ev_int(e, t), ""),
+                                ev_int(e, m->rows_per_block), ""), e->tid, "");
+        LLVMValueRef in_chunk = LLVMBuildNSWMul(e->b, task, ev_int(e, v), "");
+        LLVMValueRef row = LLVMBuildNSWAdd(e->b, first, in_chunk, "row");
+        LLVMValueRef in_block = e->interleave ? LLVMConstInt(LLVMInt1TypeInContext(e->c), 1, 0)
+                                : LLVMBuildICmp(e->b, LLVMIntSLT, in_chunk, ev_int(e, m->chunk), "");
+        ok[t] = and3(e, LLVMBuildICmp(e->b, LLVMIntSLT, e->tid, ev_int(e, m->rows_per_block), ""),
+                     in_block, LLVMBuildICmp(e->b, LLVMIntSLT, row, ev_int(e, m->rows), ""));
+        row = LLVMBuildSelect(e->b, ok[t], row, first, "row.safe");
+        /* the kernel's inputs with the space's elements, v at once; an input read only
+         * through another index map (a transpose, say) leaves its load dead */
+        for (int32_t i = 0; v > 1 && i < e->k->ninput; i++)
+            if (same_elements(e, e->k->input[i], &space))
+                ev_load_vector(e, e->tensor[e->k->input[i]], gnode(e->g, e->k->input[i])->dtype,
+                               row, v, &pre[i * VECTOR]);
+        /* a vector inside one innermost row: element j's axes are element 0's, the last + j,
+         * so reads through broadcasts (a bias) stay adjacent and merge into vector loads */
+        bool inner = v > 1 && space.rank > 0 && space.dim[space.rank - 1] % v == 0;
+        for (int j = 0; j < v; j++) {
+            LLVMValueRef lin = j ? LLVMBuildNSWAdd(e->b, row, ev_int(e, j), "") : row;
+            Index *at = &ix[t * v + j];
+            *at = (Index){.shape = &space, .lin = lin};
+            if (inner && j == 0) { /* a multiple of v: say so, for the alignment of the merge */
+                ev_axes(e, at);
+                at->axis[space.rank - 1] = LLVMBuildAnd(e->b, at->axis[space.rank - 1],
+                                                        ev_int(e, -(int64_t)v), "");
+            } else if (inner) {
+                *at = ix[t * v];
+                at->lin = lin;
+                at->axis[space.rank - 1] = LLVMBuildNSWAdd(e->b, at->axis[space.rank - 1],
+                                                           ev_int(e, j), "");
+            }
+            begin_element(e, at);
+            for (int32_t i = 0; v > 1 && i < e->k->ninput; i++)
+                if (same_elements(e, e->k->input[i], &space))
+                    e->cache[e->k->input[i]] = pre[i * VECTOR + j];
+            for (int r = 0; r < p->nroot; r++) {
+                const Node *root = gnode(e->g, p->root[r]);
+                Index own = {.shape = &root->shape, .lin = lin};
+                val[(r * u + t) * v + j] =
+                    ev_value(e, p->root[r], shape_equal(&root->shape, &space) ? at : &own);
+            }
         }
     }
-    Index ix[VECTOR];
-    for (int j = 0; j < v; j++) {
-        LLVMValueRef lin = j ? LLVMBuildNSWAdd(e->b, row, ev_int(e, j), "") : row;
-        ix[j] = (Index){.shape = &space, .lin = lin};
-        begin_element(e, &ix[j]);
-        for (int32_t i = 0; pre && i < e->k->ninput; i++)
-            if (shape_equal(&gnode(e->g, e->k->input[i])->shape, &space))
-                e->cache[e->k->input[i]] = pre[i * VECTOR + j];
+    for (int t = 0; t < u; t++) {
+        LLVMBasicBlockRef merge = if_begin(e, ok[t]);
         for (int r = 0; r < p->nroot; r++) {
-            const Node *root = gnode(e->g, p->root[r]);
-            Index own = {.shape = &root->shape, .lin = lin};
-            val[r * v + j] = ev_value(e, p->root[r], shape_equal(&root->shape, &space) ? &ix[j] : &own);
+            int32_t n = p->root[r];
+            const Node *root = gnode(e->g, n);
+            LLVMValueRef *vals = &val[(r * u + t) * v];
+            for (int j = 0; j < v; j++) {
+                Index *at = &ix[t * v + j], own = {.shape = &root->shape, .lin = at->lin};
+                ev_store_root_buffer(e, n, shape_equal(&root->shape, &space) ? at : &own, vals[j]);
+            }
+            if (plan_kernel_op(e->k, n)->output && e->tensor[n])
+                ev_store_vector(e, e->tensor[n], root->dtype, ix[t * v].lin, v, vals);
         }
+        if_end(e, merge);
     }
-    for (int j = 0; j < v; j++) {
-        for (int r = 0; r < p->nroot; r++) {
-            const Node *root = gnode(e->g, p->root[r]);
-            Index own = {.shape = &root->shape, .lin = ix[j].lin};
-            ev_store_root(e, p->root[r], shape_equal(&root->shape, &space) ? &ix[j] : &own,
-                          val[r * v + j]);
-        }
-    }
-    if_end(e, merge);
     loop_end(e, &tile, ev_int(e, 1), NULL);
     free(pre);
     free(val);
@@ -204,8 +272,7 @@ static void space_index(Emit *e, const astitch_mapping *m, const Shape *space, L
     ix->has_axes = true;
 }
 
-/* Shuffles v (any register type) by xor mask across the warp. */
-static LLVMValueRef shfl_xor(Emit *e, LLVMValueRef v, int mask)
+LLVMValueRef emit_shfl_xor(Emit *e, LLVMValueRef v, int mask)
 {
     LLVMTypeRef t = LLVMTypeOf(v), i32 = LLVMInt32TypeInContext(e->c);
     LLVMValueRef mk = LLVMConstInt(i32, (unsigned)mask, 0);
@@ -227,8 +294,7 @@ static LLVMValueRef shfl_xor(Emit *e, LLVMValueRef v, int mask)
                        LLVMBuildShl(e->b, LLVMBuildZExt(e->b, hi, t, ""), LLVMConstInt(t, 32, 0), ""), "");
 }
 
-/* Accumulators live in shared memory as their register type widened to bytes. */
-static astitch_dtype acc_dtype(astitch_dtype t) { return dtype_is_float(t) ? ASTITCH_F32 : t; }
+astitch_dtype emit_acc_dtype(astitch_dtype t) { return dtype_is_float(t) ? ASTITCH_F32 : t; }
 
 /* Combines acc across the tpr lanes of each row; the row's lane 0 ends with the result. All
  * threads of the block must arrive here (it contains shuffles and block barriers). */
@@ -244,13 +310,13 @@ static LLVMValueRef combine_lanes(Emit *e, const astitch_mapping *m, int32_t roo
         return acc;
     if (!column && tpr <= 32 && (tpr & (tpr - 1)) == 0) {
         for (int off = tpr / 2; off >= 1; off /= 2)
-            acc = ev_reduce_combine(e, kind, t, acc, shfl_xor(e, acc, off));
+            acc = ev_reduce_combine(e, kind, t, acc, emit_shfl_xor(e, acc, off));
         return acc;
     }
     /* through shared memory: warp sums (row mapping) or every thread's value (column) */
     const PlanBuffer *buf = plan_kernel_buffer(e->k, ASTITCH_BUFFER_REDUCE, root);
     int64_t slots = column ? m->block : m->block / 32;
-    int64_t need = slots * (int64_t)astitch_dtype_size(acc_dtype(t));
+    int64_t need = slots * (int64_t)astitch_dtype_size(emit_acc_dtype(t));
     if (!buf || buf->bytes < need || (!column && tpr % 32 != 0))
         return ev_fail(e, LLVMTypeOf(acc), ASTITCH_ERR_UNSUPPORTED,
                        "%s: reduce node %d '%s': %d lanes per row need a %lld-byte reduction "
@@ -261,14 +327,14 @@ static LLVMValueRef combine_lanes(Emit *e, const astitch_mapping *m, int32_t roo
     LLVMValueRef slot = e->tid;
     if (!column) {
         for (int off = 16; off >= 1; off /= 2)
-            acc = ev_reduce_combine(e, kind, t, acc, shfl_xor(e, acc, off));
+            acc = ev_reduce_combine(e, kind, t, acc, emit_shfl_xor(e, acc, off));
         slot = LLVMBuildUDiv(e->b, e->tid, ev_int(e, 32), "");
         LLVMBasicBlockRef merge = if_begin(e, LLVMBuildICmp(e->b, LLVMIntEQ,
                                   LLVMBuildURem(e->b, e->tid, ev_int(e, 32), ""), ev_int(e, 0), ""));
-        ev_store(e, base, acc_dtype(t), slot, acc);
+        ev_store(e, base, emit_acc_dtype(t), slot, acc);
         if_end(e, merge);
     } else {
-        ev_store(e, base, acc_dtype(t), slot, acc);
+        ev_store(e, base, emit_acc_dtype(t), slot, acc);
     }
     prim_call(e->b, e->m, PRIM_BARRIER_BLOCK, NULL, 0);
     /* Lane 0 of each row folds the row's slots in a loop whose trip count comes from the block
@@ -294,7 +360,7 @@ static LLVMValueRef combine_lanes(Emit *e, const astitch_mapping *m, int32_t roo
     LLVMValueRef at = column
         ? LLVMBuildAdd(e->b, row_in_tile, LLVMBuildMul(e->b, fold.iv, ev_int(e, m->rows_per_block), ""), "")
         : LLVMBuildAdd(e->b, LLVMBuildMul(e->b, row_in_tile, parts, ""), fold.iv, "");
-    next[0] = ev_reduce_combine(e, kind, t, accv[0], ev_load(e, base, acc_dtype(t), at));
+    next[0] = ev_reduce_combine(e, kind, t, accv[0], ev_load(e, base, emit_acc_dtype(t), at));
     loop_end(e, &fold, ev_int(e, 1), next);
     LLVMValueRef folded = fold.carried[0];
     LLVMBasicBlockRef from = LLVMGetInsertBlock(e->b);
@@ -421,7 +487,9 @@ void emit_phase_run(Emit *e, int32_t first, int32_t end)
     LLVMBasicBlockRef merge = NULL;
     if (p->map.grid < e->k->grid)
         merge = if_begin(e, LLVMBuildICmp(e->b, LLVMIntSLT, e->ctaid, ev_int(e, p->map.grid), ""));
-    if (end - first == 1) {
+    if (p->resident) {
+        emit_resident_run(e, first, end);
+    } else if (end - first == 1) {
         if (p->map.kind == ASTITCH_MAP_ELEMENTWISE)
             emit_elementwise(e, p);
         else

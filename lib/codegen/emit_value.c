@@ -157,6 +157,15 @@ LLVMValueRef ev_load(Emit *e, LLVMValueRef base, astitch_dtype t, LLVMValueRef l
     return from_memory(e, t, LLVMBuildLoad2(e->b, mt, p, ""));
 }
 
+/* The alignment of a vector of `whole` bytes of elements of `size` bytes that starts at an
+ * element index that is a multiple of its length: the whole vector, at most the tensors'
+ * alignment (a vector wider than that is split by the lowering into aligned parts). */
+static unsigned vector_align(const Emit *e, unsigned size, unsigned whole)
+{
+    unsigned a = e->opt.tensor_align > size ? e->opt.tensor_align : size;
+    return whole < a ? whole : a;
+}
+
 void ev_load_vector(Emit *e, LLVMValueRef base, astitch_dtype t, LLVMValueRef lin, int n,
                     LLVMValueRef *out)
 {
@@ -164,23 +173,42 @@ void ev_load_vector(Emit *e, LLVMValueRef base, astitch_dtype t, LLVMValueRef li
     unsigned size = (unsigned)astitch_dtype_size(t), whole = size * (unsigned)n;
     LLVMValueRef p = LLVMBuildGEP2(e->b, mt, base, &lin, 1, "");
     LLVMValueRef v = LLVMBuildLoad2(e->b, vt, p, "");
-    LLVMSetAlignment(v, e->opt.tensor_align >= whole && whole <= 16 ? whole : size);
+    LLVMSetAlignment(v, vector_align(e, size, whole));
     LLVMTypeRef i32 = LLVMInt32TypeInContext(e->c);
     for (int j = 0; j < n; j++)
         out[j] = from_memory(e, t, LLVMBuildExtractElement(e->b, v, LLVMConstInt(i32, (unsigned)j, 0), ""));
+}
+
+/* v in t's memory type. */
+static LLVMValueRef to_memory(Emit *e, astitch_dtype t, LLVMValueRef v)
+{
+    switch (t) {
+    case ASTITCH_F16: return f32_to_half(e, v);
+    case ASTITCH_BF16: return f32_to_bf16(e, v);
+    case ASTITCH_BOOL: return LLVMBuildZExt(e->b, v, mem_type(e, t), "");
+    default: return v;
+    }
+}
+
+void ev_store_vector(Emit *e, LLVMValueRef base, astitch_dtype t, LLVMValueRef lin, int n,
+                     LLVMValueRef *vals)
+{
+    LLVMTypeRef mt = mem_type(e, t), vt = LLVMVectorType(mt, (unsigned)n);
+    unsigned size = (unsigned)astitch_dtype_size(t), whole = size * (unsigned)n;
+    LLVMTypeRef i32 = LLVMInt32TypeInContext(e->c);
+    LLVMValueRef v = LLVMGetUndef(vt);
+    for (int j = 0; j < n; j++)
+        v = LLVMBuildInsertElement(e->b, v, to_memory(e, t, vals[j]),
+                                   LLVMConstInt(i32, (unsigned)j, 0), "");
+    LLVMValueRef p = LLVMBuildGEP2(e->b, mt, base, &lin, 1, "");
+    LLVMSetAlignment(LLVMBuildStore(e->b, v, p), vector_align(e, size, whole));
 }
 
 void ev_store(Emit *e, LLVMValueRef base, astitch_dtype t, LLVMValueRef lin, LLVMValueRef v)
 {
     LLVMTypeRef mt = mem_type(e, t);
     LLVMValueRef p = LLVMBuildGEP2(e->b, mt, base, &lin, 1, "");
-    switch (t) {
-    case ASTITCH_F16: v = f32_to_half(e, v); break;
-    case ASTITCH_BF16: v = f32_to_bf16(e, v); break;
-    case ASTITCH_BOOL: v = LLVMBuildZExt(e->b, v, mt, ""); break;
-    default: break;
-    }
-    LLVMBuildStore(e->b, v, p);
+    LLVMBuildStore(e->b, to_memory(e, t, v), p);
 }
 
 /* True when buf holds a regional value in global memory (the split form). */
@@ -216,6 +244,10 @@ static LLVMValueRef load_materialized(Emit *e, int32_t n, const PlanOp *op, Inde
 {
     const Node *node = gnode(e->g, n);
     LLVMValueRef lin = ev_lin(e, ix);
+    if (op && e->run_end > 0 && op->phase >= e->run_first && op->phase < e->run_end)
+        return ev_fail(e, ev_type(e, node->dtype), ASTITCH_ERR_INTERNAL,
+                       "%s: node %d '%s' of a resident run is read from memory in phase %d",
+                       e->k->name, n, node->name, e->phase);
     if (op && op->buf >= 0) {
         const PlanBuffer *buf = &e->k->buf[op->buf];
         if (buf->kind == ASTITCH_BUFFER_SHARED && !spilled(e, buf))
@@ -235,18 +267,22 @@ static LLVMValueRef fmath(Emit *e, MathId id, LLVMValueRef a, LLVMValueRef b)
     return math_call(e->b, e->m, id, args);
 }
 
-static LLVMValueRef is_nan(Emit *e, LLVMValueRef v) { return LLVMBuildFCmp(e->b, LLVMRealUNO, v, v, ""); }
 
-/* max/min: NaN if either operand is NaN (as the reference). */
+/* max/min as the reference: NaN if either operand is NaN, -0 below +0 (llvm.maximum and
+ * llvm.minimum: one max.NaN/min.NaN instruction on sm_80 and later). */
 static LLVMValueRef maxmin(Emit *e, bool max, astitch_dtype t, LLVMValueRef a, LLVMValueRef b)
 {
     if (!dtype_is_float(t)) {
         LLVMValueRef gt = LLVMBuildICmp(e->b, max ? LLVMIntSGT : LLVMIntSLT, a, b, "");
         return LLVMBuildSelect(e->b, gt, a, b, "");
     }
-    LLVMValueRef pick = LLVMBuildFCmp(e->b, max ? LLVMRealOGT : LLVMRealOLT, a, b, "");
-    LLVMValueRef r = LLVMBuildSelect(e->b, pick, a, b, "");
-    return LLVMBuildSelect(e->b, is_nan(e, a), a, r, "");
+    const char *name = max ? "llvm.maximum.f32" : "llvm.minimum.f32";
+    LLVMTypeRef f32 = LLVMFloatTypeInContext(e->c);
+    LLVMTypeRef fty = LLVMFunctionType(f32, (LLVMTypeRef[]){f32, f32}, 2, 0);
+    LLVMValueRef f = LLVMGetNamedFunction(e->m, name);
+    if (!f)
+        f = LLVMAddFunction(e->m, name, fty);
+    return LLVMBuildCall2(e->b, fty, f, (LLVMValueRef[]){a, b}, 2, "");
 }
 
 /* Integer division and remainder: by zero gives 0, and MIN / -1 wraps (no trap). */
@@ -354,7 +390,9 @@ static LLVMValueRef binary(Emit *e, const Node *n, astitch_dtype t, LLVMValueRef
     case ASTITCH_OP_ADD: return fl ? LLVMBuildFAdd(e->b, a, b, "") : LLVMBuildAdd(e->b, a, b, "");
     case ASTITCH_OP_SUB: return fl ? LLVMBuildFSub(e->b, a, b, "") : LLVMBuildSub(e->b, a, b, "");
     case ASTITCH_OP_MUL: return fl ? LLVMBuildFMul(e->b, a, b, "") : LLVMBuildMul(e->b, a, b, "");
-    case ASTITCH_OP_DIV: return fl ? LLVMBuildFDiv(e->b, a, b, "") : int_divrem(e, false, a, b);
+    case ASTITCH_OP_DIV:
+        return fl ? prim_call(e->b, e->m, PRIM_FDIV_F32, (LLVMValueRef[]){a, b}, 2)
+                  : int_divrem(e, false, a, b);
     case ASTITCH_OP_REM: return fl ? fmath(e, MATH_FMOD, a, b) : int_divrem(e, true, a, b);
     case ASTITCH_OP_POW: return fmath(e, MATH_POW, a, b);
     case ASTITCH_OP_MAX: return maxmin(e, true, t, a, b);
@@ -582,7 +620,11 @@ static LLVMValueRef compute(Emit *e, int32_t n, const Node *node, Index *ix)
 
 LLVMValueRef ev_value(Emit *e, int32_t n, Index *ix)
 {
-    bool cacheable = ix == e->cache_ix;
+    if (e->rowval && e->rowval[n]) /* a resident run reads its rows' values only at the row */
+        return e->rowval[n];
+    /* the cache holds values at the element cache_ix; any index with the same linear index
+     * value is the same element of a node (a reshape passes its index on) */
+    bool cacheable = ix == e->cache_ix || (e->cache_ix && ix->lin && ix->lin == e->cache_ix->lin);
     if (cacheable && e->cache[n])
         return e->cache[n];
     const Node *node = gnode(e->g, n);
@@ -603,18 +645,24 @@ LLVMValueRef ev_value(Emit *e, int32_t n, Index *ix)
     return v;
 }
 
+void ev_store_root_buffer(Emit *e, int32_t n, Index *ix, LLVMValueRef v)
+{
+    const PlanOp *op = plan_kernel_op(e->k, n);
+    if (op->buf < 0)
+        return;
+    const PlanBuffer *buf = &e->k->buf[op->buf];
+    if (e->run_end > 0 && buf->kind == ASTITCH_BUFFER_SHARED && buf->last_phase < e->run_end)
+        return;
+    LLVMValueRef at = ev_lin(e, ix);
+    if (buf->kind == ASTITCH_BUFFER_SHARED && !spilled(e, buf))
+        at = LLVMBuildSub(e->b, at, shared_first(e, buf, n), "");
+    ev_store(e, ev_buffer_base(e, buf), gnode(e->g, n)->dtype, at, v);
+}
+
 void ev_store_root(Emit *e, int32_t n, Index *ix, LLVMValueRef v)
 {
-    const Node *node = gnode(e->g, n);
     const PlanOp *op = plan_kernel_op(e->k, n);
-    LLVMValueRef lin = ev_lin(e, ix);
-    if (op->buf >= 0) {
-        const PlanBuffer *buf = &e->k->buf[op->buf];
-        LLVMValueRef at = lin;
-        if (buf->kind == ASTITCH_BUFFER_SHARED && !spilled(e, buf))
-            at = LLVMBuildSub(e->b, lin, shared_first(e, buf, n), "");
-        ev_store(e, ev_buffer_base(e, buf), node->dtype, at, v);
-    }
+    ev_store_root_buffer(e, n, ix, v);
     if (op->output && e->tensor[n])
-        ev_store(e, e->tensor[n], node->dtype, lin, v);
+        ev_store(e, e->tensor[n], gnode(e->g, n)->dtype, ev_lin(e, ix), v);
 }

@@ -24,6 +24,8 @@ static void host_barrier_grid(uint32_t *counter)
 
 static void host_fence_gpu(void) { atomic_thread_fence(memory_order_seq_cst); }
 
+static float host_fdiv_f32(float a, float b) { return a / b; }
+
 /* max/min as llvm.maximum/minimum and the reference interpreter: NaN wins, -0 < +0. */
 static float ordered_pick(float a, float b, bool max)
 {
@@ -99,6 +101,7 @@ static const HostSymbol symbols[] = {
     {"astitch_atomic_min_f32", (AnyFn)host_atomic_min_f32},
     {"astitch_shared_base", (AnyFn)astitch_simt_shared},
     {"astitch_fence_gpu", (AnyFn)host_fence_gpu},
+    {"astitch_fdiv_f32", (AnyFn)host_fdiv_f32},
 #define HM_ENTRY(id, stem, arity)                                      \
     {"__nv_" #stem "f", (AnyFn)hm_##stem##f}, {"__nv_" #stem, (AnyFn)hm_##stem}, \
     {#stem "f", (AnyFn)hm_##stem##f}, {#stem, (AnyFn)hm_##stem},

@@ -21,6 +21,7 @@ typedef enum PrimSig {
     SIG_VOID,       /* void () */
     SIG_VOID_PTR,   /* void (ptr) */
     SIG_F32_F32_I32, /* float (float, i32) */
+    SIG_F32_F32_F32, /* float (float, float) */
     SIG_I32_I32_I32, /* i32 (i32, i32) */
     SIG_F32_PTR_F32, /* float (ptr, float) */
     SIG_I32_PTR_I32, /* i32 (ptr, i32) */
@@ -57,6 +58,7 @@ static const PrimInfo prim_info[PRIM_COUNT] = {
     [PRIM_ATOMIC_MIN_F32] = {SIG_F32_PTR_F32, 0},
     [PRIM_SHARED_BASE] = {SIG_PTR, PRIM_PURE},
     [PRIM_FENCE_GPU] = {SIG_VOID, 0},
+    [PRIM_FDIV_F32] = {SIG_F32_F32_F32, PRIM_PURE},
 };
 
 static const struct {
@@ -79,6 +81,7 @@ LLVMTypeRef prim_type(LLVMContextRef c, PrimId id)
     case SIG_VOID: return LLVMFunctionType(vd, NULL, 0, 0);
     case SIG_VOID_PTR: return LLVMFunctionType(vd, (LLVMTypeRef[]){ptr}, 1, 0);
     case SIG_F32_F32_I32: return LLVMFunctionType(f32, (LLVMTypeRef[]){f32, i32}, 2, 0);
+    case SIG_F32_F32_F32: return LLVMFunctionType(f32, (LLVMTypeRef[]){f32, f32}, 2, 0);
     case SIG_I32_I32_I32: return LLVMFunctionType(i32, (LLVMTypeRef[]){i32, i32}, 2, 0);
     case SIG_F32_PTR_F32: return LLVMFunctionType(f32, (LLVMTypeRef[]){ptr, f32}, 2, 0);
     case SIG_I32_PTR_I32: return LLVMFunctionType(i32, (LLVMTypeRef[]){ptr, i32}, 2, 0);

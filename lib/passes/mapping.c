@@ -3,13 +3,21 @@
  *
  * The kernel's block size is the largest block any dominant can use (the device maximum for
  * all but tiny kernels, as section 4.5 prefers); the blocks per wave follow from it with the
- * assumed register bound of 32 (or from k->wave_limit when launch lowered it). Then, per
- * dominant:
+ * assumed register bound (or from k->wave_limit when launch lowered it): 32, or for a kernel
+ * with resident rows resident_regs() of its longest lane part, the block then shrunk so that
+ * two blocks fit on an SM at that bound. Then, per dominant:
  *
- *   row reduce     lanes per row grow with the row (a warp for rows up to 32, about four
- *                  elements per lane beyond, up to the block); short rows are packed several
- *                  per block (horizontal packing). When there are fewer row tiles than blocks
- *                  per wave and rows are longer than a block, a row is split across blocks
+ *   row reduce     a row of at most RESIDENT_LANES_MAX x LANE_ELEMENTS_MAX elements reduced
+ *                  over trailing axes is *resident*: each lane keeps its part of the row in
+ *                  registers across the kernel's phases, about LANE_ELEMENTS_GOAL elements
+ *                  taken `vector` at a time (16-byte accesses of the row's narrowest tensor),
+ *                  a warp per row for rows up to a warp's LANE_ELEMENTS_MAX (no block barrier
+ *                  in its combines), and at least the lanes whose vectors fill a 128-byte
+ *                  line (short rows: a thread then takes several tiles at once, see
+ *                  plan_resident_tiles). Longer rows are streamed: lanes grow with the row (about
+ *                  four elements per lane, up to the block). Short rows are packed several per
+ *                  block (horizontal packing). When there are fewer row tiles than blocks per
+ *                  wave and streamed rows are longer than a block, a row is split across blocks
  *                  (task splitting) whose partial results are combined.
  *   column reduce  threads walk adjacent columns (coalesced) and lanes walk down the rows;
  *                  few columns with long columns split the rows across blocks likewise.
@@ -39,6 +47,48 @@ typedef struct Ctx {
     int32_t wave;
     bool packing;
 } Ctx;
+
+/* Resident rows: row elements a lane keeps in registers at most (LANE_ELEMENTS_GOAL is
+ * PLAN_LANE_ELEMENTS_GOAL), lanes per row at most, and the bytes a warp's access of one row
+ * should cover (a whole 128-byte line). */
+enum { LANE_ELEMENTS_MAX = 32, LANE_ELEMENTS_GOAL = PLAN_LANE_ELEMENTS_GOAL,
+       RESIDENT_LANES_MAX = 256, ROW_LINE_BYTES = 128 };
+
+/* The register bound a resident row of e elements per lane, u tiles at once, is planned with:
+ * the e x u values of about two live row-shaped values in f32 registers, plus indices and
+ * addresses. */
+static int64_t resident_regs(int64_t e, int64_t u) { return (32 + 2 * e * u + 7) / 8 * 8; }
+
+/* The resident lane layout of row mapping m whose narrowest row-shaped tensor has elements of
+ * min_bytes: lanes per row and vector width. False when the row is streamed instead (not
+ * reduced over trailing axes, too long, or packing off). */
+static bool resident_layout(const astitch_mapping *m, const Ctx *c, int64_t min_bytes,
+                            int64_t *lanes, int32_t *vector)
+{
+    int64_t k = m->row_len, warp = c->dev->warp_size;
+    uint32_t trailing = 0;
+    for (int i = m->rank - 1; i >= 0 && (m->reduce_axes >> i & 1); i--)
+        trailing |= 1u << i;
+    if (!c->packing || m->kind != ASTITCH_MAP_ROW_REDUCE || m->reduce_axes != trailing ||
+        k < 1 || k > (int64_t)RESIDENT_LANES_MAX * LANE_ELEMENTS_MAX)
+        return false;
+    int64_t v = min_bytes > 0 && min_bytes < 16 ? 16 / min_bytes : 1;
+    while (v > 1 && k % v)
+        v /= 2;
+    int64_t t = pow2_ceil(ceil_div(k, LANE_ELEMENTS_GOAL));
+    if (t > warp && k <= warp * LANE_ELEMENTS_MAX)
+        t = warp;
+    int64_t line = ROW_LINE_BYTES / (v * (min_bytes > 0 ? min_bytes : 4)); /* short rows */
+    if (t < line)
+        t = line < pow2_ceil(ceil_div(k, v)) ? line : pow2_ceil(ceil_div(k, v));
+    while (t > 1 && t * v > pow2_ceil(k))
+        t /= 2;
+    if (t > RESIDENT_LANES_MAX || t > c->block || ceil_div(k, t * v) * v > LANE_ELEMENTS_MAX)
+        return false;
+    *lanes = t;
+    *vector = (int32_t)v;
+    return true;
+}
 
 static void finish(astitch_mapping *m, const Ctx *c, int64_t tiles, int64_t quantum)
 {
@@ -72,10 +122,12 @@ static void finish(astitch_mapping *m, const Ctx *c, int64_t tiles, int64_t quan
     m->tasks_per_block = ceil_div(chunk, m->rows_per_block);
 }
 
-static void map_row(astitch_mapping *m, const Ctx *c)
+static void map_row(astitch_mapping *m, const Ctx *c, int64_t min_bytes)
 {
     int64_t warp = c->dev->warp_size, k = m->row_len, t;
-    if (!c->packing)
+    if (resident_layout(m, c, min_bytes, &t, &m->vector))
+        ;
+    else if (!c->packing)
         t = pow2_ceil(k > 1 ? k : 1);
     else if (k <= warp)
         t = pow2_ceil(k > 1 ? k : 1);
@@ -90,7 +142,7 @@ static void map_row(astitch_mapping *m, const Ctx *c)
     m->rows_per_block = (int32_t)p;
     int64_t tiles = ceil_div(m->rows, p);
     m->split = 1;
-    if (c->packing && t == c->block && k > c->block && tiles > 0 && tiles < c->wave) {
+    if (c->packing && !m->vector && t == c->block && k > c->block && tiles > 0 && tiles < c->wave) {
         int64_t s = c->wave / tiles, by_len = ceil_div(k, (int64_t)c->block * 4);
         m->split = (int32_t)(s < by_len ? s : by_len);
     }
@@ -163,6 +215,42 @@ static int64_t useful_threads(const astitch_mapping *m, bool packing, int64_t wa
     return m->rows * m->row_len > warp ? m->rows * m->row_len : warp;
 }
 
+/* The smallest element size among the kernel's input and output tensors with as many
+ * elements as mapping m's space (the row-shaped tensors a resident row loads and stores);
+ * 4 when there is none. */
+static int64_t space_min_bytes(const astitch_graph *g, const PlanKernel *k, const astitch_mapping *m)
+{
+    int64_t n = m->rows * m->row_len, least = 0;
+    for (int32_t i = 0; i < k->ninput + k->noutput; i++) {
+        const Node *x = gnode(g, i < k->ninput ? k->input[i] : k->output[i - k->ninput]);
+        int64_t b = astitch_dtype_size(x->dtype);
+        if (shape_elements(&x->shape) == n && (least == 0 || b < least))
+            least = b;
+    }
+    return least ? least : 4;
+}
+
+/* The register bound to assume for kernel k: 32, or resident_regs() of its longest resident
+ * lane part. */
+static int64_t assumed_regs(const astitch_graph *g, const PlanKernel *k, const Ctx *c)
+{
+    int64_t regs = 32;
+    for (int32_t i = 0; i < k->ngroup; i++) {
+        astitch_mapping m;
+        int64_t t;
+        int32_t v;
+        space_of(g, k->group[i].dominant, &m);
+        if (!resident_layout(&m, c, space_min_bytes(g, k, &m), &t, &v))
+            continue;
+        m.threads_per_row = (int32_t)t;
+        m.vector = v;
+        int64_t r = resident_regs(plan_lane_elements(&m), plan_resident_tiles(&m));
+        if (r > regs)
+            regs = r;
+    }
+    return regs;
+}
+
 astitch_status pass_mapping(Planner *pl, PlanKernel *k)
 {
     const astitch_graph *g = pl->g;
@@ -177,11 +265,19 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k)
         if (want > c.block)
             c.block = (int32_t)want;
     }
+    int64_t regs = assumed_regs(g, k, &c);
+    if (regs > 32) { /* two blocks per SM at the resident bound, never below a resident row */
+        int64_t cap = pow2_floor(dev->regs_per_sm / (2 * regs));
+        if (cap < RESIDENT_LANES_MAX)
+            cap = RESIDENT_LANES_MAX;
+        if (c.block > cap)
+            c.block = (int32_t)cap;
+    }
     int64_t bps = dev->max_blocks_per_sm;
     if (dev->max_threads_per_sm / c.block < bps)
         bps = dev->max_threads_per_sm / c.block;
-    if (dev->regs_per_sm / (32 * c.block) < bps)
-        bps = dev->regs_per_sm / (32 * c.block);
+    if (dev->regs_per_sm / (regs * c.block) < bps)
+        bps = dev->regs_per_sm / (regs * c.block);
     if (bps < 1)
         return ctx_fail(g->ctx, ASTITCH_ERR_UNSUPPORTED,
                         "planner: kernel %s: device '%s' cannot hold one block of %d threads",
@@ -196,7 +292,7 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k)
         astitch_mapping *m = &gr->map;
         space_of(g, gr->dominant, m);
         if (m->kind == ASTITCH_MAP_ROW_REDUCE) {
-            map_row(m, &c);
+            map_row(m, &c, space_min_bytes(g, k, m));
         } else if (m->kind == ASTITCH_MAP_COLUMN_REDUCE) {
             map_column(m, &c);
         } else {

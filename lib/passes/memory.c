@@ -14,6 +14,9 @@
  * they interleave tile by tile, so their buffers are all live across the run. Offsets are assigned first-fit in order of
  * first write, skipping only ranges of buffers that are still live.
  *
+ * A regional root of a resident tile run (PlanPhase.resident) that only phases of its own run
+ * read has no buffer: every lane of the row holds it in registers (emit_resident.c).
+ *
  * If the shared memory of a block exceeds the limit (the device's, or a lower one from launch
  * feedback), the regional root with the largest shared buffer turns global, one at a time, until
  * it fits (barriers are recomputed each time).
@@ -79,6 +82,15 @@ static void last_readers(const Planner *pl, const PlanKernel *k, int32_t *last)
     }
 }
 
+/* The last phase of the tile run that phase p belongs to. */
+static int32_t run_last(const PlanKernel *k, int32_t p)
+{
+    int32_t first = k->phase[p].run_first;
+    while (p + 1 < k->nphase && k->phase[p + 1].run_first == first)
+        p++;
+    return p;
+}
+
 static bool collect(Planner *pl, PlanKernel *k)
 {
     const astitch_graph *g = pl->g;
@@ -125,7 +137,10 @@ static bool collect(Planner *pl, PlanKernel *k)
         }
         b.dtype = n->dtype;
         b.last_phase = last[i];
-        if (o->scheme == ASTITCH_SCHEME_REGIONAL) {
+        if (o->scheme == ASTITCH_SCHEME_REGIONAL && ph->resident &&
+            last[i] <= run_last(k, o->phase)) {
+            continue; /* read only inside its resident run, from registers */
+        } else if (o->scheme == ASTITCH_SCHEME_REGIONAL) {
             b.kind = ASTITCH_BUFFER_SHARED;
             b.elements = block_elements(g, ph, o);
         } else if (o->scheme == ASTITCH_SCHEME_GLOBAL && !o->output) {
@@ -155,15 +170,6 @@ static bool separated(const PlanKernel *k, int32_t a, int32_t b, bool shared)
             return true;
     }
     return false;
-}
-
-/* The last phase of the tile run that phase p belongs to. */
-static int32_t run_last(const PlanKernel *k, int32_t p)
-{
-    int32_t first = k->phase[p].run_first;
-    while (p + 1 < k->nphase && k->phase[p + 1].run_first == first)
-        p++;
-    return p;
 }
 
 /* Whether x and y may be live at once: their phase ranges, widened to whole tile runs (a run

@@ -107,7 +107,8 @@ bool sched_map_equal(const astitch_mapping *a, const astitch_mapping *b);
  * phases made at their own rows alone join its tile run. */
 void plan_tile_runs(const astitch_graph *g, PlanKernel *k);
 /* After barriers changed (a regional root turned global): a run whose phase now waits for
- * another barrier than a block barrier ends before it, and the run's later phases run alone. */
+ * another barrier than a block barrier ends before it, and the run's later phases run alone.
+ * Both set PlanPhase.resident from each run's first mapping. */
 void plan_tile_runs_cut(PlanKernel *k);
 /* Recomputes phase barriers and barrier counts of k from its roots' schemes and pl->read. */
 void sched_barriers(Planner *pl, PlanKernel *k);

@@ -380,7 +380,8 @@ static astitch_status check_kernel(Planner *pl, int32_t ki, const int32_t *pos)
         if (o->output && o->phase < 0)
             return check_fail(pl, k, o->node, "an output is not materialized");
         if (o->phase >= 0 && o->scheme != ASTITCH_SCHEME_LOCAL && o->scheme != ASTITCH_SCHEME_INDEPENDENT &&
-            !o->output && o->buf < 0)
+            !o->output && o->buf < 0 &&
+            !(o->scheme == ASTITCH_SCHEME_REGIONAL && k->phase[o->phase].resident))
             return check_fail(pl, k, o->node, "a regional or global op has no buffer");
     }
     for (int32_t i = 0; i < k->ninput; i++) {

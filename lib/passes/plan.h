@@ -76,6 +76,9 @@ typedef struct PlanPhase {
     int32_t group;
     astitch_barrier barrier;   /* waited for before the phase */
     int32_t run_first;         /* the first phase of its tile run (tiles.c); itself if alone */
+    bool resident;             /* the run's rows stay in registers (tiles.c): its first phase
+                                * is a row reduce whose map.vector > 0; every phase of a run
+                                * has the first's value */
     int32_t *root;             /* nodes, ascending */
     int32_t nroot;
     astitch_mapping map;
@@ -142,6 +145,21 @@ struct astitch_plan {
     int32_t nstep;
     int64_t scratch_bytes;
 };
+
+/* Resident rows (map.vector > 0): row elements one lane holds, and the tiles one thread takes
+ * per iteration (short rows: several tiles at once, so that a thread has about
+ * PLAN_LANE_ELEMENTS_GOAL elements in flight). */
+enum { PLAN_LANE_ELEMENTS_GOAL = 16, PLAN_RESIDENT_TILES_MAX = 4 };
+static inline int64_t plan_lane_elements(const astitch_mapping *m)
+{
+    int64_t stride = (int64_t)m->threads_per_row * m->vector;
+    return m->vector > 0 ? (m->row_len + stride - 1) / stride * m->vector : 0;
+}
+static inline int plan_resident_tiles(const astitch_mapping *m)
+{
+    int64_t e = plan_lane_elements(m), u = e > 0 ? PLAN_LANE_ELEMENTS_GOAL / e : 1;
+    return (int)(u < 1 ? 1 : u > PLAN_RESIDENT_TILES_MAX ? PLAN_RESIDENT_TILES_MAX : u);
+}
 
 /* plan.c: storage */
 /* The entry of node n in kernel k, or NULL. */

@@ -22,6 +22,10 @@ int64_t astitch_mapping_elements_per_thread(const astitch_mapping *m)
         return (m->chunk + m->rows_per_block - 1) / m->rows_per_block;
     int64_t len = m->split > 1 ? m->split_len : m->row_len;
     int64_t tiles = m->split > 1 ? 1 : m->tasks_per_block;
+    if (m->vector > 0 && m->split <= 1) {
+        int64_t step = (int64_t)m->threads_per_row * m->vector;
+        return tiles * ((len + step - 1) / step) * m->vector;
+    }
     return tiles * ((len + m->threads_per_row - 1) / m->threads_per_row);
 }
 const char *astitch_barrier_name(astitch_barrier b) { return NAME_OF(barrier_names, b); }
@@ -176,6 +180,8 @@ astitch_status astitch_plan_phase_info(const astitch_plan *p, int k, int ph,
         return ASTITCH_ERR_ARGUMENT;
     info->group = x->group;
     info->barrier = x->barrier;
+    info->run_first = x->run_first;
+    info->resident = x->resident;
     info->num_roots = x->nroot;
     info->mapping = x->map;
     return ASTITCH_OK;

@@ -50,6 +50,7 @@ static json_t *mapping(const astitch_mapping *m)
          put(o, "tasks_per_block", json_integer(m->tasks_per_block)) &&
          put(o, "split", json_integer(m->split)) &&
          put(o, "split_len", json_integer(m->split_len)) &&
+         put(o, "vector", json_integer(m->vector)) &&
          put(o, "elements_per_thread", json_integer(astitch_mapping_elements_per_thread(m)));
     if (!ok) {
         json_decref(o);
@@ -99,6 +100,7 @@ static json_t *kernel_json(const astitch_plan *p, const PlanKernel *k)
         ok = x && put(x, "group", json_integer(ph->group)) &&
              put(x, "barrier", json_string(astitch_barrier_name(ph->barrier))) &&
              put(x, "tile_run_first", json_integer(ph->run_first)) &&
+             put(x, "resident", json_boolean(ph->resident)) &&
              put(x, "roots", names(p, ph->root, ph->nroot)) && put(x, "mapping", mapping(&ph->map)) &&
              json_array_append(phases, x) == 0;
         json_decref(x);

@@ -27,6 +27,8 @@ static void mapping(FILE *f, const astitch_mapping *m)
             (long long)m->chunk);
     if (m->split > 1)
         fprintf(f, ", split %d x %lld", (int)m->split, (long long)m->split_len);
+    if (m->vector > 0)
+        fprintf(f, ", resident rows, vector %d", (int)m->vector);
     fprintf(f, ", %lld elements/thread", (long long)astitch_mapping_elements_per_thread(m));
 }
 
@@ -59,6 +61,8 @@ static void kernel_text(FILE *f, const astitch_plan *p, const PlanKernel *k)
                 astitch_barrier_name(ph->barrier));
         if (ph->run_first != i)
             fprintf(f, ", tile run from phase %d", (int)ph->run_first);
+        if (ph->resident)
+            fputs(", rows in registers", f);
         fputs(": ", f);
         list(f, p, ph->root, ph->nroot);
         fputs("\n    mapping ", f);

@@ -273,7 +273,7 @@ bool sched_map_equal(const astitch_mapping *a, const astitch_mapping *b)
         a->grid != b->grid || a->threads_per_row != b->threads_per_row ||
         a->rows_per_block != b->rows_per_block || a->chunk != b->chunk ||
         a->tasks_per_block != b->tasks_per_block || a->split != b->split ||
-        a->split_len != b->split_len)
+        a->split_len != b->split_len || a->vector != b->vector)
         return false;
     return memcmp(a->dims, b->dims, (size_t)a->rank * sizeof a->dims[0]) == 0;
 }

@@ -9,7 +9,8 @@
  * instead of being read from device memory once per phase. That is only right when each phase
  * reads what the earlier phases of the run made at its own rows: checked here, per value read.
  * All buffers a run uses are live across the whole run; memory planning (memory.c) places them
- * so.
+ * so. A run whose first phase is a resident row reduce (map.vector > 0) is marked resident:
+ * codegen keeps its rows in registers across its phases (emit_resident.c).
  */
 #include <stdlib.h>
 
@@ -110,18 +111,19 @@ static int reduce_roots(const astitch_graph *g, const PlanPhase *p)
 }
 
 /* Whether phase ph can join the run [first, ph); the run's first phase is a reduce phase.
- * Phases with several reduce roots stay out: with them in one tile loop, layernorm_backward's
- * kernel spilled under its 32-register bound (ptxas), while every run of one reduce per phase
- * among the examples and 120 random graphs fitted. */
+ * Unless the run is resident, phases with several reduce roots stay out: with them in one
+ * streamed tile loop, layernorm_backward's kernel spilled under its 32-register bound (ptxas),
+ * while every run of one reduce per phase among the examples and 120 random graphs fitted. A
+ * resident run holds its rows in registers anyway and is planned with the registers for it. */
 static bool joins_run(Check *c, int32_t first, int32_t ph)
 {
     const astitch_graph *g = c->g;
     const PlanKernel *k = c->k;
     const PlanPhase *p = &k->phase[ph];
     const astitch_mapping *r = &k->phase[first].map;
+    bool several = reduce_roots(g, &k->phase[first]) > 1 || reduce_roots(g, p) > 1;
     if (r->kind == ASTITCH_MAP_ELEMENTWISE || r->split > 1 ||
-        p->barrier != ASTITCH_BARRIER_BLOCK || reduce_roots(g, &k->phase[first]) > 1 ||
-        reduce_roots(g, p) > 1)
+        p->barrier != ASTITCH_BARRIER_BLOCK || (several && r->vector == 0))
         return false;
     c->first = first;
     c->ph = ph;
@@ -165,6 +167,16 @@ static bool joins_run(Check *c, int32_t first, int32_t ph)
     return ok;
 }
 
+/* Marks the phases of every run whose first phase is a resident row reduce (map.vector > 0,
+ * not split): the run keeps its rows in registers. */
+static void mark_resident(PlanKernel *k)
+{
+    for (int32_t ph = 0; ph < k->nphase; ph++) {
+        const astitch_mapping *m = &k->phase[k->phase[ph].run_first].map;
+        k->phase[ph].resident = m->kind == ASTITCH_MAP_ROW_REDUCE && m->vector > 0 && m->split <= 1;
+    }
+}
+
 void plan_tile_runs(const astitch_graph *g, PlanKernel *k)
 {
     /* per node, zero outside the kernel's ops throughout; reset per check for its ops */
@@ -179,6 +191,7 @@ void plan_tile_runs(const astitch_graph *g, PlanKernel *k)
     }
     free(c.reaches);
     free(c.memo);
+    mark_resident(k);
 }
 
 void plan_tile_runs_cut(PlanKernel *k)
@@ -191,4 +204,5 @@ void plan_tile_runs_cut(PlanKernel *k)
             p->run_first = ph;
         }
     }
+    mark_resident(k);
 }

@@ -48,7 +48,9 @@
  * symbol and version go to cuGetProcAddress_v2; the version fixes the ABI, so each is asked
  * for at a version whose signature is the one written here (cuCtxSynchronize, for instance,
  * takes a context from 13000 on). The dlsym name serves drivers before 12.0, which lack
- * cuGetProcAddress_v2. BOOT is resolved and called before the rest. */
+ * cuGetProcAddress_v2. BOOT is resolved and called before the rest. The runtime itself only
+ * asks whether a stream is capturing (exec_cuda.c); beginning a capture and the graph functions
+ * serve the tests, which capture runs the way a framework does. */
 #define CUDA_DRIVER_BOOT(X)                                                                       \
     X(Init, "cuInit", 12000, "cuInit", (unsigned int flags))                                      \
     X(DriverGetVersion, "cuDriverGetVersion", 12000, "cuDriverGetVersion", (int *version))        \
@@ -98,6 +100,17 @@
     X(StreamCreate, "cuStreamCreate", 12000, "cuStreamCreate", (CUstream * s, unsigned int flags))\
     X(StreamDestroy, "cuStreamDestroy", 12000, "cuStreamDestroy_v2", (CUstream s))                \
     X(StreamSynchronize, "cuStreamSynchronize", 12000, "cuStreamSynchronize", (CUstream s))       \
+    X(StreamIsCapturing, "cuStreamIsCapturing", 12000, "cuStreamIsCapturing",                     \
+      (CUstream s, CUstreamCaptureStatus *status))                                                \
+    X(StreamBeginCapture, "cuStreamBeginCapture", 12000, "cuStreamBeginCapture_v2",               \
+      (CUstream s, CUstreamCaptureMode mode))                                                     \
+    X(StreamEndCapture, "cuStreamEndCapture", 12000, "cuStreamEndCapture",                        \
+      (CUstream s, CUgraph *graph))                                                               \
+    X(GraphInstantiate, "cuGraphInstantiateWithFlags", 12000, "cuGraphInstantiateWithFlags",      \
+      (CUgraphExec * exec, CUgraph graph, unsigned long long flags))                              \
+    X(GraphLaunch, "cuGraphLaunch", 12000, "cuGraphLaunch", (CUgraphExec exec, CUstream s))       \
+    X(GraphExecDestroy, "cuGraphExecDestroy", 12000, "cuGraphExecDestroy", (CUgraphExec exec))    \
+    X(GraphDestroy, "cuGraphDestroy", 12000, "cuGraphDestroy", (CUgraph graph))                   \
     X(EventCreate, "cuEventCreate", 12000, "cuEventCreate", (CUevent * e, unsigned int flags))    \
     X(EventRecord, "cuEventRecord", 12000, "cuEventRecord", (CUevent e, CUstream s))              \
     X(EventSynchronize, "cuEventSynchronize", 12000, "cuEventSynchronize", (CUevent e))           \

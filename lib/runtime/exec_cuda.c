@@ -2,7 +2,12 @@
  * context; each kernel checked for co-residency after load (occupancy x SMs) and launched
  * cooperatively when it has grid barriers. A kernel whose grid cannot be co-resident runs as
  * its parts cut at the grid barriers instead (a second module), never as a hang. Compute ops
- * (dot, custom) run on the host through the reference interpreter, between kernels. */
+ * (dot, custom) run on the host through the reference interpreter, between kernels.
+ *
+ * A run on device pointers queues only asynchronous work on the caller's stream (identity
+ * fills and counter resets with cuMemsetD32Async, launches, parameter copies device to device)
+ * into memory allocated at compile time, so it can be captured into a CUDA graph. A compute
+ * op's host round trip cannot: a run that has one refuses a capturing stream up front. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -268,13 +273,42 @@ static astitch_status run_steps(astitch_executable *x, const uint64_t *in, const
     return s;
 }
 
+/* ASTITCH_ERR_UNSUPPORTED, naming the plan's first compute op, when st is capturing a CUDA
+ * graph (or was, and the capture broke); ASTITCH_OK otherwise. Asks the driver only when the
+ * plan has a compute op, so runs of plans without one pay nothing. Runs inside cuda_enter. */
+static astitch_status check_capturable(astitch_executable *x, CUstream st)
+{
+    const astitch_plan *p = x->plan;
+    int32_t i = 0;
+    while (i < p->nstep && p->step[i].kind != ASTITCH_STEP_COMPUTE)
+        i++;
+    if (i == p->nstep)
+        return ASTITCH_OK;
+    const CudaDriver *d = &x->cuda->dev->drv;
+    CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult r = d->StreamIsCapturing(st, &capture);
+    if (r != CUDA_SUCCESS)
+        return cuda_fail(x->ctx, d, r, "astitch_execute_device: cuStreamIsCapturing");
+    if (capture == CU_STREAM_CAPTURE_STATUS_NONE)
+        return ASTITCH_OK;
+    int32_t n = p->step[i].index;
+    return ctx_fail(x->ctx, ASTITCH_ERR_UNSUPPORTED,
+                    "astitch_execute_device: the stream is capturing a CUDA graph, but node %d "
+                    "'%s' (%s) is a compute op, which runs on the host between kernels (copies "
+                    "to and from the host, stream synchronizations) and cannot be captured; "
+                    "nothing was queued",
+                    (int)n, gnode(x->g, n)->name, astitch_op_name(gnode(x->g, n)->op));
+}
+
 astitch_status exec_cuda_run_device(astitch_executable *x, const uint64_t *inputs,
                                     const uint64_t *outputs, void *stream)
 {
     astitch_status s = cuda_enter(x->ctx, x->cuda->dev);
     if (s != ASTITCH_OK)
         return s;
-    s = run_steps(x, inputs, outputs, (CUstream)stream);
+    s = check_capturable(x, (CUstream)stream);
+    if (s == ASTITCH_OK)
+        s = run_steps(x, inputs, outputs, (CUstream)stream);
     cuda_leave(x->cuda->dev);
     return s;
 }

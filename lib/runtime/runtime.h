@@ -79,6 +79,7 @@ astitch_status exec_cuda_open(astitch_context *ctx, ExecCuda **out, astitch_devi
 astitch_status exec_cuda_prepare(astitch_executable *x);
 astitch_status exec_cuda_run_host(astitch_executable *x, const void *const *inputs,
                                   void *const *outputs);
+/* Queues x's run on stream; refuses a capturing stream when the plan has a compute op. */
 astitch_status exec_cuda_run_device(astitch_executable *x, const uint64_t *inputs,
                                     const uint64_t *outputs, void *stream);
 void exec_cuda_close(ExecCuda *c); /* accepts NULL */

@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""Checks with numpy that graphs of the layers suite compute the function they are named for.
+
+    check_layer_graphs.py [--astitch-run PATH] [--target reference|host] [--seed N]
+
+For each checked graph it runs the small copy (bench/graphs/small/) through astitch-run with
+inputs made here (--inputs DIR --outputs DIR, .npy files) and compares every output with a
+float64 numpy version written from the math, not from the graph: the softmax and LayerNorm
+gradients against central finite differences of their forward functions, rotary embedding
+against the rotation of (x1 + i x2) by the position's angle, GELU gradients against finite
+differences of GELU. Inputs are consistent where the math needs it: probabilities are a softmax,
+mean and rstd are x's statistics, cos and sin are Llama's RoPE tables. Config values (eps, the
+attention scale) are checked on the full-size graphs and read from them for the small copies.
+Error: max |out - ref| / max(1, max |ref|), at most 1e-4 for f32 outputs and 1e-2 for bf16.
+Needs numpy and astitch-run (ASTITCH_RUN or --astitch-run), no GPU. Exit 0 when all pass,
+1 when one fails, 77 without numpy.
+"""
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+except ImportError:
+    print("check_layer_graphs.py: numpy is missing; nothing checked", file=sys.stderr)
+    sys.exit(77)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOL = {"f32": 1e-4, "bf16": 1e-2}
+erf = np.vectorize(math.erf)
+
+
+def load(name, small=True):
+    path = os.path.join(HERE, "graphs", "small" if small else "", name +
+                        ("_small" if small else "") + ".json")
+    with open(path, encoding="utf-8") as f:
+        return path, json.load(f)
+
+
+def const(graph, name):
+    return next(n["value"] for n in graph["nodes"] if n["name"] == name)
+
+
+def to_bf16_bits(a):
+    """Round to nearest even bf16; returns the uint16 bits."""
+    b = np.asarray(a, np.float32).view(np.uint32).astype(np.uint64)
+    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def from_bf16_bits(u):
+    return (u.astype(np.uint32) << 16).view(np.float32)
+
+
+def run(args, path, graph, inputs):
+    """Writes inputs (float64 arrays, stored in each parameter's dtype), runs the graph, returns
+    ({output: float64 array}, {output: dtype}, the inputs as stored, in float64)."""
+    params = {n["name"]: n["dtype"] for n in graph["nodes"] if n["op"] == "parameter"}
+    with tempfile.TemporaryDirectory() as d:
+        stored = {}
+        for name, dtype in params.items():
+            if dtype == "bf16":
+                bits = to_bf16_bits(inputs[name])
+                np.save(os.path.join(d, name + ".npy"), bits)
+                stored[name] = from_bf16_bits(bits).astype(np.float64)
+            else:
+                a = np.asarray(inputs[name], np.float32)
+                np.save(os.path.join(d, name + ".npy"), a)
+                stored[name] = a.astype(np.float64)
+        out = os.path.join(d, "out")
+        r = subprocess.run([args.astitch_run, "--target=" + args.target, "--inputs", d,
+                            "--outputs", out, path], capture_output=True, text=True)
+        if r.returncode:
+            raise RuntimeError(f"astitch-run failed ({r.returncode}): {r.stderr.strip()[-300:]}")
+        res, dtypes = {}, {}
+        for o in graph["outputs"]:
+            a = np.load(os.path.join(out, o + ".npy"))
+            dtypes[o] = "bf16" if a.dtype == np.uint16 else "f32"
+            res[o] = (from_bf16_bits(a) if a.dtype == np.uint16 else a).astype(np.float64)
+        return res, dtypes, stored
+
+
+def error(out, ref):
+    return float(np.max(np.abs(out - ref)) / max(1.0, float(np.max(np.abs(ref)))))
+
+
+def directional(f, x, v, eps=1e-6):
+    """(f(x + eps v) - f(x - eps v)) / 2 eps: the derivative of f at x along v."""
+    return (f(x + eps * v) - f(x - eps * v)) / (2 * eps)
+
+
+def softmax(z):
+    e = np.exp(z - z.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+# ---- the checks: each returns [(what, error, dtype)] -------------------------------------------
+
+def check_softmax_backward(args, rng):
+    path, g = load("bert_base_bwd_attn_softmax")
+    sqrt_d = const(g, "sqrt_d")
+    s = next(n["shape"] for n in g["nodes"] if n["name"] == "probs")
+    z, mask = rng.standard_normal(s) * 3, rng.standard_normal([s[0], 1, 1, s[3]])
+
+    def fwd(z):  # the forward whose gradient the graph computes
+        return softmax(z / sqrt_d + mask)
+    dy = rng.standard_normal(s)
+    out, dt, inp = run(args, path, g, {"probs": fwd(z), "dprobs": dy})
+    y, dy = inp["probs"], inp["dprobs"]
+    closed = y * (dy - (dy * y).sum(-1, keepdims=True)) / sqrt_d
+    v = rng.standard_normal(s)
+    fd = np.sum(dy * directional(fwd, z, v))      # <dy, J v> = <J^T dy, v>
+    return [("dscores vs y*(dy - sum(dy*y))/sqrt(d)", error(out["dscores"], closed), dt["dscores"]),
+            ("<dscores, v> vs finite difference", error(np.sum(out["dscores"] * v), fd), "f32")]
+
+
+def check_layernorm_backward(args, rng, name, eps):
+    path, g = load(name)
+    T, H = next(n["shape"] for n in g["nodes"] if n["name"] == "x")
+    residual = any(n["name"] == "dresidual" for n in g["nodes"])
+    gamma, beta = rng.standard_normal(H), rng.standard_normal(H)
+
+    def fwd(x):
+        m, v = x.mean(1, keepdims=True), x.var(1, keepdims=True)
+        return (x - m) / np.sqrt(v + eps) * gamma + beta
+    x = rng.standard_normal([T, H]) * 2 + 0.5
+    x = x.astype(np.float32).astype(np.float64)
+    inputs = {"dy": rng.standard_normal([T, H]), "x": x, "mean": x.mean(1),
+              "rstd": 1 / np.sqrt(x.var(1) + eps), "gamma": gamma}
+    if residual:
+        inputs["dresidual"] = rng.standard_normal([T, H])
+    out, dt, inp = run(args, path, g, inputs)
+    dy, gamma = inp["dy"], inp["gamma"]
+    xhat = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + eps)
+    gx = dy * gamma
+    dx = (gx - gx.mean(1, keepdims=True) - xhat * (gx * xhat).mean(1, keepdims=True)) \
+        / np.sqrt(x.var(1, keepdims=True) + eps)
+    dx_name = "dx_total" if residual else "dx"
+    if residual:
+        dx = dx + inp["dresidual"]
+    v = rng.standard_normal([T, H])
+    fd = np.sum(dy * directional(fwd, x, v)) + (np.sum(inp["dresidual"] * v) if residual else 0)
+    return [(f"{name}: {dx_name} vs the LayerNorm gradient", error(out[dx_name], dx), dt[dx_name]),
+            (f"{name}: <{dx_name}, v> vs finite difference",
+             error(np.sum(out[dx_name] * v), fd), "f32"),
+            (f"{name}: dgamma vs sum(dy * xhat)", error(out["dgamma"], (dy * xhat).sum(0)), "f32"),
+            (f"{name}: dbeta vs sum(dy)", error(out["dbeta"], dy.sum(0)), "f32")]
+
+
+def check_rotary(args, rng):
+    path, g = load("llama2_7b_fwd_rotary")
+    T, D = next(n["shape"] for n in g["nodes"] if n["name"] == "cos")
+    N = next(n["shape"] for n in g["nodes"] if n["name"] == "q_proj_out")[1] // D
+    inv_freq = 1.0 / 10000.0 ** (np.arange(0, D, 2) / D)          # Llama's RoPE, theta 10000
+    freqs = np.outer(np.arange(T), inv_freq)                        # [T, D/2]
+    emb = np.concatenate([freqs, freqs], 1)                         # HF: cat(freqs, freqs)
+    inputs = {"q_proj_out": rng.standard_normal([T, N * D]),
+              "k_proj_out": rng.standard_normal([T, N * D]),
+              "cos": np.cos(emb), "sin": np.sin(emb)}
+    out, dt, inp = run(args, path, g, inputs)
+    c, s = inp["cos"][:, None, :D // 2], inp["sin"][:, None, :D // 2]  # the tables as stored
+    checks = []
+    for p in ("q", "k"):
+        x = inp[p + "_proj_out"].reshape(T, N, D)
+        z = (x[..., :D // 2] + 1j * x[..., D // 2:]) * (c + 1j * s)  # rotate each pair
+        ref = np.concatenate([z.real, z.imag], -1)
+        checks.append((f"{p}_rot vs (x1 + i x2) e^(i pos theta)", error(out[p + "_rot"], ref),
+                       dt[p + "_rot"]))
+    return checks
+
+
+def check_gelu_backward(args, rng, name, approximate):
+    path, g = load(name)
+    T, F = next(n["shape"] for n in g["nodes"] if n["name"] == "x")
+    if approximate:
+        def gelu(h):
+            return 0.5 * h * (1 + np.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h ** 3)))
+    else:
+        def gelu(h):
+            return 0.5 * h * (1 + erf(h / math.sqrt(2)))
+    inputs = {"dy": rng.standard_normal([T, F]), "x": rng.standard_normal([T, F]) * 2,
+              "bias": rng.standard_normal(F)}
+    out, dt, inp = run(args, path, g, inputs)
+    h = inp["x"] + inp["bias"]
+    dh = inp["dy"] * directional(gelu, h, np.ones_like(h))
+    return [(f"{name}: dh vs dy * gelu'(x + bias) by finite difference", error(out["dh"], dh),
+             dt["dh"]),
+            (f"{name}: dbias vs sum(dh)", error(out["dbias"], dh.sum(0)), "f32")]
+
+
+def check_causal_softmax(args, rng):
+    path, g = load("gpt2_fwd_causal_softmax")
+    B, N, S, _ = next(n["shape"] for n in g["nodes"] if n["name"] == "scores")
+    scale = const(g, "rsqrt_d")
+    w = rng.standard_normal([B, N, S, S]) * 4
+    out, dt, inp = run(args, path, g, {"scores": w})
+    z = np.where(np.tril(np.ones([S, S], bool)), inp["scores"] * scale, -np.inf)
+    return [("probs vs softmax over keys j <= i", error(out["softmax_probs"], softmax(z)),
+             dt["softmax_probs"])]
+
+
+def check_config():
+    """Config values in the full-size graphs."""
+    want = [("bert_base_fwd_attn_out_ln", "ln_eps", 1e-12), ("bert_base_fwd_attn_softmax",
+            "sqrt_d", 8.0), ("gpt2_fwd_attn_out_ln", "ln_2_eps", 1e-5),
+            ("gpt2_fwd_causal_softmax", "rsqrt_d", 0.125), ("llama2_7b_fwd_residual_rmsnorm",
+            "eps", 1e-6), ("vit_b16_fwd_embed_ln", "ln_eps", 1e-6),
+            ("vit_b16_fwd_attn_softmax", "sqrt_d", 8.0),
+            ("bert_base_bwd_attn_softmax", "sqrt_d", 8.0)]
+    return [(f"{n}: {c} = {v}", 0.0 if const(load(n, False)[1], c) == v else math.inf, "f32")
+            for n, c, v in want]
+
+
+def main():
+    ap = argparse.ArgumentParser(description="Check layers-suite graphs against numpy.")
+    ap.add_argument("--astitch-run", default=os.environ.get("ASTITCH_RUN", "astitch-run"))
+    ap.add_argument("--target", default="reference", choices=["reference", "host"])
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    rng = np.random.default_rng(args.seed)
+    results = check_config()
+    results += check_softmax_backward(args, rng)
+    results += check_layernorm_backward(args, rng, "bert_base_bwd_layernorm", 1e-12)
+    results += check_layernorm_backward(args, rng, "gpt2_bwd_layernorm", 1e-5)
+    results += check_rotary(args, rng)
+    results += check_gelu_backward(args, rng, "bert_base_bwd_ffn_gelu", False)
+    results += check_gelu_backward(args, rng, "gpt2_bwd_mlp_gelu", True)
+    results += check_causal_softmax(args, rng)
+    failed = 0
+    for what, err, dtype in results:
+        ok = err <= TOL[dtype]
+        failed += not ok
+        print(f"{'PASS' if ok else 'FAIL'}  error {err:.2e} (tolerance {TOL[dtype]:g})  {what}")
+    print(f"{len(results) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,359 @@
+/* emit_resident.c: a resident tile run (PlanPhase.resident): the rows of a row-reduce mapping
+ * kept in registers across the run's phases.
+ *
+ * Lane l of a row holds the row elements [(s * lanes + l) * vector, ... + vector) for the slots
+ * s = 0 .. slots - 1, so that a warp's accesses of one slot are adjacent vectors. Each element
+ * has its own value cache (Emit.cache), kept for the whole run, so a value computed in one phase
+ * (a kernel input loaded once per slot with one vector load, the exp of a softmax) is a register
+ * in every later phase. Every lane of a row ends a reduction with the row's result, which later
+ * phases read from Emit.rowval instead of from shared memory; so the run's phases need no block
+ * barrier between them. Invalid lanes (rows past the block's chunk or the tensor, slots past the
+ * row) compute on the block's first row (its own part of any regional value read from shared
+ * memory) or slot 0 and store nothing, so that every lane reaches every shuffle and barrier,
+ * and loads stay in bounds. */
+#define ASTITCH_EMIT_INTERNAL
+#include <stdlib.h>
+
+#include "codegen.h"
+
+typedef struct Resident {
+    const astitch_mapping *m;
+    Shape space, kept;
+    int vector, slots, n;      /* elements per access, accesses per lane, n = vector * slots */
+    LLVMValueRef lane, row_in_tile;
+    LLVMValueRef row, valid;   /* this lane's row in the tensor and whether it is one */
+    LLVMValueRef *slot_ok;     /* per slot: inside the row (NULL: every slot always is) */
+    Index *ix;                 /* per element of the lane: its index in the space */
+    LLVMValueRef *cache;       /* per element: nnode cached values */
+    Index rowix;               /* the row, in the kept axes' shape */
+    LLVMValueRef *rowcache;    /* nnode cached values at the row */
+    LLVMValueRef *rowval;      /* nnode values of the run's row roots (Emit.rowval) */
+} Resident;
+
+/* The axes of element (row, j) of a space reduced over its trailing axes. */
+static void element_axes(Emit *e, const Resident *r, LLVMValueRef row, LLVMValueRef j, Index *ix)
+{
+    LLVMValueRef rest = j;
+    int nkept = r->kept.rank;
+    for (int i = r->space.rank - 1; i >= nkept; i--) {
+        int64_t d = r->space.dim[i];
+        ix->axis[i] = i == nkept ? rest : LLVMBuildURem(e->b, rest, ev_int(e, d), "");
+        if (i > nkept)
+            rest = LLVMBuildUDiv(e->b, rest, ev_int(e, d), "");
+    }
+    Index kept = {.shape = &r->kept, .lin = row};
+    ev_axes(e, &kept);
+    for (int i = 0; i < nkept; i++)
+        ix->axis[i] = kept.axis[i];
+    ix->has_axes = true;
+}
+
+/* The lane's rows and elements on tile tile_iv; every element's cache empty. */
+static void begin_tile(Emit *e, Resident *r, LLVMValueRef tile_iv)
+{
+    const astitch_mapping *m = r->m;
+    LLVMValueRef in_chunk = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, tile_iv,
+                                         ev_int(e, m->rows_per_block), ""), r->row_in_tile, "");
+    LLVMValueRef first = LLVMBuildMul(e->b, e->ctaid, ev_int(e, m->chunk), "");
+    LLVMValueRef row = LLVMBuildAdd(e->b, first, in_chunk, "row");
+    if (e->interleave) { /* tile T of block b is tile T * grid + b of the tensor */
+        row = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, tile_iv,
+                           ev_int(e, m->grid), ""), e->ctaid, ""), ev_int(e, m->rows_per_block), ""),
+                           r->row_in_tile, "row");
+        in_chunk = ev_int(e, 0);
+        first = ev_int(e, 0); /* no shared memory in the kernel: any row will do */
+    }
+    r->valid = LLVMBuildAnd(e->b,
+        LLVMBuildAnd(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, r->row_in_tile, ev_int(e, m->rows_per_block), ""),
+                     LLVMBuildICmp(e->b, LLVMIntSLT, in_chunk, ev_int(e, m->chunk), ""), ""),
+        LLVMBuildAnd(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, row, ev_int(e, m->rows), ""),
+                     e->interleave ? LLVMConstInt(LLVMInt1TypeInContext(e->c), 1, 0)
+                                   : LLVMBuildICmp(e->b, LLVMIntSLT, tile_iv, ev_int(e, m->tasks_per_block), ""), ""),
+        "valid");
+    r->row = LLVMBuildSelect(e->b, r->valid, row, first, "row.safe");
+    int32_t nnode = e->g->nnode;
+    int64_t stride = (int64_t)m->threads_per_row * r->vector;
+    bool ragged = m->row_len % stride != 0;
+    for (int s = 0; s < r->slots; s++) {
+        LLVMValueRef j0 = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, r->lane, ev_int(e, r->vector), ""),
+                                       ev_int(e, s * stride), "");
+        r->slot_ok[s] = NULL;
+        if (ragged && s == r->slots - 1) {
+            r->slot_ok[s] = LLVMBuildICmp(e->b, LLVMIntSLT, j0, ev_int(e, m->row_len), "");
+            j0 = LLVMBuildSelect(e->b, r->slot_ok[s], j0, ev_int(e, 0), "");
+        }
+        LLVMValueRef base = LLVMBuildMul(e->b, r->row, ev_int(e, m->row_len), "");
+        for (int u = 0; u < r->vector; u++) {
+            Index *ix = &r->ix[s * r->vector + u];
+            LLVMValueRef j = u ? LLVMBuildAdd(e->b, j0, ev_int(e, u), "") : j0;
+            *ix = (Index){.shape = &r->space, .lin = LLVMBuildAdd(e->b, base, j, "")};
+            element_axes(e, r, r->row, j, ix);
+        }
+    }
+    for (int i = 0; i < r->n * nnode; i++)
+        r->cache[i] = NULL;
+    for (int i = 0; i < nnode; i++)
+        r->rowcache[i] = r->rowval[i] = NULL;
+    e->rowval = r->rowval;
+    r->rowix = (Index){.shape = &r->kept, .lin = r->row};
+    /* the kernel inputs with the space's elements (its shape, or a reshape of it): one vector
+     * load per slot */
+    LLVMValueRef vals[32];
+    for (int32_t i = 0; i < e->k->ninput; i++) {
+        int32_t in = e->k->input[i];
+        const Node *x = gnode(e->g, in);
+        if (shape_elements(&x->shape) != shape_elements(&r->space))
+            continue;
+        for (int s = 0; s < r->slots; s++) {
+            ev_load_vector(e, e->tensor[in], x->dtype, r->ix[s * r->vector].lin, r->vector, vals);
+            for (int u = 0; u < r->vector; u++)
+                r->cache[(size_t)(s * r->vector + u) * (size_t)nnode + (size_t)in] = vals[u];
+        }
+    }
+}
+
+/* Makes element k of the lane the one ev_value caches for. */
+static void at_element(Emit *e, Resident *r, int k)
+{
+    e->cache = &r->cache[(size_t)k * (size_t)e->g->nnode];
+    e->cache_ix = &r->ix[k];
+}
+
+/* A condition that holds where the lane's row is valid and slot s is inside it. */
+static LLVMValueRef slot_valid(Emit *e, const Resident *r, int s)
+{
+    return r->slot_ok[s] ? LLVMBuildAnd(e->b, r->valid, r->slot_ok[s], "") : r->valid;
+}
+
+/* Combines each lane's acc over the row's lanes; every lane of the row ends with the result.
+ * Lanes of one warp by a shfl_xor butterfly; a row of several warps then exchanges the warps'
+ * results through the root's REDUCE buffer between two block barriers. */
+static LLVMValueRef combine_row(Emit *e, const Resident *r, int32_t root, LLVMValueRef acc)
+{
+    const Node *node = gnode(e->g, root);
+    astitch_reduce_kind kind = node->attr.reduce;
+    int tpr = r->m->threads_per_row;
+    for (int off = (tpr < 32 ? tpr : 32) / 2; off >= 1; off /= 2)
+        acc = ev_reduce_combine(e, kind, node->dtype, acc, emit_shfl_xor(e, acc, off));
+    if (tpr <= 32)
+        return acc;
+    astitch_dtype at = emit_acc_dtype(node->dtype);
+    const PlanBuffer *buf = plan_kernel_buffer(e->k, ASTITCH_BUFFER_REDUCE, root);
+    int64_t need = (int64_t)(r->m->block / 32) * (int64_t)astitch_dtype_size(at);
+    if (!buf || buf->bytes < need || tpr % 32)
+        return ev_fail(e, LLVMTypeOf(acc), ASTITCH_ERR_UNSUPPORTED,
+                       "%s: reduce node %d '%s': %d lanes per row need a %lld-byte reduction "
+                       "buffer, the plan gives %lld", e->k->name, root, node->name, tpr,
+                       (long long)need, (long long)(buf ? buf->bytes : 0));
+    LLVMValueRef base = ev_buffer_base(e, buf);
+    LLVMBasicBlockRef merge = if_begin(e, LLVMBuildICmp(e->b, LLVMIntEQ,
+                              LLVMBuildURem(e->b, e->tid, ev_int(e, 32), ""), ev_int(e, 0), ""));
+    ev_store(e, base, at, LLVMBuildUDiv(e->b, e->tid, ev_int(e, 32), ""), acc);
+    if_end(e, merge);
+    prim_call(e->b, e->m, PRIM_BARRIER_BLOCK, NULL, 0);
+    int warps = tpr / 32;
+    LLVMValueRef first = LLVMBuildMul(e->b, r->row_in_tile, ev_int(e, warps), "");
+    acc = ev_load(e, base, at, first);
+    for (int w = 1; w < warps; w++)
+        acc = ev_reduce_combine(e, kind, node->dtype, acc,
+                                ev_load(e, base, at, LLVMBuildAdd(e->b, first, ev_int(e, w), "")));
+    prim_call(e->b, e->m, PRIM_BARRIER_BLOCK, NULL, 0);
+    return acc;
+}
+
+/* Combines vals[0 .. n) pairwise (a balanced tree: short dependency chains). */
+static LLVMValueRef tree(Emit *e, const Node *red, LLVMValueRef *vals, int n)
+{
+    for (; n > 1; n = (n + 1) / 2) {
+        for (int i = 0; i < n / 2; i++)
+            vals[i] = ev_reduce_combine(e, red->attr.reduce, red->dtype, vals[2 * i],
+                                        vals[2 * i + 1]);
+        if (n % 2)
+            vals[n / 2] = vals[n - 1];
+    }
+    return vals[0];
+}
+
+/* Stores the values vals (one per element of the lane) of root n, a root of the space's shape:
+ * the output tensor one vector per slot, a buffer element by element. */
+static void store_space_root(Emit *e, Resident *r, int32_t n, LLVMValueRef *vals)
+{
+    const PlanOp *op = plan_kernel_op(e->k, n);
+    astitch_dtype t = gnode(e->g, n)->dtype;
+    for (int s = 0; s < r->slots; s++) {
+        LLVMBasicBlockRef merge = if_begin(e, slot_valid(e, r, s));
+        for (int u = 0; u < r->vector; u++)
+            ev_store_root_buffer(e, n, &r->ix[s * r->vector + u], vals[s * r->vector + u]);
+        if (op->output && e->tensor[n])
+            ev_store_vector(e, e->tensor[n], t, r->ix[s * r->vector].lin, r->vector,
+                            &vals[s * r->vector]);
+        if_end(e, merge);
+    }
+}
+
+/* Stores v, the value of root n (row-shaped) at the lane's row, where it is needed beyond the
+ * run: once per row, by its lane 0. */
+static void store_row_root(Emit *e, Resident *r, int32_t n, LLVMValueRef v)
+{
+    LLVMBasicBlockRef merge = if_begin(e, LLVMBuildAnd(e->b, r->valid,
+                              LLVMBuildICmp(e->b, LLVMIntEQ, r->lane, ev_int(e, 0), ""), ""));
+    Index at = {.shape = &r->kept, .lin = r->row};
+    ev_store_root(e, n, &at, v);
+    if_end(e, merge);
+}
+
+/* An element-wise phase over the run's rows: every lane computes the roots at its row. */
+static void row_phase(Emit *e, Resident *r, const PlanPhase *p)
+{
+    e->cache = r->rowcache;
+    e->cache_ix = &r->rowix;
+    for (int i = 0; i < p->nroot; i++) {
+        int32_t n = p->root[i];
+        const Node *node = gnode(e->g, n);
+        if (!shape_equal(&node->shape, &r->kept)) { /* computed at its own index, nothing of the run on the way */
+            Index own = {.shape = &node->shape, .lin = r->row};
+            store_row_root(e, r, n, ev_value(e, n, &own));
+            continue;
+        }
+        LLVMValueRef v = ev_value(e, n, &r->rowix);
+        store_row_root(e, r, n, v);
+        e->rowval[n] = v;
+    }
+}
+
+/* A reduce phase: each reduce root over the lane's elements, then across the row's lanes; each
+ * other root at every element of the lane. */
+static void reduce_phase(Emit *e, Resident *r, const PlanPhase *p, LLVMValueRef *vals)
+{
+    for (int i = 0; i < p->nroot; i++) {
+        int32_t n = p->root[i];
+        const Node *node = gnode(e->g, n);
+        bool reduce = node->op == ASTITCH_OP_REDUCE && node->attr.axes == r->m->reduce_axes &&
+                      shape_equal(&gnode(e->g, goperand(e->g, n, 0))->shape, &r->space);
+        bool space = shape_equal(&node->shape, &r->space);
+        for (int k = 0; k < r->n; k++) {
+            at_element(e, r, k);
+            if (reduce) {
+                LLVMValueRef v = ev_value(e, goperand(e->g, n, 0), &r->ix[k]);
+                LLVMValueRef ok = r->slot_ok[k / r->vector];
+                vals[k] = ok ? LLVMBuildSelect(e->b, ok, v,
+                                               ev_reduce_identity(e, node->attr.reduce, node->dtype), "")
+                             : v;
+            } else if (space) {
+                vals[k] = ev_value(e, n, &r->ix[k]);
+            } else { /* another shape of as many elements: at the same linear index */
+                Index own = {.shape = &node->shape, .lin = r->ix[k].lin};
+                LLVMValueRef v = ev_value(e, n, &own);
+                LLVMBasicBlockRef merge = if_begin(e, slot_valid(e, r, k / r->vector));
+                ev_store_root(e, n, &own, v);
+                if_end(e, merge);
+            }
+        }
+        if (reduce) {
+            LLVMValueRef total = combine_row(e, r, n, tree(e, node, vals, r->n));
+            store_row_root(e, r, n, total);
+            e->rowval[n] = total;
+        } else if (space) {
+            store_space_root(e, r, n, vals);
+        }
+    }
+}
+
+/* Allocates r's arrays for n elements per lane; false when out of memory. */
+static bool resident_alloc(Resident *r, size_t nnode)
+{
+    r->slot_ok = malloc((size_t)r->slots * sizeof *r->slot_ok);
+    r->ix = malloc((size_t)r->n * sizeof *r->ix);
+    r->cache = malloc((size_t)r->n * nnode * sizeof *r->cache);
+    r->rowcache = malloc(nnode * sizeof *r->rowcache);
+    r->rowval = malloc(nnode * sizeof *r->rowval);
+    return r->slot_ok && r->ix && r->cache && r->rowcache && r->rowval;
+}
+
+static void resident_free(Resident *r)
+{
+    free(r->slot_ok);
+    free(r->ix);
+    free(r->cache);
+    free(r->rowcache);
+    free(r->rowval);
+}
+
+void emit_resident_run(Emit *e, int32_t first, int32_t end)
+{
+    const astitch_mapping *m = &e->k->phase[first].map;
+    int64_t stride = (int64_t)m->threads_per_row * m->vector;
+    int slots = m->vector > 0 ? (int)((m->row_len + stride - 1) / stride) : 0;
+    int n = slots * m->vector;
+    if (n < 1 || n > 32 || m->split > 1) {
+        ev_fail(e, e->ix, ASTITCH_ERR_INTERNAL,
+                "%s: phase %d is resident with %d elements per lane (1 to 32, not split)",
+                e->k->name, first, n);
+        return;
+    }
+    /* tiles taken at once: plan_resident_tiles, at most the block's tiles */
+    int tiles = plan_resident_tiles(m);
+    if (tiles > m->tasks_per_block)
+        tiles = m->tasks_per_block > 0 ? (int)m->tasks_per_block : 1;
+    Resident r[PLAN_RESIDENT_TILES_MAX] = {0};
+    size_t nnode = (size_t)e->g->nnode;
+    LLVMValueRef *element_cache = e->cache; /* the per-element cache of the other emitters */
+    LLVMValueRef *vals = malloc((size_t)n * sizeof *vals);
+    bool ok = vals != NULL;
+    for (int u = 0; u < tiles; u++) {
+        r[u] = (Resident){.m = m, .vector = m->vector, .slots = slots, .n = n};
+        r[u].space.rank = m->rank;
+        for (int i = 0; i < m->rank; i++) {
+            r[u].space.dim[i] = m->dims[i];
+            if (!(m->reduce_axes >> i & 1))
+                r[u].kept.dim[r[u].kept.rank++] = m->dims[i];
+        }
+        ok = resident_alloc(&r[u], nnode) && ok;
+    }
+    if (!ok) {
+        ev_fail(e, e->ix, ASTITCH_ERR_MEMORY, "out of memory");
+        goto out;
+    }
+    int tpr = m->threads_per_row;
+    LLVMValueRef row_in_tile = LLVMBuildUDiv(e->b, e->tid, ev_int(e, tpr), "");
+    LLVMValueRef lane = LLVMBuildURem(e->b, e->tid, ev_int(e, tpr), "lane");
+    e->run_first = first;
+    e->run_end = end;
+    Loop loop;
+    int64_t steps = (m->tasks_per_block + tiles - 1) / tiles;
+    if (e->interleave) { /* every block walks as many tiles; rows past the tensor idle */
+        int64_t all = (m->rows + m->rows_per_block - 1) / m->rows_per_block;
+        steps = ((all + m->grid - 1) / m->grid + tiles - 1) / tiles;
+    }
+    loop_begin(e, &loop, ev_int(e, 0), ev_int(e, steps), NULL, 0, NULL);
+    for (int u = 0; u < tiles; u++) {
+        r[u].row_in_tile = row_in_tile;
+        r[u].lane = lane;
+        begin_tile(e, &r[u], LLVMBuildAdd(e->b, LLVMBuildMul(e->b, loop.iv, ev_int(e, tiles), ""),
+                                          ev_int(e, u), "tile"));
+    }
+    for (int32_t ph = first; ph < end && e->status == ASTITCH_OK; ph++) {
+        e->phase = ph;
+        const PlanPhase *p = &e->k->phase[ph];
+        for (int u = 0; u < tiles; u++) {
+            e->rowval = r[u].rowval;
+            if (p->map.kind == ASTITCH_MAP_ELEMENTWISE)
+                row_phase(e, &r[u], p);
+            else
+                reduce_phase(e, &r[u], p, vals);
+        }
+    }
+    loop_end(e, &loop, ev_int(e, 1), NULL);
+    /* the block barriers the plan puts between the run's phases were not needed inside it;
+     * a later phase may still count on them for what the run stored in shared memory */
+    if (end - first > 1 && end < e->k->nphase && e->k->phase[end].barrier == ASTITCH_BARRIER_NONE)
+        prim_call(e->b, e->m, PRIM_BARRIER_BLOCK, NULL, 0);
+out:
+    e->run_first = e->run_end = 0;
+    e->cache = element_cache;
+    e->cache_ix = NULL;
+    e->rowval = NULL;
+    for (int u = 0; u < tiles; u++)
+        resident_free(&r[u]);
+    free(vals);
+}

@@ -1,0 +1,282 @@
+/*
+ * astitch_execute_device under CUDA stream capture, on the fake driver's "device" mode
+ * (tests/fake_cuda.c, path in ASTITCH_FAKE_CUDA; no GPU): compiling for the fake H100 takes the
+ * whole CUDA path but the kernels, and the fake logs every driver call made while a capture is
+ * open and refuses, as the real driver does in global mode, calls that allocate or synchronize.
+ * A captured run must queue exactly the plan's launches, counter resets and identity fills on
+ * the capturing stream and nothing else: examples with grid barriers, split reductions and the
+ * split fallback. A run with a compute op must refuse the capture naming the op, queue nothing,
+ * and leave the stream usable. Exits 77 (SKIP) where the fake was not built.
+ */
+#include <dlfcn.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gen_graph.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/runtime.h"
+
+typedef struct Fake {
+    astitch_context *ctx;
+    CudaDevice *dev; /* its driver table begins and ends the captures */
+    CUstream stream;
+    const char *(*log)(void);
+    void (*log_reset)(void);
+} Fake;
+
+/* What a captured run queued on the capturing stream, from the fake's log. */
+typedef struct Queued {
+    int launches, cooperative, memsets, copies;
+    int other;              /* any other call but context push/pop and capture queries */
+    bool reset_before_coop; /* every cooperative launch directly follows a memset */
+} Queued;
+
+static void expect_ok(const Fake *f, astitch_status st)
+{
+    if (st != ASTITCH_OK)
+        print_error("%s: %s\n", astitch_status_name(st), astitch_last_error(f->ctx));
+    assert_int_equal(st, ASTITCH_OK);
+}
+
+static void count_log(const char *log, Queued *q)
+{
+    memset(q, 0, sizeof *q);
+    q->reset_before_coop = true;
+    bool after_memset = false;
+    for (const char *p = log; *p;) {
+        char line[128];
+        size_t len = strcspn(p, "\n");
+        snprintf(line, sizeof line, "%.*s", (int)len, p);
+        p += len + (p[len] == '\n');
+        if (!strcmp(line, "cuCtxPushCurrent") || !strcmp(line, "cuCtxPopCurrent") ||
+            !strcmp(line, "cuStreamIsCapturing"))
+            continue;
+        bool memset32 = !strcmp(line, "cuMemsetD32Async@capture");
+        bool coop = !strcmp(line, "cuLaunchKernelEx(cooperative)@capture");
+        bool plain = !strcmp(line, "cuLaunchKernelEx@capture");
+        bool copy = !strcmp(line, "cuMemcpyDtoDAsync@capture");
+        q->reset_before_coop &= !coop || after_memset;
+        q->memsets += memset32;
+        q->cooperative += coop;
+        q->launches += coop || plain;
+        q->copies += copy;
+        if (!memset32 && !coop && !plain && !copy) {
+            print_error("during the capture: %s\n", line);
+            q->other++;
+        }
+        after_memset = memset32;
+    }
+}
+
+/* What a run of x must queue: one launch per kernel, or per part when it runs split (`split`:
+ * ASTITCH_FORCE_SPLIT was set at compile time); a counter reset before each cooperative
+ * launch; an identity fill per split-reduction destination; a copy per parameter output. */
+static void expect_from_plan(const astitch_executable *x, bool split, Queued *want)
+{
+    const astitch_plan *p = astitch_executable_plan(x);
+    const astitch_graph *g = astitch_plan_graph(p);
+    memset(want, 0, sizeof *want);
+    for (int k = 0; k < p->nkernel; k++) {
+        const PlanKernel *pk = &p->kernel[k];
+        if (pk->grid < 1)
+            continue;
+        bool parts = split && pk->global_barriers > 0;
+        want->launches += parts ? compile_kernel_num_parts(p, k) : 1;
+        want->cooperative += !parts && pk->global_barriers > 0;
+        SplitInit init[64];
+        want->memsets += exec_split_inits(p, k, init, 64);
+    }
+    want->memsets += want->cooperative;
+    for (int i = 0; i < astitch_graph_num_outputs(g); i++)
+        want->copies += astitch_node_op(g, astitch_graph_output(g, i)) == ASTITCH_OP_PARAMETER;
+}
+
+/* Runs x on made-up device addresses inside a global-mode capture of f->stream. Returns the
+ * run's status; *end: cuStreamEndCapture's result; *got: what the fake logged in between. */
+static astitch_status capture(const Fake *f, astitch_executable *x, CUresult *end, Queued *got)
+{
+    const astitch_graph *g = astitch_plan_graph(astitch_executable_plan(x));
+    int nin = astitch_graph_num_parameters(g), nout = astitch_graph_num_outputs(g);
+    uint64_t *in = calloc((size_t)nin + 1, sizeof *in), *out = calloc((size_t)nout + 1, sizeof *out);
+    assert_non_null(in);
+    assert_non_null(out);
+    for (int i = 0; i < nin; i++)
+        in[i] = 0x200000000000ull + ((uint64_t)i << 32);
+    for (int i = 0; i < nout; i++)
+        out[i] = 0x300000000000ull + ((uint64_t)i << 32);
+    const CudaDriver *d = &f->dev->drv;
+    f->log_reset();
+    assert_int_equal(d->StreamBeginCapture(f->stream, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    astitch_status s = astitch_execute_device(x, in, out, f->stream);
+    CUgraph graph = NULL;
+    *end = d->StreamEndCapture(f->stream, &graph);
+    count_log(f->log(), got);
+    if (graph)
+        d->GraphDestroy(graph);
+    free(in);
+    free(out);
+    return s;
+}
+
+static astitch_executable *compile_for_fake(const Fake *f, astitch_graph *g, bool split)
+{
+    astitch_compile_options o;
+    astitch_compile_options_default(&o);
+    o.target = ASTITCH_TARGET_CUDA;
+    if (split)
+        setenv("ASTITCH_FORCE_SPLIT", "1", 1);
+    astitch_executable *x = NULL;
+    astitch_status s = astitch_compile(g, &o, &x);
+    unsetenv("ASTITCH_FORCE_SPLIT");
+    expect_ok(f, s);
+    return x;
+}
+
+/* Captures one run of examples/<file> and compares what it queued with its plan; adds what it
+ * showed to *seen (cooperative launches, parts, identity fills). */
+static void capture_example(const Fake *f, const char *file, bool split, Queued *seen)
+{
+    const char *root = getenv("ASTITCH_SOURCE_ROOT");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/examples/%s", root ? root : ".", file);
+    astitch_graph *g;
+    if (astitch_graph_load_json(f->ctx, path, &g) != ASTITCH_OK)
+        fail_msg("%s: %s", path, astitch_last_error(f->ctx));
+    astitch_executable *x = compile_for_fake(f, g, split);
+    Queued want, whole, got;
+    expect_from_plan(x, split, &want);
+    expect_from_plan(x, false, &whole);
+    CUresult end;
+    expect_ok(f, capture(f, x, &end, &got));
+    printf("# %s%s: %d launches (%d cooperative), %d memsets, %d copies\n", file,
+           split ? " split" : "", got.launches, got.cooperative, got.memsets, got.copies);
+    assert_int_equal(end, CUDA_SUCCESS);
+    assert_int_equal(got.other, 0);
+    assert_int_equal(got.launches, want.launches);
+    assert_int_equal(got.cooperative, want.cooperative);
+    assert_int_equal(got.memsets, want.memsets);
+    assert_int_equal(got.copies, want.copies);
+    assert_true(got.reset_before_coop);
+    seen->cooperative += got.cooperative;
+    seen->launches += got.launches > whole.launches;
+    seen->memsets += got.memsets > got.cooperative;
+    astitch_executable_destroy(x);
+    astitch_graph_destroy(g);
+}
+
+static void test_capture_examples(void **state)
+{
+    const Fake *f = *state;
+    static const struct {
+        const char *file;
+        bool split;
+    } cases[] = {
+        {"softmax.json", false},        {"layernorm.json", false},
+        {"fig7_subgraph.json", false},  {"fig7_subgraph.json", true},
+        {"batchnorm_train.json", false}, {"batchnorm_train.json", true},
+        {"transformer_row_reduce.json", false},
+    };
+    Queued seen = {0};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        capture_example(f, cases[i].file, cases[i].split, &seen);
+    /* the cases cover grid barriers, the split fallback's parts and split-reduction fills */
+    assert_true(seen.cooperative > 0);
+    assert_true(seen.launches > 0);
+    assert_true(seen.memsets > 0);
+}
+
+/* The fake's detector works: a synchronization during a capture is refused and breaks it. */
+static void test_sync_breaks_capture(void **state)
+{
+    const Fake *f = *state;
+    const CudaDriver *d = &f->dev->drv;
+    assert_int_equal(d->StreamBeginCapture(f->stream, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    astitch_status s = cuda_stream_sync(f->ctx, f->dev, f->stream);
+    CUgraph graph = NULL;
+    assert_int_equal(d->StreamEndCapture(f->stream, &graph), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    assert_int_equal(s, ASTITCH_ERR_DEVICE);
+    assert_non_null(strstr(astitch_last_error(f->ctx), "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"));
+    assert_null(graph);
+}
+
+/* A compute op (the dot between two kernels) cannot be captured: the run is refused before
+ * anything is queued, the capture stays valid, and the stream then runs x normally. */
+static void test_capture_refuses_compute_op(void **state)
+{
+    const Fake *f = *state;
+    astitch_graph *g = gen_dot_between(f->ctx, 64, 96, 32);
+    assert_non_null(g);
+    astitch_executable *x = compile_for_fake(f, g, false);
+    Queued got;
+    CUresult end;
+    astitch_status s = capture(f, x, &end, &got);
+    const char *msg = astitch_last_error(f->ctx);
+    printf("# expected error: %s\n", msg);
+    assert_int_equal(s, ASTITCH_ERR_UNSUPPORTED);
+    assert_non_null(strstr(msg, "'between' (dot) is a compute op"));
+    assert_non_null(strstr(msg, "cannot be captured"));
+    assert_int_equal(end, CUDA_SUCCESS);
+    assert_int_equal(got.launches + got.memsets + got.copies + got.other, 0);
+
+    uint64_t in[2] = {0x200000000000ull, 0x200100000000ull}, out = 0x300000000000ull;
+    expect_ok(f, astitch_execute_device(x, in, &out, f->stream));
+    expect_ok(f, cuda_stream_sync(f->ctx, f->dev, f->stream));
+    astitch_executable_destroy(x);
+    astitch_graph_destroy(g);
+}
+
+static int setup(void **state)
+{
+    const char *fake = getenv("ASTITCH_FAKE_CUDA");
+    setenv("ASTITCH_LIBCUDA", fake, 1);
+    setenv("FAKE_CUDA_MODE", "device", 1);
+    setenv("ASTITCH_CACHE_DIR", "", 1); /* no PTX files for a device that does not exist */
+    Fake *f = calloc(1, sizeof *f);
+    void *lib = dlopen(fake, RTLD_NOW | RTLD_LOCAL); /* the instance the library opens too */
+    *state = f;
+    if (!f || !lib || astitch_context_create(&f->ctx) != ASTITCH_OK)
+        return -1;
+    void *log = dlsym(lib, "fake_cuda_log"), *reset = dlsym(lib, "fake_cuda_log_reset");
+    memcpy(&f->log, &log, sizeof log); /* POSIX: dlsym's pointer converts to a function's */
+    memcpy(&f->log_reset, &reset, sizeof reset);
+    if (!f->log || !f->log_reset || cuda_device_open(f->ctx, 0, &f->dev) != ASTITCH_OK ||
+        cuda_stream_create(f->ctx, f->dev, &f->stream) != ASTITCH_OK) {
+        fprintf(stderr, "setup: %s\n", astitch_last_error(f->ctx));
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    Fake *f = *state;
+    if (!f)
+        return 0;
+    cuda_stream_destroy(f->dev, f->stream);
+    cuda_device_close(f->dev);
+    astitch_context_destroy(f->ctx);
+    free(f);
+    return 0;
+}
+
+int main(void)
+{
+    const char *fake = getenv("ASTITCH_FAKE_CUDA");
+    if (!fake || !*fake) {
+        printf("# SKIP: ASTITCH_FAKE_CUDA is not set\n");
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_capture_examples),
+        cmocka_unit_test(test_sync_breaks_capture),
+        cmocka_unit_test(test_capture_refuses_compute_op),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
