@@ -559,14 +559,18 @@ def run_graph(np, args, path, graph, row, peers, work, rng, l2):
     inputs = make_inputs(np, graph, rng)
     row["bytes"] = sum(a.nbytes for a in inputs.values()) + sum(
         math.prod(types[o][1]) * SIZE[types[o][0]] for o in graph["outputs"])
-    want, failures = None, 0
+    want, failures, unchecked = None, 0, False
     if not args.no_check:
         try:
             want = astitch_outputs(np, args, path, graph, inputs, work)
         except Exception as e:
             row["note"] = f"astitch-run: {e}"
+            unchecked = True  # a check was asked for and could not run: a failure, said so
     for peer in peers:
         res = row["peers"][peer.name] = {}
+        if unchecked:
+            res["check"] = "unchecked"
+            failures += 1
         try:
             peer.prepare(graph, inputs)
             res["compile_ms"] = peer.compile_ms
@@ -646,8 +650,10 @@ def summary(rows, peers):
     print("\nratio = peer time / astitch time (above 1: astitch is faster), geometric means")
     for p in peers:
         checks = [r["peers"][p.name].get("check") for r in rows if p.name in r["peers"]]
-        bad = sum(c not in ("ok", None) for c in checks)
-        print(f"{p.name}: {len(checks)} graphs, {bad} not matching astitch")
+        bad = sum(c in ("WRONG", "error") for c in checks)
+        unchecked = sum(c in ("unchecked", None) for c in checks)
+        print(f"{p.name}: {len(checks)} graphs, {len(checks) - unchecked} checked against astitch, "
+              f"{bad} not matching" + (f", {unchecked} not checked" if unchecked else ""))
         for key, what in (("ratio", KIND[p.headline]), ("ratio_per_call", "call")):
             parts = []
             for min_bytes, graphs in ((LARGE_BYTES, f">= {LARGE_BYTES / 1e6:.0f} MB"),
