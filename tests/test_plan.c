@@ -493,6 +493,10 @@ static void register_bound_relaxed(void **state)
     assert_true(k.grid > d.sm_count); /* a full wave of two blocks per SM */
     assert_int_equal(k.regs, 32); /* two blocks of 1024 per SM leave 32 registers */
     assert_int_equal(k.blocks_per_sm, 2);
+    /* streamed, the sum, the squared sum and the output each read x: three times, one write */
+    int64_t x_bytes = 25600 * 768 * 4;
+    assert_int_equal(k.min_bytes, 2 * x_bytes);
+    assert_int_equal(k.moved_bytes, 4 * x_bytes);
     /* resident rows of 768: a warp per row, 24 elements per lane, planned with 32 + 2 * 24 = 80
      * registers: blocks of 256, three per SM */
     o.packing = true;
@@ -503,6 +507,7 @@ static void register_bound_relaxed(void **state)
     assert_int_equal(k.blocks_per_sm, 3);
     assert_true(k.grid > 2 * d.sm_count && k.grid <= k.blocks_per_wave);
     assert_int_equal(k.shared_bytes, 0); /* the statistics stay in registers */
+    assert_int_equal(k.moved_bytes, k.min_bytes); /* and x is read once */
 }
 
 /* When shared memory allows one block of 1024 per SM, the bound relaxes to 64. */

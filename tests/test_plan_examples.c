@@ -87,6 +87,9 @@ static void check_json(const astitch_plan *p, const astitch_graph *g, const char
         assert_int_equal(num(jk, "shared_bytes"), ki.shared_bytes);
         assert_int_equal(num(jk, "regs"), ki.regs);
         assert_int_equal(num(jk, "global_barriers"), ki.global_barriers);
+        assert_int_equal(num(jk, "min_bytes"), ki.min_bytes);
+        assert_int_equal(num(jk, "moved_bytes"), ki.moved_bytes);
+        assert_true(ki.min_bytes > 0 && ki.moved_bytes >= ki.min_bytes); /* nothing moves less */
         json_t *ops = json_object_get(jk, "ops");
         assert_int_equal(json_array_size(ops), ki.num_ops);
         for (int i = 0; i < ki.num_ops; i++) {

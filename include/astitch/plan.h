@@ -197,6 +197,9 @@ typedef struct astitch_kernel_info {
     int32_t blocks_per_wave;
     int block_barriers;
     int global_barriers;          /* > 0: every block must be resident (cooperative launch) */
+    int64_t min_bytes;            /* global memory it must move: inputs once, outputs once */
+    int64_t moved_bytes;          /* global memory its phases read and write (a phase re-reading
+                                   * an input counts it again; a resident run reads once) */
 } astitch_kernel_info;
 
 typedef struct astitch_op_info {

@@ -5,9 +5,9 @@
  * element-wise ops that feed a broadcast, and the kernel's outputs. Every other owned op is
  * local. Two candidates are connected when a path between them (in either direction) runs
  * through local ops, inlined ops and kernel inputs only, as the paper's path reduce.1 - add.1 -
- * broadcast.1 - parameter.2 - divide.1 - power.1 does; a path from a reduction may also run
- * through element-wise candidates (a layer norm whose input is also an output: both of its
- * reductions then share one group, one mapping and one resident run).
+ * broadcast.1 - parameter.2 - divide.1 - power.1 does, and through element-wise candidates
+ * (never through another reduction): a layer norm whose input is also an output then keeps its
+ * reductions, statistics and output in one group, one mapping and one resident run.
  *
  * Merging: reductions are visited first (in node order), then the other candidates from the
  * largest to the smallest. A candidate becomes a sub-dominant of the nearest connected dominant
@@ -87,10 +87,10 @@ static int32_t nearest_dominant(Planner *pl, PlanKernel *k, const int8_t *cand, 
                     best = y;
                     bestd = dist[y];
                 }
-                /* no path runs through another candidate, except that a reduction's path
-                 * may run through element-wise ones (an output on the way, as the residual
-                 * sum between a layer norm's two reductions) */
-                if (gnode(g, s)->op != ASTITCH_OP_REDUCE || gnode(g, y)->op == ASTITCH_OP_REDUCE)
+                /* no path runs through another reduction; it may run through element-wise
+                 * candidates (an output on the way, as the residual sum a layer norm reads
+                 * in its two reductions and its output), which are materialized anyway */
+                if (gnode(g, y)->op == ASTITCH_OP_REDUCE)
                     continue;
             }
             if (!y_in && astitch_op_class_of(gnode(g, y)->op) == ASTITCH_CLASS_COMPUTE)

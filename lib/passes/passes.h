@@ -16,6 +16,7 @@
  *   memory.c     shared memory, regional->global fallback, scratch reuse,
  *                PARTIAL buffers                                           paper 4.4
  *   launch.c     assume-relax-apply register bound, blocks per wave        paper 4.5
+ *   traffic.c    global-memory bytes a kernel moves, beside the fewest it must move
  *   sched.c      shared helpers: index maps, ownership, derivability, barriers
  *   device.c     built-in device models, default options, fusion names
  *   plan.c       plan storage, kernel fill (ops, inputs, outputs, steps), checker
@@ -110,6 +111,9 @@ void plan_tile_runs(const astitch_graph *g, PlanKernel *k);
  * another barrier than a block barrier ends before it, and the run's later phases run alone.
  * Both set PlanPhase.resident from each run's first mapping. */
 void plan_tile_runs_cut(PlanKernel *k);
+/* traffic.c: sets k->min_bytes and k->moved_bytes from the finished kernel (false when out of
+ * memory). */
+bool plan_kernel_traffic(const astitch_graph *g, PlanKernel *k);
 /* Recomputes phase barriers and barrier counts of k from its roots' schemes and pl->read. */
 void sched_barriers(Planner *pl, PlanKernel *k);
 int64_t sched_elements(const astitch_graph *g, int32_t n);

@@ -19,6 +19,7 @@
  *     |   +-- launch                   assume-relax-apply (4.5); if shared memory leaves too
  *     |                                few blocks resident: memory again under a lower cap,
  *     |                                else mapping again for the smaller wave
+ *     |   traffic                      bytes moved beside the minimal bytes
  *     |
  *   plan_check                         coverage, order, launch limits
  *
@@ -143,6 +144,8 @@ static astitch_status plan_kernel(Planner *pl, PlanKernel *k)
         }
         st = ASTITCH_OK; /* again, for the wave launch found */
     }
+    if (!st && !plan_kernel_traffic(pl->g, k))
+        st = ctx_fail(pl->g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
     plan_unindex_kernel(pl, k);
     return st;
 }

@@ -127,6 +127,8 @@ typedef struct PlanKernel {
     int64_t scratch_bytes;
     int32_t block_barriers;
     int32_t global_barriers;
+    int64_t min_bytes;         /* global memory: inputs read once, outputs written once */
+    int64_t moved_bytes;       /* ... as the phases read and write it (traffic.c) */
 } PlanKernel;
 
 typedef struct PlanStep {

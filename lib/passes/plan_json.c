@@ -127,6 +127,8 @@ static json_t *kernel_json(const astitch_plan *p, const PlanKernel *k)
          put(j, "blocks_per_wave", json_integer(k->blocks_per_wave)) &&
          put(j, "block_barriers", json_integer(k->block_barriers)) &&
          put(j, "global_barriers", json_integer(k->global_barriers)) &&
+         put(j, "min_bytes", json_integer(k->min_bytes)) &&
+         put(j, "moved_bytes", json_integer(k->moved_bytes)) &&
          put(j, "inputs", names(p, k->input, k->ninput)) &&
          put(j, "outputs", names(p, k->output, k->noutput));
     ok = put(j, "ops", ops) && ok;

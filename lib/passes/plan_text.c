@@ -40,6 +40,8 @@ static void kernel_text(FILE *f, const astitch_plan *p, const PlanKernel *k)
             k->name, (int)k->block, (int)k->grid, (long long)k->shared_bytes,
             (long long)k->scratch_bytes, (int)k->regs, (int)k->blocks_per_sm,
             (int)k->blocks_per_wave, (int)k->block_barriers, (int)k->global_barriers);
+    fprintf(f, "  bytes: %lld moved, %lld minimal (inputs read once, outputs written once)\n",
+            (long long)k->moved_bytes, (long long)k->min_bytes);
     fputs("  inputs: ", f);
     list(f, p, k->input, k->ninput);
     fputs("\n  outputs: ", f);
