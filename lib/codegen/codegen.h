@@ -231,6 +231,9 @@ typedef struct EmitOptions {
     unsigned tensor_align;    /* bytes of alignment the runtime guarantees for the tensor and
                                * scratch arguments (16 on NVPTX, where it lets loads and stores
                                * merge into vector accesses); 0 or 1: none */
+    bool check_shared;        /* every shared-memory access checks its index against its
+                               * buffer and traps outside it (the host target: its SIMT
+                               * runtime has no memory protection between blocks) */
 } EmitOptions;
 
 /* The argument list of kernel k of plan p, as emitted: its input tensors (plan order), its
@@ -326,6 +329,9 @@ void ev_store(Emit *e, LLVMValueRef base, astitch_dtype t, LLVMValueRef lin, LLV
  * in t's register type; aligned to the whole vector when the tensor alignment allows. */
 void ev_load_vector(Emit *e, LLVMValueRef base, astitch_dtype t, LLVMValueRef lin, int n,
                     LLVMValueRef *out);
+/* With EmitOptions.check_shared, traps unless element index lin (of the buffer's dtype, or its
+ * accumulators for REDUCE) lies inside shared buffer buf; nothing otherwise. */
+void ev_check_shared(Emit *e, const PlanBuffer *buf, LLVMValueRef lin);
 /* The address of buffer buf of the kernel (shared or scratch), as a generic pointer. */
 LLVMValueRef ev_buffer_base(Emit *e, const PlanBuffer *buf);
 /* Reduction helpers: the identity and the combination of kind k in register type of t. */

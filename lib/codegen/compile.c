@@ -46,7 +46,7 @@ astitch_status compile_host(astitch_context *ctx, const astitch_plan *p, bool sp
     hk->n = p->nkernel;
     hk->split = split;
     hk->c = LLVMContextCreate();
-    EmitOptions o = {.const_addrspace = 0, .split_global = split};
+    EmitOptions o = {.const_addrspace = 0, .split_global = split, .check_shared = true};
     LLVMModuleRef m;
     astitch_status s = emit_plan(ctx, p, hk->c, &o, &m);
     if (s == ASTITCH_OK)

@@ -331,9 +331,11 @@ static LLVMValueRef combine_lanes(Emit *e, const astitch_mapping *m, int32_t roo
         slot = LLVMBuildUDiv(e->b, e->tid, ev_int(e, 32), "");
         LLVMBasicBlockRef merge = if_begin(e, LLVMBuildICmp(e->b, LLVMIntEQ,
                                   LLVMBuildURem(e->b, e->tid, ev_int(e, 32), ""), ev_int(e, 0), ""));
+        ev_check_shared(e, buf, slot);
         ev_store(e, base, emit_acc_dtype(t), slot, acc);
         if_end(e, merge);
     } else {
+        ev_check_shared(e, buf, slot);
         ev_store(e, base, emit_acc_dtype(t), slot, acc);
     }
     prim_call(e->b, e->m, PRIM_BARRIER_BLOCK, NULL, 0);
@@ -360,6 +362,7 @@ static LLVMValueRef combine_lanes(Emit *e, const astitch_mapping *m, int32_t roo
     LLVMValueRef at = column
         ? LLVMBuildAdd(e->b, row_in_tile, LLVMBuildMul(e->b, fold.iv, ev_int(e, m->rows_per_block), ""), "")
         : LLVMBuildAdd(e->b, LLVMBuildMul(e->b, row_in_tile, parts, ""), fold.iv, "");
+    ev_check_shared(e, buf, at);
     next[0] = ev_reduce_combine(e, kind, t, accv[0], ev_load(e, base, emit_acc_dtype(t), at));
     loop_end(e, &fold, ev_int(e, 1), next);
     LLVMValueRef folded = fold.carried[0];

@@ -148,11 +148,15 @@ static LLVMValueRef combine_row(Emit *e, const Resident *r, int32_t root, LLVMVa
     LLVMValueRef base = ev_buffer_base(e, buf);
     LLVMBasicBlockRef merge = if_begin(e, LLVMBuildICmp(e->b, LLVMIntEQ,
                               LLVMBuildURem(e->b, e->tid, ev_int(e, 32), ""), ev_int(e, 0), ""));
-    ev_store(e, base, at, LLVMBuildUDiv(e->b, e->tid, ev_int(e, 32), ""), acc);
+    LLVMValueRef slot = LLVMBuildUDiv(e->b, e->tid, ev_int(e, 32), "");
+    ev_check_shared(e, buf, slot);
+    ev_store(e, base, at, slot, acc);
     if_end(e, merge);
     prim_call(e->b, e->m, PRIM_BARRIER_BLOCK, NULL, 0);
     int warps = tpr / 32;
     LLVMValueRef first = LLVMBuildMul(e->b, r->row_in_tile, ev_int(e, warps), "");
+    ev_check_shared(e, buf, first);
+    ev_check_shared(e, buf, LLVMBuildAdd(e->b, first, ev_int(e, warps - 1), ""));
     acc = ev_load(e, base, at, first);
     for (int w = 1; w < warps; w++)
         acc = ev_reduce_combine(e, kind, node->dtype, acc,

@@ -217,6 +217,22 @@ static bool spilled(const Emit *e, const PlanBuffer *buf)
     return e->opt.split_global && buf->kind == ASTITCH_BUFFER_SHARED;
 }
 
+void ev_check_shared(Emit *e, const PlanBuffer *buf, LLVMValueRef lin)
+{
+    bool shared = buf->kind == ASTITCH_BUFFER_SHARED || buf->kind == ASTITCH_BUFFER_REDUCE;
+    if (!e->opt.check_shared || !shared || spilled(e, buf))
+        return;
+    LLVMValueRef outside = LLVMBuildICmp(e->b, LLVMIntUGE, lin, ev_int(e, buf->elements), "");
+    LLVMBasicBlockRef merge = if_begin(e, outside);
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s: shared-memory %s buffer of node %d '%s' accessed outside it",
+             e->k->name, astitch_buffer_kind_name(buf->kind), buf->node,
+             gnode(e->g, buf->node)->name);
+    LLVMValueRef text = LLVMBuildGlobalStringPtr(e->b, msg, "trap.msg");
+    prim_call(e->b, e->m, PRIM_TRAP, &text, 1);
+    if_end(e, merge);
+}
+
 LLVMValueRef ev_buffer_base(Emit *e, const PlanBuffer *buf)
 {
     LLVMTypeRef i8 = LLVMInt8TypeInContext(e->c);
@@ -252,6 +268,7 @@ static LLVMValueRef load_materialized(Emit *e, int32_t n, const PlanOp *op, Inde
         const PlanBuffer *buf = &e->k->buf[op->buf];
         if (buf->kind == ASTITCH_BUFFER_SHARED && !spilled(e, buf))
             lin = LLVMBuildSub(e->b, lin, shared_first(e, buf, n), "");
+        ev_check_shared(e, buf, lin);
         return ev_load(e, ev_buffer_base(e, buf), node->dtype, lin);
     }
     if (!e->tensor[n])
@@ -656,6 +673,7 @@ void ev_store_root_buffer(Emit *e, int32_t n, Index *ix, LLVMValueRef v)
     LLVMValueRef at = ev_lin(e, ix);
     if (buf->kind == ASTITCH_BUFFER_SHARED && !spilled(e, buf))
         at = LLVMBuildSub(e->b, at, shared_first(e, buf, n), "");
+    ev_check_shared(e, buf, at);
     ev_store(e, ev_buffer_base(e, buf), gnode(e->g, n)->dtype, at, v);
 }
 

@@ -102,6 +102,7 @@ static const HostSymbol symbols[] = {
     {"astitch_shared_base", (AnyFn)astitch_simt_shared},
     {"astitch_fence_gpu", (AnyFn)host_fence_gpu},
     {"astitch_fdiv_f32", (AnyFn)host_fdiv_f32},
+    {"astitch_trap", (AnyFn)astitch_simt_trap},
 #define HM_ENTRY(id, stem, arity)                                      \
     {"__nv_" #stem "f", (AnyFn)hm_##stem##f}, {"__nv_" #stem, (AnyFn)hm_##stem}, \
     {#stem "f", (AnyFn)hm_##stem##f}, {#stem, (AnyFn)hm_##stem},

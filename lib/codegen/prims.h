@@ -38,6 +38,9 @@
  *   astitch_fdiv_f32              float (float a, float b)            a / b within 2 ulp over the
  *                                                                     full range (NVPTX:
  *                                                                     div.full.f32; host: IEEE)
+ *   astitch_trap                  void (ptr message)                  ends the launch with a
+ *                                                                     kernel error (host: the
+ *                                                                     message; NVPTX: trap)
  *
  * Math: element-wise functions are called by their libdevice names with f32 or f64 types
  * (__nv_expf, __nv_logf, __nv_log1pf, __nv_expm1f, __nv_sqrtf, __nv_rsqrtf, __nv_tanhf,
@@ -70,6 +73,7 @@
     X(ATOMIC_MIN_F32, "astitch_atomic_min_f32") \
     X(SHARED_BASE, "astitch_shared_base")     \
     X(FENCE_GPU, "astitch_fence_gpu")        \
-    X(FDIV_F32, "astitch_fdiv_f32")
+    X(FDIV_F32, "astitch_fdiv_f32")          \
+    X(TRAP, "astitch_trap")
 
 #endif
