@@ -98,12 +98,6 @@ static int elementwise_vector(Emit *e, const PlanPhase *p, const Shape *space)
     return v;
 }
 
-/* Tasks of one vector each that one thread takes per iteration of an element-wise phase, all
- * loaded before any is computed, while they hold at most ELEMENTWISE_ELEMENTS elements. Measured
- * on the H100 (2026-11-24): two 16-byte f32 tasks instead of one moved eltwise_16m by under 1%
- * and slowed gelu_bias by 4% (spills under the 32-register bound), so one it is. */
-enum { ELEMENTWISE_ELEMENTS = 8, ELEMENTWISE_TASKS = 1 };
-
 /* True when input tensor n holds one element per element of the space (the same shape, or a
  * reshape of it): its element lin is the space's element lin. */
 static bool same_elements(const Emit *e, int32_t n, const Shape *space)
@@ -111,13 +105,14 @@ static bool same_elements(const Emit *e, int32_t n, const Shape *space)
     return shape_elements(&gnode(e->g, n)->shape) == shape_elements(space);
 }
 
-/* Each thread evaluates the roots of p at ELEMENTWISE_TASKS tasks of v consecutive elements
- * (each starting at a multiple of v), computing every value before storing any, so that the
- * lowering issues the loads of all tasks at once and merges the v loads of an input, and the v
- * stores of an output, into single vector accesses (NVPTX, whose tensor arguments are 16-byte
- * aligned: ld/st.global.v4 for f32). A task outside the block's chunk computes at the block's
- * first element (in bounds for every tensor, and in the block's own part of every regional
- * value it reads from shared memory) and stores nothing. */
+/* Each thread evaluates the roots of p at v consecutive elements (starting at a multiple of v)
+ * per tile, computing every value before storing any, so that the lowering merges the v loads
+ * of an input, and the v stores of an output, into single vector accesses (NVPTX, whose tensor
+ * arguments are 16-byte aligned: ld/st.global.v4). A task outside the block's chunk computes at
+ * the block's first element (in bounds for every tensor, and in the block's own part of every
+ * regional value it reads from shared memory) and stores nothing. (Two vector tasks per thread
+ * and iteration were measured on the H100, 2026-11-24: eltwise_16m moved by under 1%, gelu_bias
+ * slowed by 4% from spills; one it is.) */
 static void emit_elementwise(Emit *e, const PlanPhase *p)
 {
     const astitch_mapping *m = &p->map;
@@ -125,15 +120,14 @@ static void emit_elementwise(Emit *e, const PlanPhase *p)
     for (int i = 0; i < m->rank; i++)
         space.dim[i] = m->dims[i];
     int v = elementwise_vector(e, p, &space);
-    int u = v * ELEMENTWISE_TASKS <= ELEMENTWISE_ELEMENTS ? ELEMENTWISE_TASKS : 1;
-    int64_t step = (int64_t)m->rows_per_block * v * u;
+    int64_t step = (int64_t)m->rows_per_block * v;
     LLVMValueRef first = LLVMBuildMul(e->b, e->ctaid, ev_int(e, m->chunk), "");
     int64_t steps = (m->chunk + step - 1) / step;
     if (e->interleave) { /* task i of tile T of block b: element ((T * grid + b) * step + i) */
         first = ev_int(e, 0);
         steps = ((m->rows + step - 1) / step + m->grid - 1) / m->grid;
     }
-    LLVMValueRef *val = malloc((size_t)p->nroot * (size_t)(v * u) * sizeof *val);
+    LLVMValueRef *val = malloc((size_t)p->nroot * (size_t)v * sizeof *val);
     LLVMValueRef *pre = malloc(((size_t)e->k->ninput * VECTOR + 1) * sizeof *pre);
     if (!val || !pre) {
         free(val);
@@ -143,73 +137,65 @@ static void emit_elementwise(Emit *e, const PlanPhase *p)
     }
     Loop tile;
     loop_begin(e, &tile, ev_int(e, 0), ev_int(e, steps), NULL, 0, NULL);
-    LLVMValueRef ok[ELEMENTWISE_TASKS];
-    Index ix[ELEMENTWISE_TASKS * VECTOR];
     LLVMValueRef tile_ix = tile.iv;
     if (e->interleave)
         tile_ix = LLVMBuildNSWAdd(e->b, LLVMBuildNSWMul(e->b, tile.iv, ev_int(e, m->grid), ""),
                                   e->ctaid, "");
-    for (int t = 0; t < u; t++) {
-        LLVMValueRef task = LLVMBuildNSWAdd(e->b, LLVMBuildNSWMul(e->b, LLVMBuildNSWAdd(e->b,
-                                LLVMBuildNSWMul(e->b, tile_ix, ev_int(e, u), ""), ev_int(e, t), ""),
-                                ev_int(e, m->rows_per_block), ""), e->tid, "");
-        LLVMValueRef in_chunk = LLVMBuildNSWMul(e->b, task, ev_int(e, v), "");
-        LLVMValueRef row = LLVMBuildNSWAdd(e->b, first, in_chunk, "row");
-        LLVMValueRef in_block = e->interleave ? LLVMConstInt(LLVMInt1TypeInContext(e->c), 1, 0)
-                                : LLVMBuildICmp(e->b, LLVMIntSLT, in_chunk, ev_int(e, m->chunk), "");
-        ok[t] = and3(e, LLVMBuildICmp(e->b, LLVMIntSLT, e->tid, ev_int(e, m->rows_per_block), ""),
-                     in_block, LLVMBuildICmp(e->b, LLVMIntSLT, row, ev_int(e, m->rows), ""));
-        row = LLVMBuildSelect(e->b, ok[t], row, first, "row.safe");
-        /* the kernel's inputs with the space's elements, v at once; an input read only
-         * through another index map (a transpose, say) leaves its load dead */
+    LLVMValueRef task = LLVMBuildNSWAdd(e->b, LLVMBuildNSWMul(e->b, tile_ix,
+                                        ev_int(e, m->rows_per_block), ""), e->tid, "");
+    LLVMValueRef in_chunk = LLVMBuildNSWMul(e->b, task, ev_int(e, v), "");
+    LLVMValueRef row = LLVMBuildNSWAdd(e->b, first, in_chunk, "row");
+    LLVMValueRef in_block = e->interleave ? LLVMConstInt(LLVMInt1TypeInContext(e->c), 1, 0)
+                            : LLVMBuildICmp(e->b, LLVMIntSLT, in_chunk, ev_int(e, m->chunk), "");
+    LLVMValueRef ok = and3(e, LLVMBuildICmp(e->b, LLVMIntSLT, e->tid, ev_int(e, m->rows_per_block), ""),
+                           in_block, LLVMBuildICmp(e->b, LLVMIntSLT, row, ev_int(e, m->rows), ""));
+    row = LLVMBuildSelect(e->b, ok, row, first, "row.safe");
+    /* the kernel's inputs with the space's elements, v at once; an input read only through
+     * another index map (a transpose, say) leaves its load dead */
+    for (int32_t i = 0; v > 1 && i < e->k->ninput; i++)
+        if (same_elements(e, e->k->input[i], &space))
+            ev_load_vector(e, e->tensor[e->k->input[i]], gnode(e->g, e->k->input[i])->dtype, row,
+                           v, &pre[i * VECTOR]);
+    /* a vector inside one innermost row: element j's axes are element 0's, the last + j, so
+     * reads through broadcasts (a bias) stay adjacent */
+    bool inner = v > 1 && space.rank > 0 && space.dim[space.rank - 1] % v == 0;
+    Index ix[VECTOR];
+    for (int j = 0; j < v; j++) {
+        LLVMValueRef lin = j ? LLVMBuildNSWAdd(e->b, row, ev_int(e, j), "") : row;
+        ix[j] = (Index){.shape = &space, .lin = lin};
+        if (inner && j == 0) { /* a multiple of v: say so, for the alignment of the merge */
+            ev_axes(e, &ix[0]);
+            ix[0].axis[space.rank - 1] = LLVMBuildAnd(e->b, ix[0].axis[space.rank - 1],
+                                                      ev_int(e, -(int64_t)v), "");
+        } else if (inner) {
+            ix[j] = ix[0];
+            ix[j].lin = lin;
+            ix[j].axis[space.rank - 1] = LLVMBuildNSWAdd(e->b, ix[0].axis[space.rank - 1],
+                                                         ev_int(e, j), "");
+        }
+        begin_element(e, &ix[j]);
         for (int32_t i = 0; v > 1 && i < e->k->ninput; i++)
             if (same_elements(e, e->k->input[i], &space))
-                ev_load_vector(e, e->tensor[e->k->input[i]], gnode(e->g, e->k->input[i])->dtype,
-                               row, v, &pre[i * VECTOR]);
-        /* a vector inside one innermost row: element j's axes are element 0's, the last + j,
-         * so reads through broadcasts (a bias) stay adjacent and merge into vector loads */
-        bool inner = v > 1 && space.rank > 0 && space.dim[space.rank - 1] % v == 0;
-        for (int j = 0; j < v; j++) {
-            LLVMValueRef lin = j ? LLVMBuildNSWAdd(e->b, row, ev_int(e, j), "") : row;
-            Index *at = &ix[t * v + j];
-            *at = (Index){.shape = &space, .lin = lin};
-            if (inner && j == 0) { /* a multiple of v: say so, for the alignment of the merge */
-                ev_axes(e, at);
-                at->axis[space.rank - 1] = LLVMBuildAnd(e->b, at->axis[space.rank - 1],
-                                                        ev_int(e, -(int64_t)v), "");
-            } else if (inner) {
-                *at = ix[t * v];
-                at->lin = lin;
-                at->axis[space.rank - 1] = LLVMBuildNSWAdd(e->b, at->axis[space.rank - 1],
-                                                           ev_int(e, j), "");
-            }
-            begin_element(e, at);
-            for (int32_t i = 0; v > 1 && i < e->k->ninput; i++)
-                if (same_elements(e, e->k->input[i], &space))
-                    e->cache[e->k->input[i]] = pre[i * VECTOR + j];
-            for (int r = 0; r < p->nroot; r++) {
-                const Node *root = gnode(e->g, p->root[r]);
-                Index own = {.shape = &root->shape, .lin = lin};
-                val[(r * u + t) * v + j] =
-                    ev_value(e, p->root[r], shape_equal(&root->shape, &space) ? at : &own);
-            }
-        }
-    }
-    for (int t = 0; t < u; t++) {
-        LLVMBasicBlockRef merge = if_begin(e, ok[t]);
+                e->cache[e->k->input[i]] = pre[i * VECTOR + j];
         for (int r = 0; r < p->nroot; r++) {
-            int32_t n = p->root[r];
-            const Node *root = gnode(e->g, n);
-            LLVMValueRef *vals = &val[(r * u + t) * v];
-            for (int j = 0; j < v; j++) {
-                Index *at = &ix[t * v + j], own = {.shape = &root->shape, .lin = at->lin};
-                ev_store_root_buffer(e, n, shape_equal(&root->shape, &space) ? at : &own, vals[j]);
-            }
-            if (plan_kernel_op(e->k, n)->output && e->tensor[n])
-                ev_store_vector(e, e->tensor[n], root->dtype, ix[t * v].lin, v, vals);
+            const Node *root = gnode(e->g, p->root[r]);
+            Index own = {.shape = &root->shape, .lin = lin};
+            val[r * v + j] = ev_value(e, p->root[r], shape_equal(&root->shape, &space) ? &ix[j] : &own);
         }
-        if_end(e, merge);
     }
+    LLVMBasicBlockRef merge = if_begin(e, ok);
+    for (int r = 0; r < p->nroot; r++) {
+        int32_t n = p->root[r];
+        const Node *root = gnode(e->g, n);
+        for (int j = 0; j < v; j++) {
+            Index own = {.shape = &root->shape, .lin = ix[j].lin};
+            ev_store_root_buffer(e, n, shape_equal(&root->shape, &space) ? &ix[j] : &own,
+                                 val[r * v + j]);
+        }
+        if (plan_kernel_op(e->k, n)->output && e->tensor[n])
+            ev_store_vector(e, e->tensor[n], root->dtype, ix[0].lin, v, &val[r * v]);
+    }
+    if_end(e, merge);
     loop_end(e, &tile, ev_int(e, 1), NULL);
     free(pre);
     free(val);
