@@ -31,6 +31,7 @@ typedef struct BenchMode {
     const char *what;
     astitch_fusion fusion;
     bool remote, merge, packing;
+    bool persistent; /* every kernel one persistent wave */
 } BenchMode;
 
 typedef struct BenchOptions {

@@ -11,18 +11,21 @@
 #include "diff_check.h"
 
 static const BenchMode modes[] = {
-    {"none", "one kernel per op: the unfused baseline", ASTITCH_FUSION_NONE, false, true, true},
-    {"xla", "register-only fusion, no packing or splitting: the paper's XLA",
-     ASTITCH_FUSION_XLA, false, true, false},
-    {"atm", "xla with adaptive thread mapping (packing, splitting): Table 4 ATM",
-     ASTITCH_FUSION_XLA, false, true, true},
-    {"hdm", "stitch without dominant merging: Table 4 HDM", ASTITCH_FUSION_STITCH, true, false,
-     true},
-    {"stitch-noremote", "stitch without remote stitching", ASTITCH_FUSION_STITCH, false, true,
-     true},
-    {"stitch-nopack", "stitch without packing and splitting", ASTITCH_FUSION_STITCH, true, true,
+    {"none", "one kernel per op: the unfused baseline", ASTITCH_FUSION_NONE, false, true, true,
      false},
-    {"stitch", "AStitch: every switch on", ASTITCH_FUSION_STITCH, true, true, true},
+    {"xla", "register-only fusion, no packing or splitting: the paper's XLA",
+     ASTITCH_FUSION_XLA, false, true, false, false},
+    {"atm", "xla with adaptive thread mapping (packing, splitting): Table 4 ATM",
+     ASTITCH_FUSION_XLA, false, true, true, false},
+    {"hdm", "stitch without dominant merging: Table 4 HDM", ASTITCH_FUSION_STITCH, true, false,
+     true, false},
+    {"stitch-noremote", "stitch without remote stitching", ASTITCH_FUSION_STITCH, false, true,
+     true, false},
+    {"stitch-nopack", "stitch without packing and splitting", ASTITCH_FUSION_STITCH, true, true,
+     false, false},
+    {"stitch-persistent", "stitch with every kernel one persistent wave (vertical packing)",
+     ASTITCH_FUSION_STITCH, true, true, true, true},
+    {"stitch", "AStitch: every switch on", ASTITCH_FUSION_STITCH, true, true, true, false},
 };
 #define NMODES ((int)(sizeof modes / sizeof modes[0]))
 
@@ -301,6 +304,7 @@ static int bench_mode_case(Case *c, const BenchMode *m, BenchRow *r)
     co.plan.remote = m->remote;
     co.plan.merge = m->merge;
     co.plan.packing = m->packing;
+    co.plan.persistent = m->persistent;
     astitch_executable *x = NULL;
     double t0 = bench_now();
     astitch_status s = astitch_compile(c->g, &co, &x);

@@ -32,8 +32,8 @@ static void piece_begin(Piece *t)
 }
 
 /* Verifies and compiles the graph for the host target under fusion=stitch, with packing (and
- * so resident rows) on or off. */
-static void piece_compile_packing(Piece *t, bool packing)
+ * so resident rows) on or off, every kernel persistent or not. */
+static void piece_compile_with(Piece *t, bool packing, bool persistent)
 {
     if (astitch_graph_verify(t->g) != ASTITCH_OK)
         fail_msg("verify: %s", astitch_last_error(t->ctx));
@@ -41,12 +41,14 @@ static void piece_compile_packing(Piece *t, bool packing)
     astitch_compile_options_default(&o);
     o.target = ASTITCH_TARGET_HOST;
     o.plan.packing = packing;
+    o.plan.persistent = persistent;
     if (astitch_compile(t->g, &o, &t->x) != ASTITCH_OK)
         fail_msg("compile: %s", astitch_last_error(t->ctx));
     t->plan = astitch_executable_plan(t->x);
     assert_non_null(t->plan);
 }
 
+static void piece_compile_packing(Piece *t, bool packing) { piece_compile_with(t, packing, false); }
 static void piece_compile(Piece *t) { piece_compile_packing(t, true); }
 
 /* Runs the kernels on fresh random inputs against the reference, then frees everything. */
@@ -310,10 +312,10 @@ static void test_vector_access(void **state)
 
 /* Layer normalization: sum, mean (a phase over the rows), centered square sum, rstd (over the
  * rows), output. Every phase reads the earlier ones at its own rows, so the whole kernel runs
- * as one walk over each block's tiles (emit_tiles.c). */
-static void test_tile_run(void **state)
+ * as one walk over each block's tiles (emit_phase.c): several tiles per block when it is
+ * persistent, one otherwise. */
+static void tile_run(bool persistent)
 {
-    (void)state;
     Piece t;
     piece_begin(&t);
     int64_t d[2] = {300, 96}, axis = 1;
@@ -326,14 +328,24 @@ static void test_tile_run(void **state)
         astitch_reduce(t.g, ASTITCH_REDUCE_SUM, astitch_binary(t.g, ASTITCH_OP_MUL, c, c), 1, &axis));
     astitch_node rstd = astitch_unary(t.g, ASTITCH_OP_RSQRT, var);
     astitch_add_output(t.g, astitch_binary(t.g, ASTITCH_OP_MUL, c, broadcast_rows(t.g, rstd, d)));
-    piece_compile(&t);
+    piece_compile_with(&t, true, persistent);
     assert_int_equal(astitch_plan_num_kernels(t.plan), 1);
     const PlanKernel *k = &t.plan->kernel[0];
     assert_true(k->nphase >= 3);
-    assert_true(k->phase[0].map.tasks_per_block > 1); /* several tiles per block */
+    if (persistent)
+        assert_true(k->phase[0].map.tasks_per_block > 1); /* several tiles per block */
+    else
+        assert_true(k->grid > k->blocks_per_wave);
     for (int32_t ph = 0; ph < k->nphase; ph++)
         assert_int_equal(k->phase[ph].run_first, 0);
     piece_check_and_end(&t, "tile run");
+}
+
+static void test_tile_run(void **state)
+{
+    (void)state;
+    tile_run(false);
+    tile_run(true);
 }
 
 /* The second reduction reads the first one's result of the next row (a rotation by slice and

@@ -355,15 +355,28 @@ static void row_reduce_750000x32(void **state)
         assert_int_equal(m.rows_per_block, 64);
         assert_int_equal(k.block, 512);
         assert_int_equal(m.split, 1);
-        assert_true(m.tasks_per_block > 1);    /* vertical packing keeps one wave */
+        /* no global barrier: a block per tile of 64 rows, in many waves */
+        assert_false(k.persistent);
+        assert_int_equal(m.tasks_per_block, 1);
+        assert_int_equal(k.grid, (750000 + 63) / 64);
+        assert_int_equal(k.blocks_per_wave, 2 * d.sm_count);
+        assert_int_equal(astitch_mapping_elements_per_thread(&m), 4);
+        astitch_phase_info ph;
+        assert_int_equal(astitch_plan_phase_info(p, 0, 0, &ph), ASTITCH_OK);
+        assert_true(ph.resident);
+        /* persistent: vertical packing keeps one wave */
+        o.persistent = true;
+        p = plan(f, &d, &o);
+        m = phase_mapping_of(p, f->g, "row_sum");
+        assert_int_equal(astitch_plan_kernel_info(p, 0, &k), ASTITCH_OK);
+        assert_true(k.persistent);
+        assert_true(m.tasks_per_block > 1);
         assert_true(k.grid <= k.blocks_per_wave);
         assert_int_equal(k.blocks_per_wave, 2 * d.sm_count);
         assert_true(m.chunk * (int64_t)m.grid >= 750000);
         /* one vector of each of its tiles' rows per thread */
         assert_int_equal(astitch_mapping_elements_per_thread(&m), 4 * m.tasks_per_block);
-        astitch_phase_info ph;
-        assert_int_equal(astitch_plan_phase_info(p, 0, 0, &ph), ASTITCH_OK);
-        assert_true(ph.resident);
+        o.persistent = false;
         /* without packing: one row per block (the XLA mapping of Figure 6-(a)) */
         o.packing = false;
         p = plan(f, &d, &o);
@@ -449,6 +462,7 @@ static void shared_memory_fallback(void **state)
     astitch_device d = device("h100");
     astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
     o.packing = false; /* streamed rows: resident ones keep their statistics in registers */
+    o.persistent = true; /* chunks of many rows per block: large regional parts */
     astitch_plan *p = plan(f, &d, &o);
     int full = count_regional(p);
     astitch_kernel_info k;
@@ -505,7 +519,8 @@ static void register_bound_relaxed(void **state)
     assert_int_equal(k.block, 256);
     assert_int_equal(k.regs, 80);
     assert_int_equal(k.blocks_per_sm, 3);
-    assert_true(k.grid > 2 * d.sm_count && k.grid <= k.blocks_per_wave);
+    assert_false(k.persistent);
+    assert_int_equal(k.grid, 25600 / 8); /* a block per tile of 8 rows */
     assert_int_equal(k.shared_bytes, 0); /* the statistics stay in registers */
     assert_int_equal(k.moved_bytes, k.min_bytes); /* and x is read once */
 }
@@ -565,9 +580,10 @@ static void build_sum_read_back(astitch_graph *g, int64_t rows, bool through_res
     astitch_add_output(g, named(g, astitch_binary(g, ASTITCH_OP_SUB, x, b), "y"));
 }
 
-/* The sum read back outside its run: regional while its per-block part is small, global
- * (keeping the full wave) once that part would leave one block per SM. Read back inside its
- * resident run, it needs no memory at all. */
+/* The sum read back outside its run, in a persistent kernel: regional while its per-block part
+ * is small, global (keeping the full wave) once that part would leave one block per SM. A block
+ * per tile keeps only its tile's part. Read back inside its resident run, the sum needs no
+ * memory at all. */
 static void launch_prefers_parallelism(void **state)
 {
     Fixture *f = *state;
@@ -576,6 +592,15 @@ static void launch_prefers_parallelism(void **state)
     astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
     astitch_plan *p = plan(f, &d, &o);
     astitch_kernel_info k;
+    astitch_plan_kernel_info(p, 0, &k);
+    /* a block per tile of 64 rows: 256 bytes of the sum per block */
+    assert_false(k.persistent);
+    assert_int_equal(scheme_of(p, f->g, "s"), ASTITCH_SCHEME_REGIONAL);
+    assert_int_equal(k.shared_bytes, 64 * 4);
+    assert_int_equal(k.grid, 8000000 / 64);
+    assert_int_equal(k.global_barriers, 0);
+    o.persistent = true;
+    p = plan(f, &d, &o);
     astitch_plan_kernel_info(p, 0, &k);
     /* 30000-odd rows of 4 bytes per block would allow one block per SM: turned global */
     assert_int_equal(scheme_of(p, f->g, "s"), ASTITCH_SCHEME_GLOBAL);
@@ -682,7 +707,7 @@ static void fusion_none_one_kernel_per_op(void **state)
         astitch_kernel_info ki;
         assert_int_equal(astitch_plan_kernel_info(p, k, &ki), ASTITCH_OK);
         assert_int_equal(ki.num_groups, 1);
-        assert_true(ki.grid <= ki.blocks_per_wave);
+        assert_true(ki.persistent ? ki.grid <= ki.blocks_per_wave : ki.global_barriers == 0);
         assert_true(ki.block <= 128);
     }
 }

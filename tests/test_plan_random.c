@@ -255,7 +255,8 @@ static void check_kernels(const astitch_plan *p)
     for (int32_t ki = 0; ki < p->nkernel; ki++) {
         const PlanKernel *k = &p->kernel[ki];
         assert_true(k->block >= 1 && k->block <= d->max_threads_per_block);
-        assert_true(k->grid >= 1 && k->grid <= k->blocks_per_wave);
+        assert_true(k->grid >= 1);
+        assert_true(k->persistent ? k->grid <= k->blocks_per_wave : k->global_barriers == 0);
         assert_true(k->blocks_per_wave <= d->sm_count * d->max_blocks_per_sm);
         assert_true(k->shared_bytes <= d->shared_per_block);
         assert_true(k->regs >= 32 && k->regs <= d->max_regs_per_thread);

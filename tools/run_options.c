@@ -14,7 +14,8 @@
 enum {
     OPT_TARGET = 256, OPT_CHECK, OPT_SEED, OPT_INPUTS, OPT_OUTPUTS, OPT_FUSION, OPT_DEVICE,
     OPT_PLAN, OPT_DOT, OPT_EMIT, OPT_EMIT_FILE, OPT_NO_REMOTE, OPT_NO_MERGE, OPT_NO_PACKING,
-    OPT_DETERMINISTIC
+    OPT_DETERMINISTIC,
+    OPT_PERSISTENT
 };
 
 typedef struct OptionSpec {
@@ -50,6 +51,9 @@ static const OptionSpec option_table[] = {
     {"deterministic", no_argument, OPT_DETERMINISTIC, NULL,
      "reductions split across blocks combine in a fixed order instead of with atomics, so "
      "repeated runs give identical bits"},
+    {"persistent", no_argument, OPT_PERSISTENT, NULL,
+     "launch every kernel as one persistent wave of blocks walking chunks of tiles, as kernels "
+     "with global barriers must be (by default the others take a block per tile)"},
     {"device", required_argument, OPT_DEVICE, "D",
      "device model to plan for: h100, a100, v100, host (default: the target's own for a run, "
      "h100 for --plan, --dot and --emit, host for --emit=llvm --target=host)"},
@@ -84,6 +88,7 @@ void plan_options(const Options *o, astitch_plan_options *po)
     po->merge = !o->no_merge;
     po->packing = !o->no_packing;
     po->deterministic = o->deterministic;
+    po->persistent = o->persistent;
 }
 
 void compile_options(const Options *o, astitch_compile_options *co)
@@ -223,6 +228,7 @@ int parse_options(int argc, char **argv, Options *o)
         case OPT_NO_MERGE: o->no_merge = true; break;
         case OPT_NO_PACKING: o->no_packing = true; break;
         case OPT_DETERMINISTIC: o->deterministic = true; break;
+        case OPT_PERSISTENT: o->persistent = true; break;
         case 'h': o->help = true; break;
         case 'V': o->version = true; break;
         case ':':

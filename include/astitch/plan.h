@@ -66,9 +66,13 @@ typedef struct astitch_plan_options {
     bool deterministic; /* a reduction split across blocks combines its partial results in a
                          * fixed order (no float atomics), so repeated runs give the same bits;
                          * splits whose dtype or kind has no atomic combine do so anyway */
+    bool persistent; /* every kernel is one wave of blocks walking chunks of tiles (the paper's
+                      * vertical packing); off, only kernels with global barriers are, and the
+                      * others launch a block per tile in as many waves as it takes */
 } astitch_plan_options;
 
-/* Fills *o with the defaults: fusion=stitch, every switch on, deterministic off. */
+/* Fills *o with the defaults: fusion=stitch, every switch on, deterministic and persistent
+ * off. */
 ASTITCH_API void astitch_plan_options_default(astitch_plan_options *o);
 /* "none", "xla", "stitch"; NULL for an out-of-range value. */
 ASTITCH_API const char *astitch_fusion_name(astitch_fusion f);
@@ -197,6 +201,9 @@ typedef struct astitch_kernel_info {
     int32_t blocks_per_wave;
     int block_barriers;
     int global_barriers;          /* > 0: every block must be resident (cooperative launch) */
+    bool persistent;              /* the grid is at most one wave (blocks_per_wave) and each block
+                                   * walks a chunk of tiles; false: a block per tile, the grid
+                                   * may exceed a wave (no global barriers) */
     int64_t min_bytes;            /* global memory it must move: inputs once, outputs once */
     int64_t moved_bytes;          /* global memory its phases read and write (a phase re-reading
                                    * an input counts it again; a resident run reads once) */

@@ -40,6 +40,7 @@ void astitch_plan_options_default(astitch_plan_options *o)
     o->merge = true;
     o->packing = true;
     o->deterministic = false;
+    o->persistent = false;
 }
 
 static const char *const fusion_names[] = {"none", "xla", "stitch"};

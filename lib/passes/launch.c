@@ -10,9 +10,11 @@
  * Apply: codegen emits the bound (maxnreg) so the compiled kernel keeps the residency the plan
  * relies on.
  *
- * The grid must fit in one wave (global barriers need every block resident). The mapping
- * assumed a wave without shared memory; if the planned shared memory lowers residency below the
- * grid, the kernel's wave limit is lowered and the caller plans the kernel again.
+ * A persistent kernel's grid must fit in one wave (global barriers need every block resident).
+ * The mapping assumed a wave without shared memory; if the planned shared memory lowers
+ * residency below the grid, the kernel's wave limit is lowered and the caller plans the kernel
+ * again. A kernel of a block per tile keeps the residency its mapping assumed (the blocks per
+ * wave mapping recorded, at most what the shared memory allows) and may run in many waves.
  */
 #include "passes/passes.h"
 
@@ -40,11 +42,13 @@ astitch_status pass_launch(Planner *pl, PlanKernel *k)
                         "memory does not fit on an SM of device '%s'",
                         k->name, (int)k->block, (long long)k->shared_bytes, d->name);
     int64_t wave = bps * d->sm_count;
-    if (k->grid > wave) {
+    if (k->persistent && k->grid > wave) {
         k->wave_limit = (int32_t)wave;
         return ASTITCH_ERR_UNSUPPORTED;
     }
     int64_t needed = (k->grid + d->sm_count - 1) / d->sm_count;
+    if (!k->persistent && needed > k->blocks_per_wave / d->sm_count) /* as mapping assumed */
+        needed = k->blocks_per_wave / d->sm_count;
     if (needed < 1)
         needed = 1;
     if (needed > bps)

@@ -21,11 +21,14 @@
  *                  (task splitting) whose partial results are combined.
  *   column reduce  threads walk adjacent columns (coalesced) and lanes walk down the rows;
  *                  few columns with long columns split the rows across blocks likewise.
- *   element-wise   one element per thread per tile.
+ *   element-wise   one element per thread per tile (a block per tile: one 16-byte vector per
+ *                  thread, blocks of TILE_BLOCK_ELEMENTWISE when every group is element-wise).
  *
- * Tiles beyond one wave are packed vertically: a block walks a contiguous chunk of tiles, so the
- * grid never exceeds one wave and global barriers stay legal. With packing off, a row or column
- * takes one tile and nothing is split (the XLA baseline); vertical packing remains.
+ * A persistent kernel (k->persistent: it has global barriers, or the persistent option) packs
+ * tiles beyond one wave vertically: a block walks a contiguous chunk of tiles, so the grid never
+ * exceeds one wave and global barriers stay legal. Any other kernel takes a block per tile and
+ * the hardware schedules the grid in waves. With packing off, a row or column takes one tile and
+ * nothing is split (the XLA baseline); vertical packing remains where the kernel is persistent.
  */
 #include <string.h>
 
@@ -46,7 +49,14 @@ typedef struct Ctx {
     int32_t block;
     int32_t wave;
     bool packing;
+    bool persistent; /* the grid is at most one wave; else a block per tile */
 } Ctx;
+
+/* A kernel of element-wise groups launched a block per tile: threads per block (measured on the
+ * H100 against one wave of 1024: eltwise_16m 53.1 -> 48.2 us, docs/planner.md). */
+enum { TILE_BLOCK_ELEMENTWISE = 512 };
+/* Grids of a block per tile stay below this many blocks (the blocks then walk chunks). */
+#define TILE_GRID_MAX ((int64_t)1 << 30)
 
 /* Resident rows: row elements a lane keeps in registers at most (LANE_ELEMENTS_GOAL is
  * PLAN_LANE_ELEMENTS_GOAL), lanes per row at most, and the bytes a warp's access of one row
@@ -90,7 +100,10 @@ static bool resident_layout(const astitch_mapping *m, const Ctx *c, int64_t min_
     return true;
 }
 
-static void finish(astitch_mapping *m, const Ctx *c, int64_t tiles, int64_t quantum)
+/* Grid and chunks of m for `tiles` tiles of tile_rows rows each: a block per tile, or, when
+ * the kernel is persistent, at most a wave of blocks each walking a contiguous chunk of tiles. */
+static void finish(astitch_mapping *m, const Ctx *c, int64_t tiles, int64_t tile_rows,
+                   int64_t quantum)
 {
     m->block = c->block;
     if (m->split > 1) {
@@ -108,9 +121,10 @@ static void finish(astitch_mapping *m, const Ctx *c, int64_t tiles, int64_t quan
         m->tasks_per_block = 0;
         return;
     }
-    int64_t grid = tiles < c->wave ? tiles : c->wave;
+    int64_t most = c->persistent ? c->wave : TILE_GRID_MAX;
+    int64_t grid = tiles < most ? tiles : most;
     int64_t per = ceil_div(tiles, grid);
-    int64_t chunk = per * m->rows_per_block;
+    int64_t chunk = per * tile_rows;
     if (quantum > 1 && chunk % quantum) /* element-wise groups with quotient sub-dominants */
         chunk = ceil_div(chunk, quantum) * quantum;
     m->grid = (int32_t)ceil_div(m->rows, chunk);
@@ -146,7 +160,7 @@ static void map_row(astitch_mapping *m, const Ctx *c, int64_t min_bytes)
         int64_t s = c->wave / tiles, by_len = ceil_div(k, (int64_t)c->block * 4);
         m->split = (int32_t)(s < by_len ? s : by_len);
     }
-    finish(m, c, tiles, 1);
+    finish(m, c, tiles, p, 1);
 }
 
 static void map_column(astitch_mapping *m, const Ctx *c)
@@ -170,15 +184,24 @@ static void map_column(astitch_mapping *m, const Ctx *c)
         int64_t s = c->wave / tiles, by_len = ceil_div(m->row_len, t * 8);
         m->split = (int32_t)(s < by_len ? s : by_len);
     }
-    finish(m, c, tiles, 1);
+    finish(m, c, tiles, p, 1);
 }
 
-static void map_elementwise(astitch_mapping *m, const Ctx *c, int64_t quantum)
+/* Persistent, a tile is one element per thread; a block per tile, a 16-byte vector per thread
+ * (elements of the narrowest tensor of min_bytes, at most 8; halved until it divides the
+ * space), which is what codegen loads at once. */
+static void map_elementwise(astitch_mapping *m, const Ctx *c, int64_t quantum, int64_t min_bytes)
 {
     m->threads_per_row = 1;
     m->rows_per_block = c->block;
     m->split = 1;
-    finish(m, c, ceil_div(m->rows, c->block), quantum);
+    int64_t v = 1;
+    if (!c->persistent) {
+        v = 16 / (min_bytes < 2 ? 2 : min_bytes > 4 ? 4 : min_bytes);
+        while (v > 1 && m->rows % v)
+            v /= 2;
+    }
+    finish(m, c, ceil_div(m->rows, c->block * v), c->block * v, quantum);
 }
 
 /* The iteration space of dominant d as rows x row_len, and the mapping kind. */
@@ -255,7 +278,8 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k)
 {
     const astitch_graph *g = pl->g;
     const astitch_device *dev = &pl->p->dev;
-    Ctx c = {dev, dev->warp_size, 0, pl->p->opt.packing};
+    Ctx c = {dev, dev->warp_size, 0, pl->p->opt.packing, k->persistent};
+    bool elementwise = true;
     for (int32_t i = 0; i < k->ngroup; i++) {
         astitch_mapping m;
         space_of(g, k->group[i].dominant, &m);
@@ -264,7 +288,10 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k)
             want = dev->max_threads_per_block;
         if (want > c.block)
             c.block = (int32_t)want;
+        elementwise = elementwise && m.kind == ASTITCH_MAP_ELEMENTWISE;
     }
+    if (!c.persistent && elementwise && c.block > TILE_BLOCK_ELEMENTWISE)
+        c.block = TILE_BLOCK_ELEMENTWISE;
     int64_t regs = assumed_regs(g, k, &c);
     if (regs > 32) { /* two blocks per SM at the resident bound, never below a resident row */
         int64_t cap = pow2_floor(dev->regs_per_sm / (2 * regs));
@@ -305,7 +332,7 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k)
                 if (l <= m->rows)
                     quantum = l;
             }
-            map_elementwise(m, &c, quantum);
+            map_elementwise(m, &c, quantum, space_min_bytes(g, k, m));
         }
     }
     return ASTITCH_OK;

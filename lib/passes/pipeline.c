@@ -112,15 +112,15 @@ static astitch_status schedule(Planner *pl, PlanKernel *k)
     return st;
 }
 
-/* Plans one kernel from its op list to its launch shape. When the planned shared memory leaves
- * fewer resident blocks than the grid, parallelism wins: regional ops turn global until the
- * grid's residency fits (memory, with a lower cap); failing that, the mapping is made again
- * for the smaller wave. */
-static astitch_status plan_kernel(Planner *pl, PlanKernel *k)
+/* Plans kernel k (its groups made) from mapping to launch shape. For a persistent kernel, when
+ * the planned shared memory leaves fewer resident blocks than the grid, parallelism wins:
+ * regional ops turn global until the grid's residency fits (memory, with a lower cap); failing
+ * that, the mapping is made again for the smaller wave. */
+static astitch_status plan_shape(Planner *pl, PlanKernel *k)
 {
     const astitch_device *d = &pl->p->dev;
-    plan_index_kernel(pl, k);
-    astitch_status st = pass_dominant(pl, k);
+    astitch_status st = ASTITCH_OK;
+    k->wave_limit = 0;
     for (int attempt = 0; !st; attempt++) {
         pl->shared_cap = d->shared_per_block;
         st = schedule(pl, k);
@@ -143,6 +143,22 @@ static astitch_status plan_kernel(Planner *pl, PlanKernel *k)
             break;
         }
         st = ASTITCH_OK; /* again, for the wave launch found */
+    }
+    return st;
+}
+
+/* Plans one kernel from its op list to its launch shape: a block per tile unless the kernel
+ * needs global barriers (then, or with the persistent option, one persistent wave). */
+static astitch_status plan_kernel(Planner *pl, PlanKernel *k)
+{
+    plan_index_kernel(pl, k);
+    astitch_status st = pass_dominant(pl, k);
+    k->persistent = pl->p->opt.persistent;
+    if (!st)
+        st = plan_shape(pl, k);
+    if (!st && !k->persistent && k->global_barriers > 0) {
+        k->persistent = true;
+        st = plan_shape(pl, k);
     }
     if (!st && !plan_kernel_traffic(pl->g, k))
         st = ctx_fail(pl->g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");

@@ -401,8 +401,10 @@ static astitch_status check_kernel(Planner *pl, int32_t ki, const int32_t *pos)
         }
     }
     const astitch_device *d = &p->dev;
+    if (k->global_barriers > 0 && !k->persistent)
+        return check_fail(pl, k, -1, "global barriers in a kernel that is not persistent");
     if (k->block < 1 || k->block > d->max_threads_per_block || k->grid < 1 ||
-        k->grid > k->blocks_per_wave || k->shared_bytes > d->shared_per_block ||
+        (k->persistent && k->grid > k->blocks_per_wave) || k->shared_bytes > d->shared_per_block ||
         k->regs < 32 || k->regs > d->max_regs_per_thread)
         return check_fail(pl, k, -1, "launch shape outside the device limits");
     for (int32_t i = 0; i < k->nphase; i++) {

@@ -127,6 +127,7 @@ typedef struct PlanKernel {
     int64_t scratch_bytes;
     int32_t block_barriers;
     int32_t global_barriers;
+    bool persistent;           /* grid <= one wave, blocks walk chunks of tiles (pipeline.c) */
     int64_t min_bytes;         /* global memory: inputs read once, outputs written once */
     int64_t moved_bytes;       /* ... as the phases read and write it (traffic.c) */
 } PlanKernel;

@@ -111,6 +111,7 @@ astitch_status astitch_plan_kernel_info(const astitch_plan *p, int k, astitch_ke
     info->blocks_per_wave = kk->blocks_per_wave;
     info->block_barriers = kk->block_barriers;
     info->global_barriers = kk->global_barriers;
+    info->persistent = kk->persistent;
     info->min_bytes = kk->min_bytes;
     info->moved_bytes = kk->moved_bytes;
     return ASTITCH_OK;

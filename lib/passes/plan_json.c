@@ -127,6 +127,7 @@ static json_t *kernel_json(const astitch_plan *p, const PlanKernel *k)
          put(j, "blocks_per_wave", json_integer(k->blocks_per_wave)) &&
          put(j, "block_barriers", json_integer(k->block_barriers)) &&
          put(j, "global_barriers", json_integer(k->global_barriers)) &&
+         put(j, "persistent", json_boolean(k->persistent)) &&
          put(j, "min_bytes", json_integer(k->min_bytes)) &&
          put(j, "moved_bytes", json_integer(k->moved_bytes)) &&
          put(j, "inputs", names(p, k->input, k->ninput)) &&
@@ -164,7 +165,8 @@ static json_t *plan_json(const astitch_plan *p)
          put(opt, "remote", json_boolean(p->opt.remote)) &&
          put(opt, "merge", json_boolean(p->opt.merge)) &&
          put(opt, "packing", json_boolean(p->opt.packing)) &&
-         put(opt, "deterministic", json_boolean(p->opt.deterministic));
+         put(opt, "deterministic", json_boolean(p->opt.deterministic)) &&
+         put(opt, "persistent", json_boolean(p->opt.persistent));
     for (int32_t s = 0; ok && s < p->nstep; s++) {
         const PlanStep *st = &p->step[s];
         json_t *x = json_object();

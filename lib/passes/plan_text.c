@@ -35,9 +35,10 @@ static void mapping(FILE *f, const astitch_mapping *m)
 static void kernel_text(FILE *f, const astitch_plan *p, const PlanKernel *k)
 {
     const astitch_graph *g = p->graph;
-    fprintf(f, "kernel %s: block %d, grid %d, shared %lld B, scratch %lld B, regs %d, "
+    fprintf(f, "kernel %s: block %d, grid %d (%s), shared %lld B, scratch %lld B, regs %d, "
                "%d blocks/SM, wave %d, barriers %d block / %d global\n",
-            k->name, (int)k->block, (int)k->grid, (long long)k->shared_bytes,
+            k->name, (int)k->block, (int)k->grid,
+            k->persistent ? "persistent" : "a block per tile", (long long)k->shared_bytes,
             (long long)k->scratch_bytes, (int)k->regs, (int)k->blocks_per_sm,
             (int)k->blocks_per_wave, (int)k->block_barriers, (int)k->global_barriers);
     fprintf(f, "  bytes: %lld moved, %lld minimal (inputs read once, outputs written once)\n",
@@ -105,11 +106,11 @@ astitch_status astitch_plan_write_text(const astitch_plan *p, FILE *f)
         return ASTITCH_ERR_ARGUMENT;
     const astitch_device *d = &p->dev;
     fprintf(f, "plan: device %s (%d SMs, %d threads/block, %lld B shared/block), fusion %s, "
-               "remote %s, merge %s, packing %s%s\n",
+               "remote %s, merge %s, packing %s%s%s\n",
             d->name, d->sm_count, d->max_threads_per_block, (long long)d->shared_per_block,
             astitch_fusion_name(p->opt.fusion), p->opt.remote ? "on" : "off",
             p->opt.merge ? "on" : "off", p->opt.packing ? "on" : "off",
-            p->opt.deterministic ? ", deterministic" : "");
+            p->opt.deterministic ? ", deterministic" : "", p->opt.persistent ? ", persistent" : "");
     fprintf(f, "kernels %d, scratch %lld B\nsteps:", (int)p->nkernel, (long long)p->scratch_bytes);
     for (int32_t s = 0; s < p->nstep; s++) {
         const PlanStep *st = &p->step[s];
