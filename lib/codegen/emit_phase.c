@@ -499,4 +499,12 @@ void emit_phase_run(Emit *e, int32_t first, int32_t end)
     }
     if (merge)
         if_end(e, merge);
+    /* a block that sat the run out passed none of the block barriers between its phases, which
+     * the plan may count on to order an earlier phase's shared-memory writes before a later
+     * phase's reads: it waits here instead (a block that ran the run waits once more) */
+    bool inner_barrier = false;
+    for (int32_t ph = first + 1; ph < end; ph++)
+        inner_barrier = inner_barrier || !p->resident || e->k->phase[ph].barrier != ASTITCH_BARRIER_NONE;
+    if (merge && inner_barrier)
+        prim_call(e->b, e->m, PRIM_BARRIER_BLOCK, NULL, 0);
 }
