@@ -33,8 +33,9 @@ static void piece_begin(Piece *t)
 }
 
 /* Verifies and compiles the graph for the host target under fusion=stitch, with packing (and
- * so resident rows) on or off, every kernel persistent or not. */
-static void piece_compile_with(Piece *t, bool packing, bool persistent)
+ * so resident rows) on or off, every kernel persistent or not, planned for the device model
+ * `device` (NULL: the host's). */
+static void piece_compile_with(Piece *t, bool packing, bool persistent, const char *device)
 {
     if (astitch_graph_verify(t->g) != ASTITCH_OK)
         fail_msg("verify: %s", astitch_last_error(t->ctx));
@@ -43,13 +44,21 @@ static void piece_compile_with(Piece *t, bool packing, bool persistent)
     o.target = ASTITCH_TARGET_HOST;
     o.plan.packing = packing;
     o.plan.persistent = persistent;
+    astitch_device model;
+    if (device) {
+        assert_int_equal(astitch_device_builtin(device, &model), ASTITCH_OK);
+        o.device = &model;
+    }
     if (astitch_compile(t->g, &o, &t->x) != ASTITCH_OK)
         fail_msg("compile: %s", astitch_last_error(t->ctx));
     t->plan = astitch_executable_plan(t->x);
     assert_non_null(t->plan);
 }
 
-static void piece_compile_packing(Piece *t, bool packing) { piece_compile_with(t, packing, false); }
+static void piece_compile_packing(Piece *t, bool packing)
+{
+    piece_compile_with(t, packing, false, NULL);
+}
 static void piece_compile(Piece *t) { piece_compile_packing(t, true); }
 
 /* Runs the kernels on fresh random inputs against the reference, then frees everything. */
@@ -329,7 +338,7 @@ static void tile_run(bool persistent)
         astitch_reduce(t.g, ASTITCH_REDUCE_SUM, astitch_binary(t.g, ASTITCH_OP_MUL, c, c), 1, &axis));
     astitch_node rstd = astitch_unary(t.g, ASTITCH_OP_RSQRT, var);
     astitch_add_output(t.g, astitch_binary(t.g, ASTITCH_OP_MUL, c, broadcast_rows(t.g, rstd, d)));
-    piece_compile_with(&t, true, persistent);
+    piece_compile_with(&t, true, persistent, NULL);
     assert_int_equal(astitch_plan_num_kernels(t.plan), 1);
     const PlanKernel *k = &t.plan->kernel[0];
     assert_true(k->nphase >= 3);
@@ -459,15 +468,7 @@ static void test_sat_out_run(void **state)
     go.nodes = 10 + 88 % 50;
     t.g = gen_graph(t.ctx, 88, &go);
     assert_non_null(t.g);
-    astitch_device h100;
-    assert_int_equal(astitch_device_builtin("h100", &h100), ASTITCH_OK);
-    astitch_compile_options o;
-    astitch_compile_options_default(&o);
-    o.target = ASTITCH_TARGET_HOST;
-    o.device = &h100;
-    if (astitch_compile(t.g, &o, &t.x) != ASTITCH_OK)
-        fail_msg("compile: %s", astitch_last_error(t.ctx));
-    t.plan = astitch_executable_plan(t.x);
+    piece_compile_with(&t, true, false, "h100");
     bool sat_out = false; /* a multi-phase run on fewer blocks than its kernel's grid */
     for (int32_t k = 0; k < t.plan->nkernel; k++) {
         const PlanKernel *pk = &t.plan->kernel[k];
