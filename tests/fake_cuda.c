@@ -13,12 +13,17 @@
  *                       real driver does in global mode: while a capture is open, a call that
  *                       allocates, frees or synchronizes fails with
  *                       CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture.
+ *                       With FAKE_CUDA_SPILL_BELOW=N, a function whose .maxnreg in the loaded
+ *                       PTX is below N reports 16 bytes of local memory (a spill), and every
+ *                       function reports its .maxnreg (else 32) as its registers, which bound
+ *                       its occupancy; fake_cuda_loads counts the modules loaded.
  * In the other modes no function beyond the boot set is ever called; the others resolve to a
  * stub. While a capture is open, every call is recorded in a log that fake_cuda_log returns
  * (one line per call: the function's name, "@capture" when it queued on the capturing stream,
  * "@other" or "@legacy" when it queued elsewhere, "!" when it was refused);
  * fake_cuda_log_reset empties it.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -249,10 +254,37 @@ static int fake_memset32(uint64_t dst, unsigned value, size_t count, void *s)
     return queued("cuMemsetD32Async", s);
 }
 
+static char *loaded_image;  /* the last module's PTX */
+static int loads;           /* modules loaded */
+static int function_regs = 32; /* .maxnreg of the function got last */
+
+EXPORT int fake_cuda_loads(void);
+int fake_cuda_loads(void) { return loads; }
+EXPORT int fake_cuda_function_regs(void);
+int fake_cuda_function_regs(void) { return function_regs; }
+
+/* The .maxnreg of kernel `name` in the last loaded PTX, else 32. */
+static int maxnreg_of(const char *name)
+{
+    const char *at = loaded_image;
+    size_t n = strlen(name);
+    while (at && (at = strstr(at, ".entry ")) != NULL) {
+        at += 7;
+        if (strncmp(at, name, n) == 0 && at[n] == '(') {
+            const char *r = strstr(at, ".maxnreg "), *body = strchr(at, '{');
+            return r && (!body || r < body) ? atoi(r + 9) : 32;
+        }
+    }
+    return 32;
+}
+
 /* Writes "" into the JIT's log buffers (options 3 and 5). */
 static int fake_module_load(void **m, const void *image, unsigned n, int *opt, void **val)
 {
     record("cuModuleLoadDataEx", "");
+    free(loaded_image);
+    loaded_image = strdup((const char *)image);
+    loads++;
     for (unsigned i = 0; i < n; i++)
         if (opt[i] == 3 || opt[i] == 5)
             *(char *)val[i] = '\0';
@@ -269,15 +301,19 @@ static int fake_module_unload(void *m)
 static int fake_get_function(void **f, void *m, const char *name)
 {
     record("cuModuleGetFunction", "");
+    function_regs = maxnreg_of(name);
     *f = &function_token;
     return SUCCESS;
 }
 
-/* 32 registers, no static shared or local memory, blocks of up to 1024 threads. */
+/* Registers as above, no static shared memory, local memory as above, blocks of up to 1024
+ * threads. */
 static int fake_func_attribute(int *v, int attr, void *f)
 {
     record("cuFuncGetAttribute", "");
-    *v = attr == 0 ? 1024 : attr == 4 ? 32 : 0;
+    const char *below = getenv("FAKE_CUDA_SPILL_BELOW");
+    bool spills = below && function_regs < atoi(below);
+    *v = attr == 0 ? 1024 : attr == 4 ? function_regs : attr == 3 && spills ? 16 : 0;
     return SUCCESS;
 }
 
@@ -290,7 +326,8 @@ static int fake_func_set_attribute(void *f, int attr, int v)
 static int fake_occupancy(int *blocks, void *f, int block, size_t dynamic_shared)
 {
     record("cuOccupancyMaxActiveBlocksPerMultiprocessor", "");
-    int n = 2048 / (block > 0 ? block : 1);
+    int n = 2048 / (block > 0 ? block : 1), by_regs = 65536 / (function_regs * (block > 0 ? block : 1));
+    n = n < by_regs ? n : by_regs;
     int by_shared = (int)((228u << 10) / (dynamic_shared + (1u << 10)));
     n = n < by_shared ? n : by_shared;
     *blocks = n > 32 ? 32 : n;

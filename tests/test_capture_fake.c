@@ -29,6 +29,8 @@ typedef struct Fake {
     CUstream stream;
     const char *(*log)(void);
     void (*log_reset)(void);
+    int (*loads)(void);          /* modules the fake has loaded */
+    int (*function_regs)(void);  /* .maxnreg of the function it handed out last */
 } Fake;
 
 /* What a captured run queued on the capturing stream, from the fake's log. */
@@ -232,6 +234,45 @@ static void test_capture_refuses_compute_op(void **state)
     astitch_graph_destroy(g);
 }
 
+/* A kernel of a block per tile that spills at its planned register bound is loaded again with
+ * the bound of one block fewer per SM until it does not (the fake spills below 48: 32 -> 40 ->
+ * 64, three loads); a persistent kernel keeps its bound; without spills one load. */
+static void test_relax_spills(void **state)
+{
+    const Fake *f = *state;
+    static const struct { const char *below; bool persistent; int loads, regs; } cases[] = {
+        {"48", false, 3, 64}, {"48", true, 1, 32}, {NULL, false, 1, 32},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        astitch_graph *g;
+        assert_int_equal(astitch_graph_create(f->ctx, &g), ASTITCH_OK);
+        int64_t d[2] = {1024, 1024};
+        astitch_node a = astitch_parameter(g, "a", ASTITCH_F32, 2, d);
+        astitch_node b = astitch_parameter(g, "b", ASTITCH_F32, 2, d);
+        astitch_add_output(g, astitch_binary(g, ASTITCH_OP_ADD, a, b));
+        if (cases[i].below)
+            setenv("FAKE_CUDA_SPILL_BELOW", cases[i].below, 1);
+        astitch_compile_options o;
+        astitch_compile_options_default(&o);
+        o.target = ASTITCH_TARGET_CUDA;
+        o.plan.persistent = cases[i].persistent;
+        int before = f->loads();
+        astitch_executable *x = NULL;
+        expect_ok(f, astitch_compile(g, &o, &x));
+        unsetenv("FAKE_CUDA_SPILL_BELOW");
+        astitch_kernel_info k;
+        assert_int_equal(astitch_plan_kernel_info(astitch_executable_plan(x), 0, &k), ASTITCH_OK);
+        printf("# spill below %s, persistent %d: planned %d registers, %d loads, bound %d\n",
+               cases[i].below ? cases[i].below : "-", cases[i].persistent, k.regs,
+               f->loads() - before, f->function_regs());
+        assert_int_equal(k.regs, 32);
+        assert_int_equal(f->loads() - before, cases[i].loads);
+        assert_int_equal(f->function_regs(), cases[i].regs);
+        astitch_executable_destroy(x);
+        astitch_graph_destroy(g);
+    }
+}
+
 static int setup(void **state)
 {
     const char *fake = getenv("ASTITCH_FAKE_CUDA");
@@ -244,9 +285,12 @@ static int setup(void **state)
     if (!f || !lib || astitch_context_create(&f->ctx) != ASTITCH_OK)
         return -1;
     void *log = dlsym(lib, "fake_cuda_log"), *reset = dlsym(lib, "fake_cuda_log_reset");
+    void *loads = dlsym(lib, "fake_cuda_loads"), *regs = dlsym(lib, "fake_cuda_function_regs");
     memcpy(&f->log, &log, sizeof log); /* POSIX: dlsym's pointer converts to a function's */
     memcpy(&f->log_reset, &reset, sizeof reset);
-    if (!f->log || !f->log_reset || cuda_device_open(f->ctx, 0, &f->dev) != ASTITCH_OK ||
+    memcpy(&f->loads, &loads, sizeof loads);
+    memcpy(&f->function_regs, &regs, sizeof regs);
+    if (!f->log || !f->log_reset || !f->loads || !f->function_regs || cuda_device_open(f->ctx, 0, &f->dev) != ASTITCH_OK ||
         cuda_stream_create(f->ctx, f->dev, &f->stream) != ASTITCH_OK) {
         fprintf(stderr, "setup: %s\n", astitch_last_error(f->ctx));
         return -1;
@@ -277,6 +321,7 @@ int main(void)
         cmocka_unit_test(test_capture_examples),
         cmocka_unit_test(test_sync_breaks_capture),
         cmocka_unit_test(test_capture_refuses_compute_op),
+        cmocka_unit_test(test_relax_spills),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

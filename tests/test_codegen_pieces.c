@@ -276,14 +276,9 @@ static void test_row_and_column(void **state)
     piece_check_and_end(&t, "row and column");
 }
 
-/* The PTX of y = x * z + x over [rows, cols] f32 for the h100 model (no ptxas needed). */
-static char *axpy_ptx(Piece *t, int64_t rows, int64_t cols)
+/* The PTX of g's kernels for the h100 model (no ptxas needed). */
+static char *h100_ptx(Piece *t)
 {
-    int64_t d[2] = {rows, cols};
-    astitch_node x = astitch_parameter(t->g, "x", ASTITCH_F32, 2, d);
-    astitch_node z = astitch_parameter(t->g, "z", ASTITCH_F32, 2, d);
-    astitch_add_output(t->g, astitch_binary(t->g, ASTITCH_OP_ADD,
-                                            astitch_binary(t->g, ASTITCH_OP_MUL, x, z), x));
     astitch_device h100;
     assert_int_equal(astitch_device_builtin("h100", &h100), ASTITCH_OK);
     astitch_compile_options o;
@@ -294,6 +289,17 @@ static char *axpy_ptx(Piece *t, int64_t rows, int64_t cols)
     if (astitch_emit(t->g, &o, "ptx", &ptx) != ASTITCH_OK)
         fail_msg("emit: %s", astitch_last_error(t->ctx));
     return ptx;
+}
+
+/* The PTX of y = x * z + x over [rows, cols] f32 for the h100 model. */
+static char *axpy_ptx(Piece *t, int64_t rows, int64_t cols)
+{
+    int64_t d[2] = {rows, cols};
+    astitch_node x = astitch_parameter(t->g, "x", ASTITCH_F32, 2, d);
+    astitch_node z = astitch_parameter(t->g, "z", ASTITCH_F32, 2, d);
+    astitch_add_output(t->g, astitch_binary(t->g, ASTITCH_OP_ADD,
+                                            astitch_binary(t->g, ASTITCH_OP_MUL, x, z), x));
+    return h100_ptx(t);
 }
 
 /* Element-wise phases whose element count allows it move 4 elements per thread with 16-byte
@@ -318,6 +324,78 @@ static void test_vector_access(void **state)
     astitch_free(ptx);
     piece_compile(&t);
     piece_check_and_end(&t, "scalar access");
+}
+
+/* A rotary embedding over [6, 4, 32] bf16 (tokens, heads, head dim) with cos and sin tables
+ * [6, 32] broadcast over heads: x * cos + cat(f(x[..., half:]), x[..., :half]) * sin, f = neg
+ * (cheap operands: the concatenate selects between both, no branch) or exp (a branch per run),
+ * half = 16 (runs of 8 stay whole) or 12 (a run straddles the boundary: element by element). */
+static astitch_node rotary(astitch_graph *g, int64_t half, astitch_op f)
+{
+    int64_t d[3] = {6, 4, 32}, dt[2] = {6, 32}, bd[2] = {0, 2};
+    int64_t lo[3] = {0, 0, 0}, mid_hi[3] = {6, 4, half}, mid_lo[3] = {0, 0, half};
+    astitch_node x = astitch_convert(g, astitch_parameter(g, "x", ASTITCH_BF16, 3, d), ASTITCH_F32);
+    astitch_node cs = astitch_broadcast_in_dim(
+        g, astitch_convert(g, astitch_parameter(g, "cos", ASTITCH_BF16, 2, dt), ASTITCH_F32), 3, d, bd);
+    astitch_node sn = astitch_broadcast_in_dim(
+        g, astitch_convert(g, astitch_parameter(g, "sin", ASTITCH_BF16, 2, dt), ASTITCH_F32), 3, d, bd);
+    astitch_node parts[2] = {astitch_unary(g, f, astitch_slice(g, x, mid_lo, d, NULL)),
+                             astitch_slice(g, x, lo, mid_hi, NULL)};
+    astitch_node rot = astitch_concatenate(g, 2, parts, 2);
+    astitch_node y = astitch_binary(g, ASTITCH_OP_ADD, astitch_binary(g, ASTITCH_OP_MUL, x, cs),
+                                    astitch_binary(g, ASTITCH_OP_MUL, rot, sn));
+    return astitch_convert(g, y, ASTITCH_BF16);
+}
+
+/* Element-wise phases evaluate runs of 8 bf16 elements through slices, broadcasts and
+ * concatenates (emit_vector.c): every tensor read stays one 16-byte load, and a run that
+ * crosses a concatenate boundary falls back to elements. Each form runs against the reference
+ * under the h100 model and the host's. */
+static void test_vector_runs(void **state)
+{
+    (void)state;
+    static const struct { int64_t half; astitch_op f; bool vector; const char *what; } form[] = {
+        {16, ASTITCH_OP_NEG, true, "rotary, selected halves"},
+        {16, ASTITCH_OP_EXP, true, "rotary, branch per run"},
+        {12, ASTITCH_OP_NEG, false, "rotary, runs across the boundary"},
+    };
+    for (size_t i = 0; i < sizeof form / sizeof form[0]; i++) {
+        Piece t;
+        piece_begin(&t);
+        astitch_add_output(t.g, rotary(t.g, form[i].half, form[i].f));
+        char *ptx = h100_ptx(&t);
+        assert_non_null(strstr(ptx, "ld.global.v4.b32"));
+        if (form[i].vector)
+            assert_null(strstr(ptx, "ld.global.u16"));
+        else
+            assert_non_null(strstr(ptx, "ld.global.u16"));
+        if (form[i].f == ASTITCH_OP_NEG && form[i].vector)
+            assert_null(strstr(ptx, "bra.uni"));
+        astitch_free(ptx);
+        piece_compile_with(&t, true, false, "h100");
+        piece_check_and_end(&t, form[i].what);
+    }
+    /* a concatenate along a middle axis of a transpose that keeps the innermost axis and a
+     * broadcast over the middle axis, plus a per-row value broadcast along the run (uniform) */
+    Piece t;
+    piece_begin(&t);
+    int64_t dp[3] = {2, 6, 32}, dc[2] = {6, 32}, dr[1] = {6}, dy[3] = {6, 3, 32};
+    int64_t perm[3] = {1, 0, 2}, bc[2] = {0, 2}, br[1] = {0};
+    int64_t db[3] = {6, 1, 32};
+    astitch_node a = astitch_transpose(t.g, astitch_parameter(t.g, "p", ASTITCH_F16, 3, dp), perm);
+    astitch_node b = astitch_broadcast_in_dim(t.g, astitch_parameter(t.g, "c", ASTITCH_F16, 2, dc),
+                                              3, db, bc);
+    astitch_node parts[2] = {a, b};
+    astitch_node cat = astitch_concatenate(t.g, 2, parts, 1);
+    astitch_node r = astitch_broadcast_in_dim(t.g, astitch_parameter(t.g, "r", ASTITCH_F16, 1, dr),
+                                              3, dy, br);
+    astitch_add_output(t.g, astitch_binary(t.g, ASTITCH_OP_MUL, cat, r));
+    piece_compile_with(&t, true, false, "h100");
+    piece_check_and_end(&t, "middle-axis concatenate");
+    piece_begin(&t);
+    astitch_add_output(t.g, rotary(t.g, 16, ASTITCH_OP_NEG));
+    piece_compile(&t);
+    piece_check_and_end(&t, "rotary, host device model");
 }
 
 /* Layer normalization: sum, mean (a phase over the rows), centered square sum, rstd (over the
@@ -490,7 +568,7 @@ int main(void)
         cmocka_unit_test(test_row_and_column), cmocka_unit_test(test_vector_access),
         cmocka_unit_test(test_tile_run),      cmocka_unit_test(test_tile_run_refused),
         cmocka_unit_test(test_tile_run_buffers), cmocka_unit_test(test_tile_run_cut),
-        cmocka_unit_test(test_sat_out_run),
+        cmocka_unit_test(test_sat_out_run),   cmocka_unit_test(test_vector_runs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -348,18 +348,21 @@ static void row_reduce_750000x32(void **state)
         astitch_kernel_info k;
         assert_int_equal(astitch_plan_kernel_info(p, 0, &k), ASTITCH_OK);
         assert_int_equal(m.kind, ASTITCH_MAP_ROW_REDUCE);
-        /* resident rows: 8 lanes of 4 adjacent elements cover a row's 128-byte line, so 64
-         * rows share a block of 512 (two per SM at the resident register bound) */
+        /* resident rows: 8 lanes of 4 adjacent elements cover a row's 128-byte line, so 32
+         * rows share a block of 256 (four per SM at the resident register bound, 32 + 2 x 4
+         * rounded to 40: one tile per block, so a thread takes one tile at once) */
         assert_int_equal(m.vector, 4);
         assert_int_equal(m.threads_per_row, 8);
-        assert_int_equal(m.rows_per_block, 64);
-        assert_int_equal(k.block, 512);
+        assert_int_equal(m.rows_per_block, 32);
+        assert_int_equal(k.block, 256);
         assert_int_equal(m.split, 1);
-        /* no global barrier: a block per tile of 64 rows, in many waves */
+        /* no global barrier: a block per tile of 32 rows, in many waves; 40 registers leave
+         * room for six blocks per SM */
         assert_false(k.persistent);
         assert_int_equal(m.tasks_per_block, 1);
-        assert_int_equal(k.grid, (750000 + 63) / 64);
-        assert_int_equal(k.blocks_per_wave, 2 * d.sm_count);
+        assert_int_equal(k.grid, (750000 + 31) / 32);
+        assert_int_equal(k.regs, 40);
+        assert_int_equal(k.blocks_per_wave, 6 * d.sm_count);
         assert_int_equal(astitch_mapping_elements_per_thread(&m), 4);
         astitch_phase_info ph;
         assert_int_equal(astitch_plan_phase_info(p, 0, 0, &ph), ASTITCH_OK);
@@ -593,11 +596,11 @@ static void launch_prefers_parallelism(void **state)
     astitch_plan *p = plan(f, &d, &o);
     astitch_kernel_info k;
     astitch_plan_kernel_info(p, 0, &k);
-    /* a block per tile of 64 rows: 256 bytes of the sum per block */
+    /* a block per tile of 32 rows: 128 bytes of the sum per block */
     assert_false(k.persistent);
     assert_int_equal(scheme_of(p, f->g, "s"), ASTITCH_SCHEME_REGIONAL);
-    assert_int_equal(k.shared_bytes, 64 * 4);
-    assert_int_equal(k.grid, 8000000 / 64);
+    assert_int_equal(k.shared_bytes, 32 * 4);
+    assert_int_equal(k.grid, 8000000 / 32);
     assert_int_equal(k.global_barriers, 0);
     o.persistent = true;
     p = plan(f, &d, &o);

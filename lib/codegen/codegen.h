@@ -294,6 +294,9 @@ typedef struct Emit {
                               * replaces a SHARED buffer, else -1 */
     LLVMValueRef *cache;     /* per graph node: its value at *cache_ix, or NULL */
     const Index *cache_ix;
+    LLVMValueRef *vcache;    /* per graph node: VECTOR_MAX values at the run *vcache_ix
+                              * (emit_vector.c), or NULLs */
+    const Index *vcache_ix;
     LLVMValueRef *rowval;    /* resident run (emit_resident.c): per graph node, its value at
                               * the row being emitted, or NULL; NULL outside such a run */
     bool interleave;         /* no SHARED buffer in the kernel: element-wise phases and
@@ -306,12 +309,27 @@ typedef struct Emit {
 } Emit;
 
 /* emit_value.c */
+enum { VECTOR_MAX = 16 }; /* most elements in one vector access or run */
 LLVMValueRef ev_int(Emit *e, int64_t v);                  /* constant of type ix */
 LLVMTypeRef ev_type(Emit *e, astitch_dtype t);            /* register type: f32, i32, i64, i1 */
 LLVMValueRef ev_lin(Emit *e, Index *ix);
 void ev_axes(Emit *e, Index *ix);
 /* The value of node n at element *ix of its shape, in its register type. */
 LLVMValueRef ev_value(Emit *e, int32_t n, Index *ix);
+/* Element-wise op n (convert and select included) applied to its operands' values arg[0 ..
+ * nin), in register types. */
+LLVMValueRef ev_apply(Emit *e, int32_t n, LLVMValueRef *arg);
+
+/* The index *sub, in the slice's operand shape `source`, of the element *ix of slice `slice`. */
+void ev_slice_source(Emit *e, const Node *slice, const Shape *source, Index *ix, Index *sub);
+
+/* emit_vector.c */
+/* Starts the runs at *ix: clears the run cache (and turns the element cache off). */
+void ev_vector_begin(Emit *e, const Index *ix);
+/* The values of node n at the v (<= VECTOR_MAX) consecutive elements from *ix, whose innermost
+ * axis is a multiple of v in a shape whose innermost dimension v divides, into out[0 .. v). */
+void ev_vector(Emit *e, int32_t n, Index *ix, int v, LLVMValueRef *out);
+
 /* Stores v, the value of root n at *ix, wherever the plan wants it (buffer, output tensor).
  * Inside a resident run, a SHARED buffer read only by the run's phases is not written: they
  * find the value in registers. */

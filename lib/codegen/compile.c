@@ -125,6 +125,34 @@ astitch_status compile_ptx(astitch_context *ctx, const astitch_plan *p, int sm, 
     return s;
 }
 
+char *compile_ptx_with_maxnreg(const char *ptx, const char *name, int regs)
+{
+    size_t nlen = strlen(name);
+    const char *entry = ptx;
+    while ((entry = strstr(entry, ".entry ")) != NULL) {
+        entry += strlen(".entry ");
+        if (strncmp(entry, name, nlen) == 0 && entry[nlen] == '(')
+            break;
+    }
+    if (!entry)
+        return NULL;
+    const char *body = strchr(entry, '{'), *at = strstr(entry, "\n.maxnreg ");
+    if (!at || (body && at > body))
+        return NULL;
+    at += strlen("\n.maxnreg ");
+    const char *end = at + strspn(at, "0123456789");
+    char num[16];
+    int w = snprintf(num, sizeof num, "%d", regs);
+    size_t head = (size_t)(at - ptx), tail = strlen(end);
+    char *out = malloc(head + (size_t)w + tail + 1);
+    if (!out)
+        return NULL;
+    memcpy(out, ptx, head);
+    memcpy(out + head, num, (size_t)w);
+    memcpy(out + head + (size_t)w, end, tail + 1);
+    return out;
+}
+
 astitch_status compile_llvm_text(astitch_context *ctx, const astitch_plan *p, char **text)
 {
     *text = NULL;

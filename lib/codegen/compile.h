@@ -26,6 +26,11 @@ void host_kernels_destroy(HostKernels *hk); /* accepts NULL */
 astitch_status compile_ptx(astitch_context *ctx, const astitch_plan *p, int sm, bool split,
                            char **ptx);
 
+/* A copy of PTX text ptx (from compile_ptx) in which kernel `name` is bounded to `regs`
+ * registers per thread (its .maxnreg directive rewritten): malloc'd, or NULL when the kernel
+ * or its directive is not there or memory runs out. */
+char *compile_ptx_with_maxnreg(const char *ptx, const char *name, int regs);
+
 /* The target-neutral LLVM IR of p's kernels as text (what --emit=llvm prints). */
 astitch_status compile_llvm_text(astitch_context *ctx, const astitch_plan *p, char **text);
 

@@ -167,8 +167,9 @@ astitch_status emit_plan(astitch_context *ctx, const astitch_plan *p, LLVMContex
     e.b = LLVMCreateBuilderInContext(c);
     e.tensor = calloc((size_t)g->nnode + 1, sizeof *e.tensor);
     e.cache = calloc((size_t)g->nnode + 1, sizeof *e.cache);
+    e.vcache = calloc(((size_t)g->nnode + 1) * VECTOR_MAX, sizeof *e.vcache);
     astitch_status s = ASTITCH_OK;
-    if (!e.tensor || !e.cache)
+    if (!e.tensor || !e.cache || !e.vcache)
         s = ctx_fail(ctx, ASTITCH_ERR_MEMORY, "out of memory emitting kernels");
     for (int32_t k = 0; s == ASTITCH_OK && k < p->nkernel; k++)
         s = emit_kernel(&e, k);
@@ -176,6 +177,7 @@ astitch_status emit_plan(astitch_context *ctx, const astitch_plan *p, LLVMContex
         s = llvm_verify(ctx, e.m, "emitted kernels");
     free(e.tensor);
     free(e.cache);
+    free(e.vcache);
     free(e.spill);
     LLVMDisposeBuilder(e.b);
     if (s != ASTITCH_OK) {

@@ -76,8 +76,6 @@ static void begin_element(Emit *e, const Index *ix)
  * element count are multiples of it). A block covers the same elements either way; only which
  * of its threads takes which element changes, and nothing reads another thread's values before
  * a barrier. */
-enum { VECTOR = 16 };
-
 static int elementwise_vector(Emit *e, const PlanPhase *p, const Shape *space)
 {
     const astitch_mapping *m = &p->map;
@@ -128,7 +126,7 @@ static void emit_elementwise(Emit *e, const PlanPhase *p)
         steps = ((m->rows + step - 1) / step + m->grid - 1) / m->grid;
     }
     LLVMValueRef *val = malloc((size_t)p->nroot * (size_t)v * sizeof *val);
-    LLVMValueRef *pre = malloc(((size_t)e->k->ninput * VECTOR + 1) * sizeof *pre);
+    LLVMValueRef *pre = malloc(((size_t)e->k->ninput * VECTOR_MAX + 1) * sizeof *pre);
     if (!val || !pre) {
         free(val);
         free(pre);
@@ -150,37 +148,50 @@ static void emit_elementwise(Emit *e, const PlanPhase *p)
     LLVMValueRef ok = and3(e, LLVMBuildICmp(e->b, LLVMIntSLT, e->tid, ev_int(e, m->rows_per_block), ""),
                            in_block, LLVMBuildICmp(e->b, LLVMIntSLT, row, ev_int(e, m->rows), ""));
     row = LLVMBuildSelect(e->b, ok, row, first, "row.safe");
-    /* the kernel's inputs with the space's elements, v at once; an input read only through
-     * another index map (a transpose, say) leaves its load dead */
-    for (int32_t i = 0; v > 1 && i < e->k->ninput; i++)
-        if (same_elements(e, e->k->input[i], &space))
-            ev_load_vector(e, e->tensor[e->k->input[i]], gnode(e->g, e->k->input[i])->dtype, row,
-                           v, &pre[i * VECTOR]);
-    /* a vector inside one innermost row: element j's axes are element 0's, the last + j, so
-     * reads through broadcasts (a bias) stay adjacent */
+    /* a vector inside one innermost row: the roots are evaluated over the run (emit_vector.c),
+     * so reads through broadcasts, slices and concatenates stay vector accesses */
     bool inner = v > 1 && space.rank > 0 && space.dim[space.rank - 1] % v == 0;
-    Index ix[VECTOR];
-    for (int j = 0; j < v; j++) {
-        LLVMValueRef lin = j ? LLVMBuildNSWAdd(e->b, row, ev_int(e, j), "") : row;
-        ix[j] = (Index){.shape = &space, .lin = lin};
-        if (inner && j == 0) { /* a multiple of v: say so, for the alignment of the merge */
-            ev_axes(e, &ix[0]);
-            ix[0].axis[space.rank - 1] = LLVMBuildAnd(e->b, ix[0].axis[space.rank - 1],
-                                                      ev_int(e, -(int64_t)v), "");
-        } else if (inner) {
-            ix[j] = ix[0];
-            ix[j].lin = lin;
-            ix[j].axis[space.rank - 1] = LLVMBuildNSWAdd(e->b, ix[0].axis[space.rank - 1],
-                                                         ev_int(e, j), "");
-        }
-        begin_element(e, &ix[j]);
-        for (int32_t i = 0; v > 1 && i < e->k->ninput; i++)
-            if (same_elements(e, e->k->input[i], &space))
-                e->cache[e->k->input[i]] = pre[i * VECTOR + j];
+    Index ix[VECTOR_MAX];
+    for (int j = 0; j < v; j++)
+        ix[j] = (Index){.shape = &space, .lin = j ? LLVMBuildNSWAdd(e->b, row, ev_int(e, j), "") : row};
+    if (inner) {
+        Index run = ix[0]; /* its innermost axis a multiple of v: say so, for the alignment */
+        ev_axes(e, &run);
+        run.axis[space.rank - 1] = LLVMBuildAnd(e->b, run.axis[space.rank - 1],
+                                                ev_int(e, -(int64_t)v), "");
+        ev_vector_begin(e, &run);
         for (int r = 0; r < p->nroot; r++) {
             const Node *root = gnode(e->g, p->root[r]);
-            Index own = {.shape = &root->shape, .lin = lin};
-            val[r * v + j] = ev_value(e, p->root[r], shape_equal(&root->shape, &space) ? &ix[j] : &own);
+            Index own = {.shape = &root->shape, .lin = row};
+            if (shape_equal(&root->shape, &space))
+                ev_vector(e, p->root[r], &run, v, &val[r * v]);
+            else if (root->shape.rank > 0 && root->shape.dim[root->shape.rank - 1] % v == 0)
+                ev_vector(e, p->root[r], &own, v, &val[r * v]);
+            else
+                for (int j = 0; j < v; j++) {
+                    own.lin = ix[j].lin;
+                    own.has_axes = false;
+                    val[r * v + j] = ev_value(e, p->root[r], &own);
+                }
+        }
+    } else {
+        /* the kernel's inputs with the space's elements, v at once; an input read only
+         * through another index map (a transpose, say) leaves its load dead */
+        for (int32_t i = 0; v > 1 && i < e->k->ninput; i++)
+            if (same_elements(e, e->k->input[i], &space))
+                ev_load_vector(e, e->tensor[e->k->input[i]], gnode(e->g, e->k->input[i])->dtype,
+                               row, v, &pre[i * VECTOR_MAX]);
+        for (int j = 0; j < v; j++) {
+            begin_element(e, &ix[j]);
+            for (int32_t i = 0; v > 1 && i < e->k->ninput; i++)
+                if (same_elements(e, e->k->input[i], &space))
+                    e->cache[e->k->input[i]] = pre[i * VECTOR_MAX + j];
+            for (int r = 0; r < p->nroot; r++) {
+                const Node *root = gnode(e->g, p->root[r]);
+                Index own = {.shape = &root->shape, .lin = ix[j].lin};
+                val[r * v + j] = ev_value(e, p->root[r],
+                                          shape_equal(&root->shape, &space) ? &ix[j] : &own);
+            }
         }
     }
     LLVMBasicBlockRef merge = if_begin(e, ok);

@@ -497,6 +497,20 @@ static LLVMValueRef constant_table(Emit *e, int32_t n)
     return LLVMBuildAddrSpaceCast(e->b, gv, LLVMPointerTypeInContext(e->c, 0), "");
 }
 
+void ev_slice_source(Emit *e, const Node *slice, const Shape *source, Index *ix, Index *sub)
+{
+    ev_axes(e, ix);
+    *sub = (Index){.shape = source, .has_axes = true};
+    for (int i = 0; i < source->rank; i++) {
+        LLVMValueRef a = ix->axis[i];
+        if (slice->attr.stride[i] != 1)
+            a = LLVMBuildMul(e->b, a, ev_int(e, slice->attr.stride[i]), "");
+        if (slice->attr.dims[i] != 0)
+            a = LLVMBuildAdd(e->b, a, ev_int(e, slice->attr.dims[i]), "");
+        sub->axis[i] = a;
+    }
+}
+
 /* Concatenate: the operand holding the element along the axis, chosen by branches so that only
  * that operand is evaluated. */
 static LLVMValueRef concat_value(Emit *e, int32_t n, const Node *node, Index *ix)
@@ -562,14 +576,6 @@ static LLVMValueRef compute(Emit *e, int32_t n, const Node *node, Index *ix)
             return round_to(e, node->dtype, LLVMBuildUIToFP(e->b, i, ev_type(e, node->dtype), ""));
         return LLVMBuildIntCast2(e->b, i, ev_type(e, node->dtype), 0, "");
     }
-    case ASTITCH_OP_CONVERT:
-        return convert(e, x->dtype, node->dtype, ev_value(e, x0, ix));
-    case ASTITCH_OP_SELECT: {
-        LLVMValueRef p = ev_value(e, x0, ix);
-        LLVMValueRef a = ev_value(e, goperand(e->g, n, 1), ix);
-        LLVMValueRef b = ev_value(e, goperand(e->g, n, 2), ix);
-        return LLVMBuildSelect(e->b, p, a, b, "");
-    }
     case ASTITCH_OP_BROADCAST_IN_DIM: {
         ev_axes(e, ix);
         Index sub = {.shape = &x->shape, .has_axes = true};
@@ -589,16 +595,8 @@ static LLVMValueRef compute(Emit *e, int32_t n, const Node *node, Index *ix)
         return ev_value(e, x0, &sub);
     }
     case ASTITCH_OP_SLICE: {
-        ev_axes(e, ix);
-        Index sub = {.shape = &x->shape, .has_axes = true};
-        for (int i = 0; i < x->shape.rank; i++) {
-            LLVMValueRef a = ix->axis[i];
-            if (node->attr.stride[i] != 1)
-                a = LLVMBuildMul(e->b, a, ev_int(e, node->attr.stride[i]), "");
-            if (node->attr.dims[i] != 0)
-                a = LLVMBuildAdd(e->b, a, ev_int(e, node->attr.dims[i]), "");
-            sub.axis[i] = a;
-        }
+        Index sub;
+        ev_slice_source(e, node, &x->shape, ix, &sub);
         return ev_value(e, x0, &sub);
     }
     case ASTITCH_OP_CONCATENATE:
@@ -629,9 +627,21 @@ static LLVMValueRef compute(Emit *e, int32_t n, const Node *node, Index *ix)
         return ev_fail(e, ev_type(e, node->dtype), ASTITCH_ERR_INTERNAL,
                        "%s: node %d '%s' (%s) is needed in phase %d but not materialized",
                        e->k->name, n, node->name, astitch_op_name(node->op), e->phase);
-    LLVMValueRef a = ev_value(e, x0, ix);
-    LLVMValueRef r = node->nin == 1 ? unary(e, node, x->dtype, a)
-                                    : binary(e, node, x->dtype, a, ev_value(e, goperand(e->g, n, 1), ix));
+    LLVMValueRef arg[3];
+    for (int k = 0; k < node->nin && k < 3; k++)
+        arg[k] = ev_value(e, goperand(e->g, n, k), ix);
+    return ev_apply(e, n, arg);
+}
+
+LLVMValueRef ev_apply(Emit *e, int32_t n, LLVMValueRef *arg)
+{
+    const Node *node = gnode(e->g, n);
+    astitch_dtype from = gnode(e->g, goperand(e->g, n, 0))->dtype;
+    if (node->op == ASTITCH_OP_CONVERT)
+        return convert(e, from, node->dtype, arg[0]);
+    if (node->op == ASTITCH_OP_SELECT)
+        return LLVMBuildSelect(e->b, arg[0], arg[1], arg[2], "");
+    LLVMValueRef r = node->nin == 1 ? unary(e, node, from, arg[0]) : binary(e, node, from, arg[0], arg[1]);
     return round_to(e, node->dtype, r);
 }
 

@@ -5,7 +5,8 @@
  * all but tiny kernels, as section 4.5 prefers); the blocks per wave follow from it with the
  * assumed register bound (or from k->wave_limit when launch lowered it): 32, or for a kernel
  * with resident rows resident_regs() of its longest lane part, the block then shrunk so that
- * two blocks fit on an SM at that bound. Then, per dominant:
+ * RESIDENT_BLOCKS_PER_SM blocks (two when persistent) fit on an SM at that bound. Then, per
+ * dominant:
  *
  *   row reduce     a row of at most RESIDENT_LANES_MAX x LANE_ELEMENTS_MAX elements reduced
  *                  over trailing axes is *resident*: each lane keeps its part of the row in
@@ -63,11 +64,26 @@ enum { TILE_BLOCK_ELEMENTWISE = 512 };
  * should cover (a whole 128-byte line). */
 enum { LANE_ELEMENTS_MAX = 32, LANE_ELEMENTS_GOAL = PLAN_LANE_ELEMENTS_GOAL,
        RESIDENT_LANES_MAX = 256, ROW_LINE_BYTES = 128 };
+/* Blocks of a kernel with resident rows launched a block per tile: small enough that this
+ * many fit on an SM at the resident register bound (measured on the H100 against two:
+ * rmsnorm_bf16, 256 lanes per row at 64 registers, 38.7 -> 32.0 us with a row per block
+ * instead of two; other resident graphs within 1%). */
+enum { RESIDENT_BLOCKS_PER_SM = 4 };
 
 /* The register bound a resident row of e elements per lane, u tiles at once, is planned with:
  * the e x u values of about two live row-shaped values in f32 registers, plus indices and
- * addresses. */
-static int64_t resident_regs(int64_t e, int64_t u) { return (32 + 2 * e * u + 7) / 8 * 8; }
+ * addresses. A kernel of a block per tile with at most RESIDENT_TIGHT_ELEMENTS per lane is
+ * planned tighter, at RESIDENT_TIGHT_REGS (measured on the H100: rmsnorm_bf16, 16 per lane,
+ * compiles to 40 registers without spilling, and six blocks per SM run it in 30.2 us against
+ * 32.1 at 64): the CUDA runtime relaxes the bound of a kernel that spills anyway (docs/
+ * codegen.md, *Targets*), which a persistent kernel could not afford. */
+enum { RESIDENT_TIGHT_ELEMENTS = 16, RESIDENT_TIGHT_REGS = 40 };
+static int64_t resident_regs(int64_t e, int64_t u, bool persistent)
+{
+    if (!persistent && e * u <= RESIDENT_TIGHT_ELEMENTS)
+        return RESIDENT_TIGHT_REGS;
+    return (32 + 2 * e * u + 7) / 8 * 8;
+}
 
 /* The resident lane layout of row mapping m whose narrowest row-shaped tensor has elements of
  * min_bytes: lanes per row and vector width. False when the row is streamed instead (not
@@ -254,7 +270,7 @@ static int64_t space_min_bytes(const astitch_graph *g, const PlanKernel *k, cons
 }
 
 /* The register bound to assume for kernel k: 32, or resident_regs() of its longest resident
- * lane part. */
+ * lane part (times the tiles a thread takes at once: one when a block takes one tile). */
 static int64_t assumed_regs(const astitch_graph *g, const PlanKernel *k, const Ctx *c)
 {
     int64_t regs = 32;
@@ -267,7 +283,9 @@ static int64_t assumed_regs(const astitch_graph *g, const PlanKernel *k, const C
             continue;
         m.threads_per_row = (int32_t)t;
         m.vector = v;
-        int64_t r = resident_regs(plan_lane_elements(&m), plan_resident_tiles(&m));
+        /* several tiles at once only where a block walks several (persistent) */
+        int64_t r = resident_regs(plan_lane_elements(&m), c->persistent ? plan_resident_tiles(&m) : 1,
+                                  c->persistent);
         if (r > regs)
             regs = r;
     }
@@ -293,8 +311,9 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k)
     if (!c.persistent && elementwise && c.block > TILE_BLOCK_ELEMENTWISE)
         c.block = TILE_BLOCK_ELEMENTWISE;
     int64_t regs = assumed_regs(g, k, &c);
-    if (regs > 32) { /* two blocks per SM at the resident bound, never below a resident row */
-        int64_t cap = pow2_floor(dev->regs_per_sm / (2 * regs));
+    if (regs > 32) { /* blocks per SM at the resident bound, never below a resident row */
+        int64_t cap = pow2_floor(dev->regs_per_sm /
+                                 ((c.persistent ? 2 : RESIDENT_BLOCKS_PER_SM) * regs));
         if (cap < RESIDENT_LANES_MAX)
             cap = RESIDENT_LANES_MAX;
         if (c.block > cap)

@@ -99,6 +99,73 @@ static astitch_status load_split(astitch_executable *x, ExecCuda *c)
     return s;
 }
 
+/* Loads the whole kernels from ptx (replacing a module loaded before) and prepares each. */
+static astitch_status load_whole(astitch_executable *x, ExecCuda *c, const char *ptx)
+{
+    const astitch_plan *p = x->plan;
+    cuda_module_unload(c->mod);
+    c->mod = NULL;
+    astitch_status s = cuda_module_load(x->ctx, c->dev, ptx, "stitch kernels", &c->mod);
+    for (int k = 0; s == ASTITCH_OK && k < p->nkernel; k++) {
+        char name[64];
+        compile_kernel_name(p, k, -1, name, sizeof name);
+        s = cuda_kernel_get(x->ctx, c->mod, name, p->kernel[k].block,
+                            (size_t)p->kernel[k].shared_bytes, &c->kern[k]);
+    }
+    return s;
+}
+
+/* The register bound for compiled kernel k that gives up the fewest resident blocks per SM and
+ * still raises its registers, or 0 when none does. */
+static int relaxed_bound(const astitch_device *d, const CudaKernel *k)
+{
+    int unit = d->reg_alloc_unit > 0 ? (int)d->reg_alloc_unit : 1;
+    for (int bps = k->blocks_per_sm - 1; bps >= 1; bps--) {
+        int64_t r = d->regs_per_sm / ((int64_t)bps * k->block);
+        if (r > d->max_regs_per_thread)
+            r = d->max_regs_per_thread;
+        r = r / unit * unit;
+        if (r > k->regs)
+            return (int)r;
+    }
+    return 0;
+}
+
+/* Assume-relax-apply, checked: a kernel of a block per tile that spills at the register bound
+ * the plan assumed (the plan cannot see how many values the code keeps live) gets the bound of
+ * one block fewer per SM, and the module is loaded again, RELAX_ROUNDS times at most. A kernel
+ * with grid barriers keeps its bound: its grid counts on the planned residency. *ptx becomes
+ * the PTX finally loaded. */
+enum { RELAX_ROUNDS = 3 };
+
+static astitch_status relax_spills(astitch_executable *x, ExecCuda *c, char **ptx)
+{
+    const astitch_plan *p = x->plan;
+    for (int round = 0; round < RELAX_ROUNDS; round++) {
+        bool again = false;
+        for (int k = 0; k < p->nkernel; k++) {
+            const PlanKernel *pk = &p->kernel[k];
+            int regs = relaxed_bound(&p->dev, &c->kern[k]);
+            if (pk->persistent || pk->global_barriers > 0 || c->kern[k].local_bytes == 0 || !regs)
+                continue;
+            char name[64];
+            char *next = compile_ptx_with_maxnreg(*ptx, compile_kernel_name(p, k, -1, name, sizeof name),
+                                                  regs);
+            if (!next)
+                continue;
+            free(*ptx);
+            *ptx = next;
+            again = true;
+        }
+        if (!again)
+            return ASTITCH_OK;
+        astitch_status s = load_whole(x, c, *ptx);
+        if (s != ASTITCH_OK)
+            return s;
+    }
+    return ASTITCH_OK;
+}
+
 astitch_status exec_cuda_prepare(astitch_executable *x)
 {
     ExecCuda *c = x->cuda;
@@ -119,16 +186,14 @@ astitch_status exec_cuda_prepare(astitch_executable *x)
                            &ptx);
     if (s != ASTITCH_OK)
         goto out;
-    s = cuda_module_load(x->ctx, c->dev, ptx, "stitch kernels", &c->mod);
+    s = load_whole(x, c, ptx);
+    if (s == ASTITCH_OK)
+        s = relax_spills(x, c, &ptx);
     free(ptx);
     bool any_split = false;
     for (int k = 0; s == ASTITCH_OK && k < p->nkernel; k++) {
         const PlanKernel *pk = &p->kernel[k];
-        char name[64];
-        compile_kernel_name(p, k, -1, name, sizeof name);
-        s = cuda_kernel_get(x->ctx, c->mod, name, pk->block, (size_t)pk->shared_bytes, &c->kern[k]);
-        if (s == ASTITCH_OK && pk->global_barriers > 0 &&
-            (c->force_split || pk->grid > c->kern[k].max_coresident))
+        if (pk->global_barriers > 0 && (c->force_split || pk->grid > c->kern[k].max_coresident))
             c->split[k] = any_split = true;
     }
     if (s == ASTITCH_OK && any_split)
