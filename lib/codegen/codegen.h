@@ -108,6 +108,10 @@ typedef struct LlvmDiag {
 } LlvmDiag;
 /* Installs d on c; llvm_diag_end restores the handler c had before. */
 void llvm_diag_begin(LlvmDiag *d, LLVMContextRef c);
+/* libdevice.c: links into m the __nv_* functions m declares (and what they call) from the
+ * libdevice of the CUDA toolkit at `cuda`, for the target of tm; sets nvvm-reflect-ftz to 0. */
+astitch_status libdevice_link(astitch_context *ctx, LLVMModuleRef m, LLVMTargetMachineRef tm,
+                              const char *cuda, const LlvmDiag *d);
 void llvm_diag_end(LlvmDiag *d);
 /* Records "<what>: <first error diagnostic, or fallback>" on ctx; returns ASTITCH_ERR_COMPILE. */
 astitch_status llvm_diag_fail(astitch_context *ctx, const LlvmDiag *d, const char *what,

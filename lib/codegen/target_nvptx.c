@@ -5,8 +5,8 @@
  *   kernels         every listed kernel defined, returning void
  *   target          nvptx64-nvidia-cuda, sm_<N>, +ptx80; data layout from the target machine
  *   primitives      prims_nvptx.c's IR, parsed and linked (alwaysinline definitions)
- *   libdevice       only the __nv_* functions the module calls (and what they call), linked;
- *                   nvvm-reflect-ftz = 0 (no flush to zero, as on the host)
+ *   libdevice       only the __nv_* functions the module calls (and what they call), linked
+ *                   (libdevice.c); nvvm-reflect-ftz = 0 (no flush to zero, as on the host)
  *   kernels         PTX kernel calling convention; nvvm.annotations: kernel, maxntidx,
  *                   maxnreg, minctasm
  *   internalize     everything but the kernels, so O3 inlines and drops the rest
@@ -109,66 +109,6 @@ static astitch_status link_prims(astitch_context *ctx, LLVMModuleRef m, LLVMTarg
     return ASTITCH_OK;
 }
 
-/* Names of the __nv_* functions m declares, in a malloc'd array (*n of them). */
-static const char **libdevice_wanted(LLVMModuleRef m, int *n)
-{
-    int cap = 0;
-    for (LLVMValueRef f = LLVMGetFirstFunction(m); f; f = LLVMGetNextFunction(f))
-        cap++;
-    const char **names = malloc(sizeof *names * (size_t)(cap ? cap : 1));
-    *n = 0;
-    if (!names)
-        return NULL;
-    for (LLVMValueRef f = LLVMGetFirstFunction(m); f; f = LLVMGetNextFunction(f))
-        if (LLVMIsDeclaration(f) && strncmp(LLVMGetValueName(f), "__nv_", 5) == 0)
-            names[(*n)++] = LLVMGetValueName(f);
-    return names;
-}
-
-static astitch_status link_libdevice(astitch_context *ctx, LLVMModuleRef m, LLVMTargetMachineRef tm,
-                                     const char *cuda, const LlvmDiag *d)
-{
-    int n;
-    const char **wanted = libdevice_wanted(m, &n);
-    if (!wanted)
-        return ctx_fail(ctx, ASTITCH_ERR_MEMORY, "nvptx: out of memory");
-    if (n == 0) {
-        free(wanted);
-        return ASTITCH_OK;
-    }
-    char path[4096], *msg = NULL;
-    snprintf(path, sizeof path, "%s/nvvm/libdevice/libdevice.10.bc", cuda);
-    LLVMMemoryBufferRef buf;
-    if (LLVMCreateMemoryBufferWithContentsOfFile(path, &buf, &msg)) {
-        free(wanted);
-        ctx_fail(ctx, ASTITCH_ERR_IO, "nvptx: cannot read libdevice '%s': %s", path, msg);
-        LLVMDisposeMessage(msg);
-        return ASTITCH_ERR_IO;
-    }
-    LLVMModuleRef lib;
-    LLVMBool bad = LLVMParseBitcodeInContext2(LLVMGetModuleContext(m), buf, &lib);
-    LLVMDisposeMemoryBuffer(buf);
-    if (bad) {
-        free(wanted);
-        return llvm_diag_fail(ctx, d, "nvptx: reading libdevice", path);
-    }
-    /* Keep only what m calls: the rest of libdevice's hundreds of functions would cost O3. */
-    llvm_internalize(lib, wanted, n);
-    free(wanted);
-    llvm_set_target(lib, tm);
-    astitch_status st = llvm_run_passes(ctx, lib, "globaldce", tm);
-    if (st) {
-        LLVMDisposeModule(lib);
-        return st;
-    }
-    if (LLVMLinkModules2(m, lib))
-        return llvm_diag_fail(ctx, d, "nvptx: linking libdevice", "link failed");
-    LLVMContextRef c = LLVMGetModuleContext(m);
-    LLVMAddModuleFlag(m, LLVMModuleFlagBehaviorOverride, "nvvm-reflect-ftz", 16,
-                      LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(c), 0, 0)));
-    return ASTITCH_OK;
-}
-
 static void annotate(LLVMModuleRef m, LLVMValueRef f, const char *key, int value)
 {
     LLVMContextRef c = LLVMGetModuleContext(m);
@@ -235,7 +175,7 @@ static astitch_status lower(astitch_context *ctx, LLVMModuleRef m, const NvptxOp
         return st;
     llvm_set_target(m, tm);
     if ((st = link_prims(ctx, m, tm, d)) ||
-        (st = link_libdevice(ctx, m, tm, o->cuda_path ? o->cuda_path : cuda_toolkit_path(), d)))
+        (st = libdevice_link(ctx, m, tm, o->cuda_path ? o->cuda_path : cuda_toolkit_path(), d)))
         return st;
     mark_kernels(m, o);
     const char **keep = malloc(sizeof *keep * (size_t)(o->nkernel ? o->nkernel : 1));
