@@ -268,7 +268,25 @@ static void test_relax_spills(void **state)
         assert_int_equal(k.regs, 32);
         assert_int_equal(f->loads() - before, cases[i].loads);
         assert_int_equal(f->function_regs(), cases[i].regs);
+        /* what the executable says it loaded */
+        astitch_loaded_kernel lk;
+        expect_ok(f, astitch_executable_loaded_kernel(x, 0, &lk));
+        assert_int_equal(lk.planned_bound, 32);
+        assert_int_equal(lk.bound, cases[i].regs);
+        assert_int_equal(lk.regs, cases[i].regs);
+        assert_int_equal(lk.local_bytes, cases[i].below && cases[i].persistent ? 16 : 0);
+        assert_int_equal(lk.blocks_per_sm, 65536 / (cases[i].regs * k.block));
+        assert_int_equal(astitch_executable_loaded_kernel(x, 1, &lk), ASTITCH_ERR_ARGUMENT);
+        assert_int_equal(astitch_executable_loaded_kernel(x, -1, &lk), ASTITCH_ERR_ARGUMENT);
+        assert_int_equal(astitch_executable_loaded_kernel(x, 0, NULL), ASTITCH_ERR_ARGUMENT);
         astitch_executable_destroy(x);
+        if (i == 0) { /* the host target loads no GPU kernels */
+            o.target = ASTITCH_TARGET_HOST;
+            expect_ok(f, astitch_compile(g, &o, &x));
+            assert_int_equal(astitch_executable_loaded_kernel(x, 0, &lk), ASTITCH_ERR_UNSUPPORTED);
+            printf("# expected error: %s\n", astitch_last_error(f->ctx));
+            astitch_executable_destroy(x);
+        }
         astitch_graph_destroy(g);
     }
 }

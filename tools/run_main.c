@@ -220,6 +220,28 @@ static int prepare_outputs(const Run *r, const char *dir)
     return 0;
 }
 
+/* Notes on standard error each GPU kernel that does not run with its planned register bound
+ * (the runtime relaxed it after a spill) or that spills still. */
+static void note_loaded_kernels(const astitch_executable *x)
+{
+    const astitch_plan *p = astitch_executable_plan(x);
+    for (int k = 0; p && astitch_executable_target(x) == ASTITCH_TARGET_CUDA &&
+                    k < astitch_plan_num_kernels(p); k++) {
+        astitch_loaded_kernel lk;
+        astitch_kernel_info info;
+        if (astitch_executable_loaded_kernel(x, k, &lk) != ASTITCH_OK ||
+            astitch_plan_kernel_info(p, k, &info) != ASTITCH_OK)
+            continue;
+        if (lk.bound != lk.planned_bound)
+            fprintf(stderr, "astitch-run: note: kernel %s spilled at the planned %d registers; "
+                            "runs with a bound of %d (%d used, %d blocks per SM)\n",
+                    info.name, lk.planned_bound, lk.bound, lk.regs, lk.blocks_per_sm);
+        if (lk.local_bytes > 0)
+            fprintf(stderr, "astitch-run: note: kernel %s spills %ld bytes per thread at %d "
+                            "registers\n", info.name, lk.local_bytes, lk.regs);
+    }
+}
+
 /* Compiles the graph for o's target (auto resolved by the library) and runs it; *used
  * receives the target that ran. */
 static int run_on_target(Run *r, const Options *o, astitch_target *used)
@@ -232,6 +254,8 @@ static int run_on_target(Run *r, const Options *o, astitch_target *used)
     const astitch_plan *p = s == ASTITCH_OK ? astitch_executable_plan(x) : NULL;
     if (p)
         snprintf(r->device, sizeof r->device, "%s", astitch_plan_device(p)->name);
+    if (s == ASTITCH_OK)
+        note_loaded_kernels(x);
     if (s == ASTITCH_OK)
         s = astitch_execute(x, (const void *const *)r->in, r->out);
     astitch_executable_destroy(x);

@@ -56,6 +56,23 @@ ASTITCH_API astitch_target astitch_executable_target(const astitch_executable *x
 /* The plan the executable runs; NULL for the reference target. Owned by x. */
 ASTITCH_API const astitch_plan *astitch_executable_plan(const astitch_executable *x);
 
+/* What the cuda target loaded for kernel k of x's plan. The plan's register bound is an
+ * assumption: a kernel of a block per tile whose compiled form spills at it is loaded again with
+ * a higher bound (docs/codegen.md, *Targets*), and `bound` says which one it runs with. */
+typedef struct astitch_loaded_kernel {
+    int regs;           /* registers per thread, as compiled */
+    int bound;          /* the register bound it was compiled with (the plan's, or relaxed) */
+    int planned_bound;  /* the plan's (astitch_kernel_info.regs) */
+    long local_bytes;   /* local memory per thread (spills): 0 unless even the last bound spilled */
+    int blocks_per_sm;  /* resident blocks per SM at that register count */
+} astitch_loaded_kernel;
+
+/* Fills *out for kernel k of a cuda executable. ASTITCH_ERR_ARGUMENT for a NULL argument or a
+ * k out of range, ASTITCH_ERR_UNSUPPORTED for another target (whose kernels have no registers
+ * to report). */
+ASTITCH_API astitch_status astitch_executable_loaded_kernel(const astitch_executable *x, int k,
+                                                            astitch_loaded_kernel *out);
+
 /* Runs x on host buffers (inputs[i]: parameter i, outputs[i]: output i, dense row-major) and
  * returns when the outputs are written. For cuda, copies through device memory. */
 ASTITCH_API astitch_status astitch_execute(astitch_executable *x, const void *const *inputs,

@@ -216,6 +216,23 @@ const astitch_plan *astitch_executable_plan(const astitch_executable *x)
     return x ? x->plan : NULL;
 }
 
+astitch_status astitch_executable_loaded_kernel(const astitch_executable *x, int k,
+                                                astitch_loaded_kernel *out)
+{
+    if (!x || !out)
+        return ASTITCH_ERR_ARGUMENT;
+    if (x->target != ASTITCH_TARGET_CUDA || !x->cuda || !x->plan)
+        return ctx_fail(x->ctx, ASTITCH_ERR_UNSUPPORTED,
+                        "astitch_executable_loaded_kernel: the %s target loads no GPU kernels",
+                        astitch_target_name(x->target));
+    if (k < 0 || k >= x->plan->nkernel)
+        return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT,
+                        "astitch_executable_loaded_kernel: kernel %d out of range 0..%d", k,
+                        x->plan->nkernel - 1);
+    exec_cuda_loaded_kernel(x, k, out);
+    return ASTITCH_OK;
+}
+
 astitch_status astitch_execute(astitch_executable *x, const void *const *inputs,
                                void *const *outputs)
 {

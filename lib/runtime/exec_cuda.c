@@ -20,6 +20,7 @@ struct ExecCuda {
     CudaModule *mod;        /* whole kernels */
     CudaModule *split_mod;  /* parts of the kernels that need the fallback, or NULL */
     CudaKernel *kern;       /* per plan kernel */
+    int *bound;             /* per plan kernel: the register bound its PTX was loaded with */
     bool *split;            /* per plan kernel: runs as parts */
     CudaKernel **part;      /* per plan kernel with split: its parts */
     int nkernel;
@@ -67,6 +68,7 @@ void exec_cuda_close(ExecCuda *c)
     free(c->part);
     free(c->io);
     free(c->kern);
+    free(c->bound);
     free(c->split);
     cuda_device_close(c->dev);
     free(c);
@@ -155,6 +157,7 @@ static astitch_status relax_spills(astitch_executable *x, ExecCuda *c, char **pt
                 continue;
             free(*ptx);
             *ptx = next;
+            c->bound[k] = regs;
             again = true;
         }
         if (!again)
@@ -164,6 +167,16 @@ static astitch_status relax_spills(astitch_executable *x, ExecCuda *c, char **pt
             return s;
     }
     return ASTITCH_OK;
+}
+
+void exec_cuda_loaded_kernel(const astitch_executable *x, int k, astitch_loaded_kernel *out)
+{
+    const ExecCuda *c = x->cuda;
+    const CudaKernel *ck = &c->kern[k];
+    *out = (astitch_loaded_kernel){.regs = ck->regs, .bound = c->bound[k],
+                                   .planned_bound = x->plan->kernel[k].regs,
+                                   .local_bytes = (long)ck->local_bytes,
+                                   .blocks_per_sm = ck->blocks_per_sm};
 }
 
 astitch_status exec_cuda_prepare(astitch_executable *x)
@@ -176,11 +189,14 @@ astitch_status exec_cuda_prepare(astitch_executable *x)
     c->kern = calloc((size_t)p->nkernel + 1, sizeof *c->kern);
     c->split = calloc((size_t)p->nkernel + 1, sizeof *c->split);
     c->part = calloc((size_t)p->nkernel + 1, sizeof *c->part);
-    if (!c->kern || !c->split || !c->part) {
+    c->bound = calloc((size_t)p->nkernel + 1, sizeof *c->bound);
+    if (!c->kern || !c->split || !c->part || !c->bound) {
         s = ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory");
         goto out;
     }
     c->nkernel = p->nkernel;
+    for (int k = 0; k < p->nkernel; k++)
+        c->bound[k] = p->kernel[k].regs;
     char *ptx;
     s = cached_compile_ptx(x->ctx, p, c->dev->info.cc_major * 10 + c->dev->info.cc_minor, false,
                            &ptx);

@@ -83,5 +83,7 @@ astitch_status exec_cuda_run_host(astitch_executable *x, const void *const *inpu
 astitch_status exec_cuda_run_device(astitch_executable *x, const uint64_t *inputs,
                                     const uint64_t *outputs, void *stream);
 void exec_cuda_close(ExecCuda *c); /* accepts NULL */
+/* Kernel k as loaded (k in range of a prepared executable). */
+void exec_cuda_loaded_kernel(const astitch_executable *x, int k, astitch_loaded_kernel *out);
 
 #endif
