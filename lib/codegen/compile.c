@@ -125,7 +125,8 @@ astitch_status compile_ptx(astitch_context *ctx, const astitch_plan *p, int sm, 
     return s;
 }
 
-char *compile_ptx_with_maxnreg(const char *ptx, const char *name, int regs)
+/* Where the number of kernel name's .maxnreg directive starts in ptx, or NULL. */
+static const char *maxnreg_at(const char *ptx, const char *name)
 {
     size_t nlen = strlen(name);
     const char *entry = ptx;
@@ -139,7 +140,20 @@ char *compile_ptx_with_maxnreg(const char *ptx, const char *name, int regs)
     const char *body = strchr(entry, '{'), *at = strstr(entry, "\n.maxnreg ");
     if (!at || (body && at > body))
         return NULL;
-    at += strlen("\n.maxnreg ");
+    return at + strlen("\n.maxnreg ");
+}
+
+int compile_ptx_maxnreg(const char *ptx, const char *name)
+{
+    const char *at = maxnreg_at(ptx, name);
+    return at ? atoi(at) : 0;
+}
+
+char *compile_ptx_with_maxnreg(const char *ptx, const char *name, int regs)
+{
+    const char *at = maxnreg_at(ptx, name);
+    if (!at)
+        return NULL;
     const char *end = at + strspn(at, "0123456789");
     char num[16];
     int w = snprintf(num, sizeof num, "%d", regs);

@@ -30,6 +30,8 @@ astitch_status compile_ptx(astitch_context *ctx, const astitch_plan *p, int sm, 
  * registers per thread (its .maxnreg directive rewritten): malloc'd, or NULL when the kernel
  * or its directive is not there or memory runs out. */
 char *compile_ptx_with_maxnreg(const char *ptx, const char *name, int regs);
+/* The register bound (.maxnreg) of kernel `name` in PTX text ptx; 0 when it has none. */
+int compile_ptx_maxnreg(const char *ptx, const char *name);
 
 /* The target-neutral LLVM IR of p's kernels as text (what --emit=llvm prints). */
 astitch_status compile_llvm_text(astitch_context *ctx, const astitch_plan *p, char **text);

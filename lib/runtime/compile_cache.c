@@ -188,6 +188,16 @@ static void mem_store(const CacheKey *k, const char *ptx, size_t n)
     free(e.ptx);
 }
 
+/* Drops k's entry from memory, if there is one. */
+static void mem_forget(const CacheKey *k)
+{
+    pthread_mutex_lock(&mem.lock);
+    for (int i = 0; i < MEM_ENTRIES; i++)
+        if (mem.e[i].key.text && key_equal(&mem.e[i].key, k))
+            mem_drop(&mem.e[i]);
+    pthread_mutex_unlock(&mem.lock);
+}
+
 /* The PTX of k's entry on disk (then kept in memory too), or NULL. Counts a hit or a reject. */
 static char *disk_lookup(const char *path, const CacheKey *k)
 {
@@ -231,6 +241,20 @@ astitch_status cached_compile_ptx(astitch_context *ctx, const astitch_plan *p, i
     }
     free(k.text);
     return s;
+}
+
+void compile_cache_replace(const astitch_plan *p, int sm, bool split, const char *ptx)
+{
+    CacheKey k;
+    if (!cache_on() || !key_make(p, sm, split, &k))
+        return;
+    size_t n = strlen(ptx);
+    mem_forget(&k);
+    mem_store(&k, ptx, n);
+    char dir[CACHE_PATH_BYTES], path[CACHE_PATH_BYTES];
+    if (cache_disk_paths(&k, dir, path) && cache_disk_write(dir, path, &k, ptx, n))
+        bump(&mem.stats.disk_writes);
+    free(k.text);
 }
 
 void compile_cache_stats(CompileCacheStats *out)

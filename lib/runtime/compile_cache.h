@@ -32,6 +32,11 @@
 astitch_status cached_compile_ptx(astitch_context *ctx, const astitch_plan *p, int sm,
                                   bool split, char **ptx);
 
+/* Replaces the entry of (p, sm, split) in both layers with ptx: the PTX the CUDA runtime
+ * settled on after relaxing a spilling kernel's register bound (exec_cuda.c), so that a later
+ * compile loads it at once. A no-op when the cache is off; failures only lose the entry. */
+void compile_cache_replace(const astitch_plan *p, int sm, bool split, const char *ptx);
+
 /* What the cache did since the process started or the last compile_cache_reset. */
 typedef struct CompileCacheStats {
     long memory_hits;  /* found in memory */

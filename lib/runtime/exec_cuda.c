@@ -101,7 +101,8 @@ static astitch_status load_split(astitch_executable *x, ExecCuda *c)
     return s;
 }
 
-/* Loads the whole kernels from ptx (replacing a module loaded before) and prepares each. */
+/* Loads the whole kernels from ptx (replacing a module loaded before) and prepares each,
+ * noting the register bound its PTX gives it (a relaxed one from the compile cache, say). */
 static astitch_status load_whole(astitch_executable *x, ExecCuda *c, const char *ptx)
 {
     const astitch_plan *p = x->plan;
@@ -113,6 +114,7 @@ static astitch_status load_whole(astitch_executable *x, ExecCuda *c, const char 
         compile_kernel_name(p, k, -1, name, sizeof name);
         s = cuda_kernel_get(x->ctx, c->mod, name, p->kernel[k].block,
                             (size_t)p->kernel[k].shared_bytes, &c->kern[k]);
+        c->bound[k] = compile_ptx_maxnreg(ptx, name);
     }
     return s;
 }
@@ -137,10 +139,10 @@ static int relaxed_bound(const astitch_device *d, const CudaKernel *k)
  * the plan assumed (the plan cannot see how many values the code keeps live) gets the bound of
  * one block fewer per SM, and the module is loaded again, RELAX_ROUNDS times at most. A kernel
  * with grid barriers keeps its bound: its grid counts on the planned residency. *ptx becomes
- * the PTX finally loaded. */
+ * the PTX finally loaded; *relaxed says whether it differs. */
 enum { RELAX_ROUNDS = 3 };
 
-static astitch_status relax_spills(astitch_executable *x, ExecCuda *c, char **ptx)
+static astitch_status relax_spills(astitch_executable *x, ExecCuda *c, char **ptx, bool *relaxed)
 {
     const astitch_plan *p = x->plan;
     for (int round = 0; round < RELAX_ROUNDS; round++) {
@@ -157,11 +159,11 @@ static astitch_status relax_spills(astitch_executable *x, ExecCuda *c, char **pt
                 continue;
             free(*ptx);
             *ptx = next;
-            c->bound[k] = regs;
             again = true;
         }
         if (!again)
             return ASTITCH_OK;
+        *relaxed = true;
         astitch_status s = load_whole(x, c, *ptx);
         if (s != ASTITCH_OK)
             return s;
@@ -195,16 +197,17 @@ astitch_status exec_cuda_prepare(astitch_executable *x)
         goto out;
     }
     c->nkernel = p->nkernel;
-    for (int k = 0; k < p->nkernel; k++)
-        c->bound[k] = p->kernel[k].regs;
     char *ptx;
-    s = cached_compile_ptx(x->ctx, p, c->dev->info.cc_major * 10 + c->dev->info.cc_minor, false,
-                           &ptx);
+    int sm = c->dev->info.cc_major * 10 + c->dev->info.cc_minor;
+    s = cached_compile_ptx(x->ctx, p, sm, false, &ptx);
     if (s != ASTITCH_OK)
         goto out;
     s = load_whole(x, c, ptx);
+    bool relaxed = false;
     if (s == ASTITCH_OK)
-        s = relax_spills(x, c, &ptx);
+        s = relax_spills(x, c, &ptx, &relaxed);
+    if (s == ASTITCH_OK && relaxed) /* the next compile of this plan loads the relaxed PTX */
+        compile_cache_replace(p, sm, false, ptx);
     free(ptx);
     bool any_split = false;
     for (int k = 0; s == ASTITCH_OK && k < p->nkernel; k++) {
