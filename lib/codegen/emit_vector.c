@@ -5,7 +5,7 @@
  * broadcasts, slices and transposes that keep the innermost axis, reshapes to an innermost
  * dimension v divides) pass it on, so a kernel tensor at the end is read with one vector load
  * wherever the run lands in it (a rotary embedding's rotated half, a bias); a concatenate whose
- * operand is the same for the whole run branches once per run, not once per element; a value
+ * operand is the same for the whole run selects or branches once per run, not per element; a value
  * the same at every element of the run (a row's mean through a broadcast) is computed once.
  * Anything else is evaluated element by element through ev_value. */
 #define ASTITCH_EMIT_INTERNAL
@@ -163,16 +163,18 @@ static void concat(Emit *e, int32_t n, const Node *node, Index *ix, int v, LLVMV
         for (int i = 0; i < x->shape.rank; i++)
             sub.axis[i] = i == axis ? LLVMBuildSub(e->b, at, ev_int(e, start), "") : ix->axis[i];
         if (speculate) { /* into [0, len - run]: the run's first element stays a multiple of v */
-            int64_t hi = len - (axis == last ? v : 1);
-            LLVMValueRef a = sub.axis[axis];
-            a = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, a, ev_int(e, 0), ""), ev_int(e, 0), a, "");
-            a = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, a, ev_int(e, hi), ""), ev_int(e, hi), a, "");
+            LLVMValueRef a = sub.axis[axis], lo = ev_int(e, 0);
+            LLVMValueRef hi = ev_int(e, len - (axis == last ? v : 1));
+            a = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, a, lo, ""), lo, a, "");
+            a = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, a, hi, ""), hi, a, "");
             sub.axis[axis] = a;
         }
         ev_vector(e, goperand(e->g, n, k), &sub, v, &vals[k * v]);
         if (speculate) {
-            for (int j = 0; j < v && k > 0; j++) /* operands before k were chosen where at < their end */
-                vals[k * v + j] = LLVMBuildSelect(e->b, in[k - 1], vals[(k - 1) * v + j], vals[k * v + j], "cat");
+            /* the operands before k were chosen where `at` is below their end */
+            for (int j = 0; j < v && k > 0; j++)
+                vals[k * v + j] = LLVMBuildSelect(e->b, in[k - 1], vals[(k - 1) * v + j],
+                                                  vals[k * v + j], "cat");
             in[k] = before; /* vals[k] now holds the choice among operands 0 .. k */
         } else {
             from[k] = LLVMGetInsertBlock(e->b);
@@ -217,7 +219,7 @@ static void compute(Emit *e, int32_t n, const Node *node, Index *ix, int v, LLVM
     case ASTITCH_OP_CONCATENATE: concat(e, n, node, ix, v, out); return;
     case ASTITCH_OP_RESHAPE: {
         const Shape *xs = &gnode(e->g, x0)->shape;
-        if (!runs_in(xs->dim[xs->rank - 1], v))
+        if (xs->rank == 0 || !runs_in(xs->dim[xs->rank - 1], v))
             break;
         Index sub = {.shape = xs, .lin = ev_lin(e, ix)};
         ev_vector(e, x0, &sub, v, out);
