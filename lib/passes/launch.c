@@ -32,6 +32,15 @@ static int64_t blocks_per_sm(const astitch_device *d, int64_t block, int64_t reg
     return b;
 }
 
+int64_t launch_regs_for(const astitch_device *d, int64_t block, int64_t blocks)
+{
+    int64_t unit = d->reg_alloc_unit > 0 ? d->reg_alloc_unit : 1;
+    int64_t regs = d->regs_per_sm / (blocks * block) / unit * unit;
+    if (regs > d->max_regs_per_thread)
+        regs = d->max_regs_per_thread / unit * unit;
+    return regs;
+}
+
 astitch_status pass_launch(Planner *pl, PlanKernel *k)
 {
     const astitch_device *d = &pl->p->dev;
@@ -53,10 +62,7 @@ astitch_status pass_launch(Planner *pl, PlanKernel *k)
         needed = 1;
     if (needed > bps)
         needed = bps;
-    int64_t unit = d->reg_alloc_unit > 0 ? d->reg_alloc_unit : 1;
-    int64_t regs = d->regs_per_sm / (needed * k->block) / unit * unit;
-    if (regs > d->max_regs_per_thread)
-        regs = d->max_regs_per_thread / unit * unit;
+    int64_t regs = launch_regs_for(d, k->block, needed);
     if (regs < 32)
         regs = 32;
     k->regs = (int32_t)regs;

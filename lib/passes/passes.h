@@ -136,5 +136,9 @@ astitch_status pass_memory(Planner *pl, PlanKernel *k);     /* memory.c */
 /* launch.c: ASTITCH_OK, or ASTITCH_ERR_UNSUPPORTED when the grid exceeds a wave at the
  * planned shared memory (k->wave_limit is lowered for another try). */
 astitch_status pass_launch(Planner *pl, PlanKernel *k);
+/* The most registers per thread (in allocation units, at most the device's per-thread limit)
+ * at which `blocks` blocks of `block` threads fit on an SM of d; also what the CUDA runtime
+ * relaxes a spilling kernel to (exec_cuda.c). */
+int64_t launch_regs_for(const astitch_device *d, int64_t block, int64_t blocks);
 
 #endif

@@ -14,6 +14,7 @@
 #include "compile_cache.h"
 #include "cuda_driver.h"
 #include "runtime.h"
+#include "passes/passes.h"
 
 struct ExecCuda {
     CudaDevice *dev;
@@ -123,12 +124,8 @@ static astitch_status load_whole(astitch_executable *x, ExecCuda *c, const char 
  * still raises its registers, or 0 when none does. */
 static int relaxed_bound(const astitch_device *d, const CudaKernel *k)
 {
-    int unit = d->reg_alloc_unit > 0 ? (int)d->reg_alloc_unit : 1;
     for (int bps = k->blocks_per_sm - 1; bps >= 1; bps--) {
-        int64_t r = d->regs_per_sm / ((int64_t)bps * k->block);
-        if (r > d->max_regs_per_thread)
-            r = d->max_regs_per_thread;
-        r = r / unit * unit;
+        int64_t r = launch_regs_for(d, k->block, bps);
         if (r > k->regs)
             return (int)r;
     }
