@@ -502,7 +502,8 @@ static void register_bound_relaxed(void **state)
     build_layernorm(f->g, 25600, 768);
     astitch_device d = device("h100");
     astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
-    o.packing = false; /* streamed rows */
+    o.packing = false;            /* streamed rows */
+    o.one_pass_variance = false;  /* as written: the squared sum reads x again */
     astitch_plan *p = plan(f, &d, &o);
     astitch_kernel_info k;
     astitch_plan_kernel_info(p, 0, &k);
@@ -514,6 +515,12 @@ static void register_bound_relaxed(void **state)
     int64_t x_bytes = 25600 * 768 * 4;
     assert_int_equal(k.min_bytes, 2 * x_bytes);
     assert_int_equal(k.moved_bytes, 4 * x_bytes);
+    /* rewritten (variance.c), the squared sum joins the sum's pass: one read of x fewer */
+    o.one_pass_variance = true;
+    p = plan(f, &d, &o);
+    astitch_plan_kernel_info(p, 0, &k);
+    assert_int_equal(k.moved_bytes, 3 * x_bytes + 25600 * 4); /* and the rows' shifts */
+    o.one_pass_variance = false;
     /* resident rows of 768: a warp per row, 24 elements per lane, planned with 32 + 2 * 24 = 80
      * registers: blocks of 256, three per SM */
     o.packing = true;

@@ -74,6 +74,10 @@ static void check_json(const astitch_plan *p, const astitch_graph *g, const char
     assert_int_equal(json_is_true(json_object_get(opt, "merge")), o->merge);
     assert_string_equal(str(json_object_get(root, "device"), "name"), astitch_plan_device(p)->name);
     assert_int_equal(num(root, "scratch_bytes"), astitch_plan_scratch_bytes(p));
+    json_t *rewritten = json_object_get(root, "one_pass_variance");
+    assert_true(json_is_array(rewritten));
+    for (size_t i = 0; i < json_array_size(rewritten); i++)
+        assert_true(astitch_graph_find(g, json_string_value(json_array_get(rewritten, i))) >= 0);
     json_t *kernels = json_object_get(root, "kernels");
     assert_int_equal(json_array_size(kernels), astitch_plan_num_kernels(p));
     assert_int_equal(json_array_size(json_object_get(root, "steps")), astitch_plan_num_steps(p));
@@ -171,7 +175,7 @@ static void plan_example(const char *path)
     for (int d = 0; astitch_device_builtin_name(d); d++) {
         astitch_device dev;
         assert_int_equal(astitch_device_builtin(astitch_device_builtin_name(d), &dev), ASTITCH_OK);
-        for (int variant = 0; variant < 6; variant++) {
+        for (int variant = 0; variant < 7; variant++) {
             astitch_plan_options o;
             astitch_plan_options_default(&o);
             o.fusion = variant == 0 ? ASTITCH_FUSION_NONE
@@ -180,12 +184,18 @@ static void plan_example(const char *path)
             o.remote = variant != 3;
             o.merge = variant != 4;
             o.packing = variant != 5;
+            o.one_pass_variance = variant != 6;
             astitch_plan *p = NULL;
             if (astitch_plan_create(g, &dev, &o, &p) != ASTITCH_OK)
                 fail_msg("%s on %s, fusion %s, variant %d: %s", path, dev.name,
                          astitch_fusion_name(o.fusion), variant, astitch_last_error(ctx));
             assert_true(astitch_plan_num_kernels(p) >= 1);
-            check_printers(p, g);
+            /* the plan's graph: the caller's, or its one-pass variance rewrite */
+            const astitch_graph *pg = astitch_plan_graph(p);
+            assert_true(pg == g || (o.fusion == ASTITCH_FUSION_STITCH && o.one_pass_variance));
+            assert_int_equal(astitch_graph_num_parameters(pg), astitch_graph_num_parameters(g));
+            assert_int_equal(astitch_graph_num_outputs(pg), astitch_graph_num_outputs(g));
+            check_printers(p, pg);
             plans++;
             astitch_plan_destroy(p);
         }

@@ -53,7 +53,8 @@ typedef struct Options {
                           * (--plan and --dot: h100) */
     astitch_device device;
     astitch_fusion fusion; /* default stitch */
-    bool no_remote, no_merge, no_packing, deterministic, persistent; /* planner switches */
+    bool no_remote, no_merge, no_packing, no_one_pass_variance, deterministic,
+        persistent; /* planner switches */
     bool check;          /* also run the reference and compare every output */
     bool help, version;
 } Options;

@@ -14,6 +14,7 @@
 enum {
     OPT_TARGET = 256, OPT_CHECK, OPT_SEED, OPT_INPUTS, OPT_OUTPUTS, OPT_FUSION, OPT_DEVICE,
     OPT_PLAN, OPT_DOT, OPT_EMIT, OPT_EMIT_FILE, OPT_NO_REMOTE, OPT_NO_MERGE, OPT_NO_PACKING,
+    OPT_NO_ONE_PASS_VARIANCE,
     OPT_DETERMINISTIC,
     OPT_PERSISTENT
 };
@@ -46,6 +47,8 @@ static const OptionSpec option_table[] = {
     {"no-remote", no_argument, OPT_NO_REMOTE, NULL,
      "plan without remote stitching (independent stitch ops stay separate kernels)"},
     {"no-merge", no_argument, OPT_NO_MERGE, NULL, "plan without dominant merging"},
+    {"no-one-pass-variance", no_argument, OPT_NO_ONE_PASS_VARIANCE, NULL,
+     "plan sums of squared deviations as written (a second read of their input)"},
     {"no-packing", no_argument, OPT_NO_PACKING, NULL,
      "plan without horizontal packing and task splitting (the ablation of adaptive mapping)"},
     {"deterministic", no_argument, OPT_DETERMINISTIC, NULL,
@@ -86,6 +89,7 @@ void plan_options(const Options *o, astitch_plan_options *po)
     po->fusion = o->fusion;
     po->remote = !o->no_remote;
     po->merge = !o->no_merge;
+    po->one_pass_variance = !o->no_one_pass_variance;
     po->packing = !o->no_packing;
     po->deterministic = o->deterministic;
     po->persistent = o->persistent;
@@ -226,6 +230,7 @@ int parse_options(int argc, char **argv, Options *o)
             break;
         case OPT_NO_REMOTE: o->no_remote = true; break;
         case OPT_NO_MERGE: o->no_merge = true; break;
+        case OPT_NO_ONE_PASS_VARIANCE: o->no_one_pass_variance = true; break;
         case OPT_NO_PACKING: o->no_packing = true; break;
         case OPT_DETERMINISTIC: o->deterministic = true; break;
         case OPT_PERSISTENT: o->persistent = true; break;

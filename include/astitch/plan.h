@@ -69,10 +69,15 @@ typedef struct astitch_plan_options {
     bool persistent; /* every kernel is one wave of blocks walking chunks of tiles (the paper's
                       * vertical packing); off, only kernels with global barriers are, and the
                       * others launch a block per tile in as many waves as it takes */
+    bool one_pass_variance; /* fusion=stitch: a sum of squared deviations from a mean whose rows
+                             * cannot stay in registers is computed in the same pass over its
+                             * input as the mean, from sums shifted by one element of each row
+                             * (the plan's graph is then a rewritten copy, see
+                             * astitch_plan_graph); off, the graph is planned as given */
 } astitch_plan_options;
 
-/* Fills *o with the defaults: fusion=stitch, every switch on, deterministic and persistent
- * off. */
+/* Fills *o with the defaults: fusion=stitch, every switch on (one_pass_variance included),
+ * deterministic and persistent off. */
 ASTITCH_API void astitch_plan_options_default(astitch_plan_options *o);
 /* "none", "xla", "stitch"; NULL for an out-of-range value. */
 ASTITCH_API const char *astitch_fusion_name(astitch_fusion f);

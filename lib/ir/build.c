@@ -514,6 +514,31 @@ drop:
     return ASTITCH_NO_NODE;
 }
 
+astitch_node graph_copy_node(astitch_graph *g, const astitch_graph *src, int32_t v,
+                             const int32_t *in)
+{
+    const Node *from = gnode(src, v);
+    Node n = *from;
+    n.name = NULL;
+    n.attr.target = NULL;
+    n.attr.values = NULL;
+    if (from->attr.target && !(n.attr.target = graph_strdup(from->attr.target))) {
+        graph_fail(g, ASTITCH_ERR_MEMORY, "out of memory copying node '%s'", from->name);
+        return ASTITCH_NO_NODE;
+    }
+    if (from->attr.values) {
+        n.attr.values = malloc((size_t)from->attr.nvalues * sizeof *n.attr.values);
+        if (!n.attr.values) {
+            free(n.attr.target);
+            graph_fail(g, ASTITCH_ERR_MEMORY, "out of memory copying node '%s'", from->name);
+            return ASTITCH_NO_NODE;
+        }
+        memcpy(n.attr.values, from->attr.values,
+               (size_t)from->attr.nvalues * sizeof *n.attr.values);
+    }
+    return add_checked(g, &n, in, from->nin, from->name);
+}
+
 /* Copies rank and dims into a Shape, rejecting bad ranks before any use of dims. */
 static bool set_shape(astitch_graph *g, Shape *s, int rank, const int64_t *dims, const char *who)
 {

@@ -136,6 +136,11 @@ char *type_str(char *buf, size_t len, astitch_dtype t, const Shape *s);
 void shape_strides(const Shape *s, int64_t *stride);
 
 /* build.c */
+/* Appends to g a copy of node v of src (op, attributes, name) whose operands are in[] (ids of
+ * g, src's operand count of them); its type is inferred again. ASTITCH_NO_NODE on failure
+ * (recorded on g). */
+astitch_node graph_copy_node(astitch_graph *g, const astitch_graph *src, int32_t v,
+                             const int32_t *in);
 /* Checks a declared shape: rank 0..8, dims >= 0, element count <= MAX_ELEMENTS. On failure
  * writes a reason into why (at least 128 bytes) and returns false. */
 bool shape_check(const Shape *s, char *why, size_t len);

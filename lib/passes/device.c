@@ -41,6 +41,7 @@ void astitch_plan_options_default(astitch_plan_options *o)
     o->packing = true;
     o->deterministic = false;
     o->persistent = false;
+    o->one_pass_variance = true;
 }
 
 static const char *const fusion_names[] = {"none", "xla", "stitch"};

@@ -85,6 +85,17 @@ static int64_t resident_regs(int64_t e, int64_t u, bool persistent)
     return (32 + 2 * e * u + 7) / 8 * 8;
 }
 
+bool mapping_rows_may_reside(const Shape *s, uint32_t axes)
+{
+    uint32_t trailing = 0;
+    int64_t k = 1;
+    for (int i = s->rank - 1; i >= 0 && (axes >> i & 1); i--) {
+        trailing |= 1u << i;
+        k *= s->dim[i];
+    }
+    return axes != 0 && axes == trailing && k <= (int64_t)RESIDENT_LANES_MAX * LANE_ELEMENTS_MAX;
+}
+
 /* The resident lane layout of row mapping m whose narrowest row-shaped tensor has elements of
  * min_bytes: lanes per row and vector width. False when the row is streamed instead (not
  * reduced over trailing axes, too long, or packing off). */

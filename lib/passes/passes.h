@@ -2,6 +2,7 @@
  * passes.h: the stitching planner, private to libastitch. A map of lib/passes:
  *
  *   pipeline.c   astitch_plan_create: the pass pipeline (diagram at its head)
+ *   variance.c   one-pass variance: a graph rewrite ahead of scoping (fusion=stitch)
  *   scope.c      stitch scopes: BFS clusters of memory-intensive ops, no cycles (or one
  *                kernel per op under fusion=none)                          paper 4.1
  *   xla.c        fusion=xla scopes: register-only fusion with duplication  paper 2.3.1
@@ -124,11 +125,19 @@ int64_t ceil_div(int64_t a, int64_t b);
 /* device.c: see astitch_device_builtin */
 
 /* the passes, in pipeline order */
+/* variance.c: when g has sums of squared deviations that would read their input twice, *out
+ * is a rewritten copy of g (owned by the caller) and *rewritten its nrewritten replacing
+ * nodes (malloc'd); else *out is NULL. Fails only on memory. */
+astitch_status pass_variance(const astitch_graph *g, bool packing, astitch_graph **out,
+                             int32_t **rewritten, int32_t *nrewritten);
 astitch_status pass_scope(Planner *pl);                     /* scope.c */
 astitch_status pass_xla(Planner *pl);                       /* xla.c */
 astitch_status pass_remote(Planner *pl);                    /* remote.c */
 astitch_status pass_dominant(Planner *pl, PlanKernel *k);   /* dominant.c */
 astitch_status pass_mapping(Planner *pl, PlanKernel *k);    /* mapping.c */
+/* mapping.c: true when a reduction over `axes` of a tensor of shape s could keep its rows in
+ * registers (trailing axes, a row no longer than a resident row may be). */
+bool mapping_rows_may_reside(const Shape *s, uint32_t axes);
 astitch_status pass_propagate(Planner *pl, PlanKernel *k);  /* propagate.c */
 bool pass_adapt(Planner *pl, PlanKernel *k);                /* adapt.c: true if maps changed */
 astitch_status pass_schemes(Planner *pl, PlanKernel *k);    /* schemes.c */

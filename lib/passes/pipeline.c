@@ -3,6 +3,8 @@
  *
  *   graph (verified)
  *     |
+ *     +- fusion=stitch:      variance  one-pass variance: the plan's own rewritten copy, when
+ *     |                                a sum of squared deviations would read its input twice
  *     +- fusion=stitch|none: scope     clusters of memory-intensive ops, convex (4.1)
  *     +- fusion=xla:         xla       register-only fusion, cheap producers duplicated
  *     |  fusion=stitch:      remote    merge independent stitch ops (4.1)
@@ -209,6 +211,15 @@ astitch_status astitch_plan_create(astitch_graph *g, const astitch_device *dev,
         p->opt = *opts;
     else
         astitch_plan_options_default(&p->opt);
+    if (p->opt.fusion == ASTITCH_FUSION_STITCH && p->opt.one_pass_variance) {
+        st = pass_variance(g, p->opt.packing, &p->own_graph, &p->rewritten, &p->nrewritten);
+        if (st) {
+            astitch_plan_destroy(p);
+            return st;
+        }
+        if (p->own_graph)
+            p->graph = p->own_graph;
+    }
     Planner pl;
     st = planner_init(&pl, p);
     if (!st)
@@ -248,5 +259,7 @@ void astitch_plan_destroy(astitch_plan *p)
     free(p->kernel);
     free(p->owner);
     free(p->step);
+    free(p->rewritten);
+    astitch_graph_destroy(p->own_graph);
     free(p);
 }

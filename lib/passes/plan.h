@@ -138,7 +138,10 @@ typedef struct PlanStep {
 } PlanStep;
 
 struct astitch_plan {
-    astitch_graph *graph;
+    astitch_graph *graph;      /* the caller's graph, or own_graph */
+    astitch_graph *own_graph;  /* the graph rewritten by pass_variance, or NULL */
+    int32_t *rewritten;        /* nodes of own_graph that replace a rewritten op */
+    int32_t nrewritten;
     astitch_device dev;
     astitch_plan_options opt;
     PlanKernel *kernel;

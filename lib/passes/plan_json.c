@@ -166,7 +166,13 @@ static json_t *plan_json(const astitch_plan *p)
          put(opt, "merge", json_boolean(p->opt.merge)) &&
          put(opt, "packing", json_boolean(p->opt.packing)) &&
          put(opt, "deterministic", json_boolean(p->opt.deterministic)) &&
-         put(opt, "persistent", json_boolean(p->opt.persistent));
+         put(opt, "persistent", json_boolean(p->opt.persistent)) &&
+         put(opt, "one_pass_variance", json_boolean(p->opt.one_pass_variance));
+    json_t *rewritten = json_array();
+    ok = ok && rewritten;
+    for (int32_t i = 0; ok && i < p->nrewritten; i++)
+        ok = json_array_append_new(rewritten,
+                                   json_string(gnode(p->graph, p->rewritten[i])->name)) == 0;
     for (int32_t s = 0; ok && s < p->nstep; s++) {
         const PlanStep *st = &p->step[s];
         json_t *x = json_object();
@@ -183,6 +189,7 @@ static json_t *plan_json(const astitch_plan *p)
     ok = put(root, "version", json_integer(1)) && ok;
     ok = put(root, "device", dev) && ok;
     ok = put(root, "options", opt) && ok;
+    ok = put(root, "one_pass_variance", rewritten) && ok;
     ok = put(root, "scratch_bytes", json_integer(p->scratch_bytes)) && ok;
     ok = put(root, "steps", steps) && ok;
     ok = put(root, "kernels", kernels) && ok;

@@ -177,8 +177,10 @@ astitch_status astitch_compile(astitch_graph *g, const astitch_compile_options *
         astitch_device_builtin("host", &dev);
     if (o->device)
         dev = *o->device;
-    if ((s = astitch_plan_create(g, &dev, &o->plan, &x->plan)) != ASTITCH_OK ||
-        (s = layout(x)) != ASTITCH_OK)
+    if ((s = astitch_plan_create(g, &dev, &o->plan, &x->plan)) != ASTITCH_OK)
+        goto fail;
+    x->g = x->plan->graph; /* the plan's own rewritten copy, when it made one */
+    if ((s = layout(x)) != ASTITCH_OK)
         goto fail;
     s = x->target == ASTITCH_TARGET_CUDA ? exec_cuda_prepare(x) : exec_host_prepare(x);
     if (s != ASTITCH_OK)
@@ -198,10 +200,10 @@ void astitch_executable_destroy(astitch_executable *x)
     host_kernels_destroy(x->hk_split);
     free(x->split);
     exec_cuda_close(x->cuda);
-    astitch_plan_destroy(x->plan);
     for (int32_t n = 0; x->const_data && n < x->g->nnode; n++)
         free(x->const_data[n]);
     free(x->const_data);
+    astitch_plan_destroy(x->plan); /* last: x->g may be the plan's graph */
     free(x->slot);
     free(x);
 }

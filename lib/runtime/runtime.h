@@ -48,7 +48,7 @@ typedef struct ExecCuda ExecCuda;
 
 struct astitch_executable {
     astitch_context *ctx;
-    astitch_graph *g;
+    astitch_graph *g;    /* the graph it runs: the plan's (the caller's, or a rewritten copy) */
     astitch_target target;
     astitch_plan *plan;
     Slot *slot;          /* per node */
