@@ -200,9 +200,12 @@ static astitch_status copy_rewritten(Rewrite *rw, const Match *mt, const bool *i
         astitch_graph_set_name(d, g->name);
     if (d->status == ASTITCH_OK && g->comment)
         astitch_graph_set_comment(d, g->comment);
-    if (d->status != ASTITCH_OK)
+    if (d->status != ASTITCH_OK) { /* the builder's message is on the context: copy it first */
+        char why[512];
+        snprintf(why, sizeof why, "%s", astitch_last_error(g->ctx));
         return ctx_fail(g->ctx, d->status, "one-pass variance of graph '%s': %s",
-                        g->name ? g->name : "", astitch_last_error(g->ctx));
+                        g->name ? g->name : "", why);
+    }
     return astitch_graph_verify(d);
 }
 
