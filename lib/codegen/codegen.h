@@ -238,6 +238,8 @@ typedef struct EmitOptions {
     bool check_shared;        /* every shared-memory access checks its index against its
                                * buffer and traps outside it (the host target: its SIMT
                                * runtime has no memory protection between blocks) */
+    bool native_bf16;         /* f32 -> bf16 by LLVM's bfloat type (NVPTX sm_80 on: one
+                               * cvt.rn.bf16.f32); else by integer arithmetic, same rounding */
 } EmitOptions;
 
 /* The argument list of kernel k of plan p, as emitted: its input tensors (plan order), its

@@ -96,7 +96,8 @@ astitch_status compile_ptx(astitch_context *ctx, const astitch_plan *p, int sm, 
     for (int k = 0; k < p->nkernel; k++)
         nfn += split ? emit_kernel_num_parts(p, k) : 1;
     LLVMContextRef c = LLVMContextCreate();
-    EmitOptions o = {.const_addrspace = 1, .split_global = split, .tensor_align = ASTITCH_TENSOR_ALIGN};
+    EmitOptions o = {.const_addrspace = 1, .split_global = split, .tensor_align = ASTITCH_TENSOR_ALIGN,
+                     .native_bf16 = (sm ? sm : 90) >= 80};
     LLVMModuleRef m;
     astitch_status s = emit_plan(ctx, p, c, &o, &m);
     NvptxKernel *ks = calloc((size_t)nfn + 1, sizeof *ks);

@@ -95,15 +95,21 @@ static LLVMTypeRef mem_type(Emit *e, astitch_dtype t)
 
 static LLVMValueRef bf16_to_f32(Emit *e, LLVMValueRef bits16)
 {
+    if (e->opt.native_bf16) /* lets LLVM fold a rounding followed by a store */
+        return LLVMBuildFPExt(e->b, LLVMBuildBitCast(e->b, bits16, LLVMBFloatTypeInContext(e->c), ""),
+                              LLVMFloatTypeInContext(e->c), "");
     LLVMTypeRef i32 = LLVMInt32TypeInContext(e->c);
     LLVMValueRef w = LLVMBuildShl(e->b, LLVMBuildZExt(e->b, bits16, i32, ""),
                                   LLVMConstInt(i32, 16, 0), "");
     return LLVMBuildBitCast(e->b, w, LLVMFloatTypeInContext(e->c), "");
 }
 
-/* Round to nearest even; NaN stays a quiet NaN. */
+/* Round to nearest even; NaN stays a NaN (its payload is not kept by the native form). */
 static LLVMValueRef f32_to_bf16(Emit *e, LLVMValueRef f)
 {
+    if (e->opt.native_bf16)
+        return LLVMBuildBitCast(e->b, LLVMBuildFPTrunc(e->b, f, LLVMBFloatTypeInContext(e->c), ""),
+                                LLVMInt16TypeInContext(e->c), "");
     LLVMTypeRef i32 = LLVMInt32TypeInContext(e->c);
     LLVMValueRef u = LLVMBuildBitCast(e->b, f, i32, "");
     LLVMValueRef lsb = LLVMBuildAnd(e->b, LLVMBuildLShr(e->b, u, LLVMConstInt(i32, 16, 0), ""),
