@@ -134,10 +134,10 @@ int bench_write_json(const char *path, const BenchOptions *o, const BenchDevice 
     for (int i = 0; i < n; i++) {
         const BenchRow *r = &rows[i];
         json_array_append_new(
-            cases, json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f,"
+            cases, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f,"
                              " s:f, s:i, s:i, s:f, s:f, s:f}",
                              "graph", r->graph, "mode", r->mode, "status", r->status, "note",
-                             r->note, "file", r->file, "kernels", r->kernels,
+                             r->note, "variant", r->variant, "file", r->file, "kernels", r->kernels,
                              "coop_kernels", r->coop_kernels, "bytes", r->bytes, "plan_ms",
                              r->plan_ms, "compile_ms", r->compile_ms, "median_us", r->median_us,
                              "min_us", r->min_us, "p90_us", r->p90_us, "graph_us", r->graph_us,

@@ -16,7 +16,9 @@
  *                       With FAKE_CUDA_SPILL_BELOW=N, a function whose .maxnreg in the loaded
  *                       PTX is below N reports 16 bytes of local memory (a spill), and every
  *                       function reports its .maxnreg (else 32) as its registers, which bound
- *                       its occupancy; fake_cuda_loads counts the modules loaded.
+ *                       its occupancy; fake_cuda_loads counts the modules loaded;
+ *                       cuEventElapsedTime gives the times fake_cuda_set_elapsed set, in
+ *                       order, then 0.
  * In the other modes no function beyond the boot set is ever called; the others resolve to a
  * stub. While a capture is open, every call is recorded in a log that fake_cuda_log returns
  * (one line per call: the function's name, "@capture" when it queued on the capturing stream,
@@ -441,10 +443,22 @@ static int fake_event_record(void *e, void *s) { return queued("cuEventRecord", 
 
 static int fake_event_sync(void *e) { return unsafe("cuEventSynchronize"); }
 
+/* Times cuEventElapsedTime gives, in order (fake_cuda_set_elapsed); 0 past the last. */
+static float elapsed_ms[8];
+static int elapsed_n, elapsed_next;
+EXPORT void fake_cuda_set_elapsed(const float *ms, int n);
+void fake_cuda_set_elapsed(const float *ms, int n)
+{
+    elapsed_n = n < 0 ? 0 : n > 8 ? 8 : n;
+    for (int i = 0; i < elapsed_n; i++)
+        elapsed_ms[i] = ms[i];
+    elapsed_next = 0;
+}
+
 static int fake_event_elapsed(float *ms, void *a, void *b)
 {
     record("cuEventElapsedTime", "");
-    *ms = 0;
+    *ms = elapsed_next < elapsed_n ? elapsed_ms[elapsed_next++] : 0;
     return SUCCESS;
 }
 

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "gen_graph.h"
+#include "runtime/compile_cache.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/runtime.h"
 
@@ -31,6 +32,7 @@ typedef struct Fake {
     void (*log_reset)(void);
     int (*loads)(void);          /* modules the fake has loaded */
     int (*function_regs)(void);  /* .maxnreg of the function it handed out last */
+    void (*set_elapsed)(const float *ms, int n); /* what cuEventElapsedTime gives next */
 } Fake;
 
 /* What a captured run queued on the capturing stream, from the fake's log. */
@@ -293,6 +295,127 @@ static void test_relax_spills(void **state)
     }
 }
 
+/* Softmax over rows of 768 f32: one warp holds a row at 24 elements per lane by default, the
+ * wide form two warps at 12 (the variant search's alternative); rows of 512 have none. */
+static astitch_graph *wide_rows_graph(const Fake *f, int64_t cols)
+{
+    astitch_graph *g;
+    expect_ok(f, astitch_graph_create(f->ctx, &g));
+    int64_t d[2] = {1024, cols}, axis = 1, keep = 0;
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, d);
+    astitch_node m = astitch_broadcast_in_dim(g, astitch_reduce(g, ASTITCH_REDUCE_MAX, x, 1, &axis), 2, d, &keep);
+    astitch_node e = astitch_unary(g, ASTITCH_OP_EXP, astitch_binary(g, ASTITCH_OP_SUB, x, m));
+    astitch_node s = astitch_broadcast_in_dim(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, e, 1, &axis), 2, d, &keep);
+    expect_ok(f, astitch_add_output(g, astitch_binary(g, ASTITCH_OP_DIV, e, s)));
+    return g;
+}
+
+static int lanes_per_row(const astitch_executable *x)
+{
+    const astitch_plan *p = astitch_executable_plan(x);
+    return p->kernel[0].group[0].map.threads_per_row;
+}
+
+/* Runs x once outside any capture on made-up addresses. */
+static void run_plain(const Fake *f, astitch_executable *x)
+{
+    uint64_t in[1] = {0x200000000000ull}, out[1] = {0x300000000000ull};
+    expect_ok(f, astitch_execute_device(x, in, out, f->stream));
+}
+
+/* The variant search: both forms compiled, the first run times them (the fake's event times)
+ * and keeps the faster, recorded in the compile cache (memory, then disk); a first run under
+ * capture keeps the default untimed and queues only its launches; off, nothing is searched. */
+static void test_variant_search(void **state)
+{
+    const Fake *f = *state;
+    astitch_variant_info v;
+    astitch_graph *g = wide_rows_graph(f, 512);
+    astitch_executable *x = compile_for_fake(f, g, false);
+    expect_ok(f, astitch_executable_variant(x, &v));
+    assert_int_equal(v.state, ASTITCH_VARIANT_NONE);
+    assert_null(x->alt);
+    astitch_executable_destroy(x);
+    astitch_graph_destroy(g);
+    g = wide_rows_graph(f, 768);
+    setenv("ASTITCH_CACHE", "0", 1);
+    static const struct { float ms[2]; bool wide; } timed[] = {{{2.0f, 1.0f}, true}, {{1.0f, 2.0f}, false}};
+    for (int i = 0; i < 2; i++) {
+        x = compile_for_fake(f, g, false);
+        expect_ok(f, astitch_executable_variant(x, &v));
+        assert_int_equal(v.state, ASTITCH_VARIANT_PENDING);
+        assert_false(v.wide_rows);
+        assert_int_equal(lanes_per_row(x), 32);
+        f->set_elapsed(timed[i].ms, 2);
+        run_plain(f, x);
+        expect_ok(f, astitch_executable_variant(x, &v));
+        assert_int_equal(v.state, ASTITCH_VARIANT_TIMED);
+        assert_int_equal(v.wide_rows, timed[i].wide);
+        assert_true(v.us[0] == timed[i].ms[0] * 1e3 && v.us[1] == timed[i].ms[1] * 1e3);
+        assert_int_equal(lanes_per_row(x), timed[i].wide ? 64 : 32);
+        assert_int_equal(astitch_executable_plan(x)->opt.wide_rows, timed[i].wide);
+        assert_null(x->alt);
+        astitch_executable_destroy(x);
+    }
+    /* captured first: the default's launches only, the alternative freed after the capture */
+    x = compile_for_fake(f, g, false);
+    Queued want, got;
+    CUresult end;
+    expect_from_plan(x, false, &want);
+    expect_ok(f, capture(f, x, &end, &got));
+    assert_int_equal(end, CUDA_SUCCESS);
+    assert_int_equal(got.other, 0);
+    assert_int_equal(got.launches, want.launches);
+    expect_ok(f, astitch_executable_variant(x, &v));
+    assert_int_equal(v.state, ASTITCH_VARIANT_CAPTURED);
+    assert_false(v.wide_rows);
+    assert_non_null(x->alt);
+    run_plain(f, x);
+    assert_null(x->alt);
+    assert_int_equal(lanes_per_row(x), 32);
+    astitch_executable_destroy(x);
+    /* off: no search */
+    astitch_compile_options o;
+    astitch_compile_options_default(&o);
+    o.target = ASTITCH_TARGET_CUDA;
+    o.variant_search = false;
+    expect_ok(f, astitch_compile(g, &o, &x));
+    expect_ok(f, astitch_executable_variant(x, &v));
+    assert_int_equal(v.state, ASTITCH_VARIANT_NONE);
+    assert_null(x->alt);
+    astitch_executable_destroy(x);
+    /* recorded: memory, then disk after the memory layer is emptied */
+    char dir[] = "/tmp/astitch-variant-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    setenv("ASTITCH_CACHE", "1", 1);
+    setenv("ASTITCH_CACHE_DIR", dir, 1);
+    compile_cache_reset();
+    x = compile_for_fake(f, g, false);
+    f->set_elapsed((const float[]){3.0f, 1.5f}, 2);
+    run_plain(f, x);
+    astitch_executable_destroy(x);
+    for (int layer = 0; layer < 2; layer++) {
+        if (layer == 1)
+            compile_cache_reset();
+        x = compile_for_fake(f, g, false);
+        expect_ok(f, astitch_executable_variant(x, &v));
+        assert_int_equal(v.state, ASTITCH_VARIANT_CACHED);
+        assert_true(v.wide_rows);
+        assert_null(x->alt);
+        assert_int_equal(lanes_per_row(x), 64);
+        astitch_executable_destroy(x);
+    }
+    CompileCacheStats st;
+    compile_cache_stats(&st);
+    assert_true(st.disk_hits > 0);
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    setenv("ASTITCH_CACHE_DIR", "", 1);
+    compile_cache_reset();
+    astitch_graph_destroy(g);
+}
+
 static int setup(void **state)
 {
     const char *fake = getenv("ASTITCH_FAKE_CUDA");
@@ -310,7 +433,9 @@ static int setup(void **state)
     memcpy(&f->log_reset, &reset, sizeof reset);
     memcpy(&f->loads, &loads, sizeof loads);
     memcpy(&f->function_regs, &regs, sizeof regs);
-    if (!f->log || !f->log_reset || !f->loads || !f->function_regs || cuda_device_open(f->ctx, 0, &f->dev) != ASTITCH_OK ||
+    void *elapsed = dlsym(lib, "fake_cuda_set_elapsed");
+    memcpy(&f->set_elapsed, &elapsed, sizeof elapsed);
+    if (!f->log || !f->log_reset || !f->loads || !f->function_regs || !f->set_elapsed || cuda_device_open(f->ctx, 0, &f->dev) != ASTITCH_OK ||
         cuda_stream_create(f->ctx, f->dev, &f->stream) != ASTITCH_OK) {
         fprintf(stderr, "setup: %s\n", astitch_last_error(f->ctx));
         return -1;
@@ -338,6 +463,7 @@ int main(void)
         return 77;
     }
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_variant_search),
         cmocka_unit_test(test_capture_examples),
         cmocka_unit_test(test_sync_breaks_capture),
         cmocka_unit_test(test_capture_refuses_compute_op),

@@ -389,6 +389,39 @@ static void row_reduce_750000x32(void **state)
     }
 }
 
+/* wide_rows: a resident row of 768 f32 is one warp's at 24 elements per lane (80 registers
+ * assumed, three blocks of 256 per SM), or two warps' at 12 (40 registers, six blocks); a row
+ * of 512 takes 16 per lane in one warp either way. The plan text says which. */
+static void wide_rows_option(void **state)
+{
+    Fixture *f = *state;
+    static const struct { int64_t cols; int lanes, wide_lanes; } rows[] = {{768, 32, 64}, {512, 32, 32}};
+    astitch_device d = device("h100");
+    for (int r = 0; r < 2; r++) {
+        astitch_graph_destroy(f->g);
+        assert_int_equal(astitch_graph_create(f->ctx, &f->g), ASTITCH_OK);
+        build_row_reduce(f->g, 4096, rows[r].cols);
+        for (int wide = 0; wide < 2; wide++) {
+            astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
+            o.wide_rows = wide;
+            astitch_plan *p = plan(f, &d, &o);
+            astitch_mapping m = phase_mapping_of(p, f->g, "row_sum");
+            astitch_kernel_info k;
+            assert_int_equal(astitch_plan_kernel_info(p, 0, &k), ASTITCH_OK);
+            int lanes = wide ? rows[r].wide_lanes : rows[r].lanes;
+            assert_int_equal(m.threads_per_row, lanes);
+            assert_int_equal(m.vector, 4);
+            assert_int_equal(astitch_mapping_elements_per_thread(&m), rows[r].cols / lanes);
+            if (rows[r].cols == 768)
+                assert_int_equal(k.regs, wide ? 40 : 80);
+            char *text;
+            assert_int_equal(astitch_plan_text(p, &text), ASTITCH_OK);
+            assert_true((strstr(text, ", wide rows\n") != NULL) == wide);
+            astitch_free(text);
+        }
+    }
+}
+
 static void row_reduce_64x30000(void **state)
 {
     Fixture *f = *state;
@@ -770,6 +803,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(fig5_power_once, setup, teardown),
         cmocka_unit_test_setup_teardown(row_reduce_750000x32, setup, teardown),
         cmocka_unit_test_setup_teardown(row_reduce_64x30000, setup, teardown),
+        cmocka_unit_test_setup_teardown(wide_rows_option, setup, teardown),
         cmocka_unit_test_setup_teardown(shared_memory_fallback, setup, teardown),
         cmocka_unit_test_setup_teardown(register_bound_relaxed, setup, teardown),
         cmocka_unit_test_setup_teardown(register_bound_relaxed_by_shared, setup, teardown),

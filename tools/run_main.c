@@ -242,6 +242,22 @@ static void note_loaded_kernels(const astitch_executable *x)
     }
 }
 
+/* Notes on standard error how the variant search chose the form that ran (cuda). */
+static void note_variant(const astitch_executable *x)
+{
+    astitch_variant_info v;
+    if (astitch_executable_variant(x, &v) != ASTITCH_OK)
+        return;
+    const char *form = v.wide_rows ? "wide rows (several warps per resident row)"
+                                   : "one warp per resident row";
+    if (v.state == ASTITCH_VARIANT_TIMED)
+        fprintf(stderr, "astitch-run: note: variant search: one warp per resident row %.1f us, "
+                        "wide rows %.1f us; runs %s\n", v.us[0], v.us[1], form);
+    else if (v.state == ASTITCH_VARIANT_CACHED)
+        fprintf(stderr, "astitch-run: note: variant search: runs %s, as timed before (compile "
+                        "cache)\n", form);
+}
+
 /* Compiles the graph for o's target (auto resolved by the library) and runs it; *used
  * receives the target that ran. */
 static int run_on_target(Run *r, const Options *o, astitch_target *used)
@@ -255,9 +271,11 @@ static int run_on_target(Run *r, const Options *o, astitch_target *used)
     if (p)
         snprintf(r->device, sizeof r->device, "%s", astitch_plan_device(p)->name);
     if (s == ASTITCH_OK)
-        note_loaded_kernels(x);
-    if (s == ASTITCH_OK)
         s = astitch_execute(x, (const void *const *)r->in, r->out);
+    if (s == ASTITCH_OK) { /* after the run: the variant search settles at the first one */
+        note_variant(x);
+        note_loaded_kernels(x);
+    }
     astitch_executable_destroy(x);
     if (s != ASTITCH_OK) {
         run_fail("%s target: %s", astitch_target_name(*used), astitch_last_error(r->ctx));

@@ -16,7 +16,7 @@ enum {
     OPT_PLAN, OPT_DOT, OPT_EMIT, OPT_EMIT_FILE, OPT_NO_REMOTE, OPT_NO_MERGE, OPT_NO_PACKING,
     OPT_NO_ONE_PASS_VARIANCE,
     OPT_DETERMINISTIC,
-    OPT_PERSISTENT
+    OPT_PERSISTENT, OPT_WIDE_ROWS, OPT_NO_VARIANT_SEARCH
 };
 
 typedef struct OptionSpec {
@@ -57,6 +57,12 @@ static const OptionSpec option_table[] = {
     {"persistent", no_argument, OPT_PERSISTENT, NULL,
      "launch every kernel as one persistent wave of blocks walking chunks of tiles, as kernels "
      "with global barriers must be (by default the others take a block per tile)"},
+    {"wide-rows", no_argument, OPT_WIDE_ROWS, NULL,
+     "a row of 33 to 1024 elements held in registers spreads over several warps (about 16 "
+     "elements per lane) instead of one; no variant search then"},
+    {"no-variant-search", no_argument, OPT_NO_VARIANT_SEARCH, NULL,
+     "cuda: run the planner's default where it leaves a launch shape to a measurement, "
+     "instead of timing both at the first run (docs/codegen.md, *Variant search*)"},
     {"device", required_argument, OPT_DEVICE, "D",
      "device model to plan for: h100, a100, v100, host (default: the target's own for a run, "
      "h100 for --plan, --dot and --emit, host for --emit=llvm --target=host)"},
@@ -93,6 +99,7 @@ void plan_options(const Options *o, astitch_plan_options *po)
     po->packing = !o->no_packing;
     po->deterministic = o->deterministic;
     po->persistent = o->persistent;
+    po->wide_rows = o->wide_rows;
 }
 
 void compile_options(const Options *o, astitch_compile_options *co)
@@ -101,6 +108,7 @@ void compile_options(const Options *o, astitch_compile_options *co)
     co->target = o->target;
     plan_options(o, &co->plan);
     co->device = o->has_device ? &o->device : NULL;
+    co->variant_search = !o->no_variant_search;
 }
 
 void print_usage(FILE *f)
@@ -231,6 +239,8 @@ int parse_options(int argc, char **argv, Options *o)
         case OPT_NO_REMOTE: o->no_remote = true; break;
         case OPT_NO_MERGE: o->no_merge = true; break;
         case OPT_NO_ONE_PASS_VARIANCE: o->no_one_pass_variance = true; break;
+        case OPT_WIDE_ROWS: o->wide_rows = true; break;
+        case OPT_NO_VARIANT_SEARCH: o->no_variant_search = true; break;
         case OPT_NO_PACKING: o->no_packing = true; break;
         case OPT_DETERMINISTIC: o->deterministic = true; break;
         case OPT_PERSISTENT: o->persistent = true; break;

@@ -74,10 +74,15 @@ typedef struct astitch_plan_options {
                              * input as the mean, from sums shifted by one element of each row
                              * (the plan's graph is then a rewritten copy, see
                              * astitch_plan_graph); off, the graph is planned as given */
+    bool wide_rows; /* a resident row of 33 to 1024 elements spreads over as many lanes as
+                     * hold about 16 elements each (several warps, whose combines exchange
+                     * partial results through shared memory); off, one warp holds it, up to
+                     * 32 elements per lane. Neither wins everywhere: the cuda target times
+                     * both where they differ (astitch_compile_options.variant_search) */
 } astitch_plan_options;
 
 /* Fills *o with the defaults: fusion=stitch, every switch on (one_pass_variance included),
- * deterministic and persistent off. */
+ * deterministic, persistent and wide_rows off. */
 ASTITCH_API void astitch_plan_options_default(astitch_plan_options *o);
 /* "none", "xla", "stitch"; NULL for an out-of-range value. */
 ASTITCH_API const char *astitch_fusion_name(astitch_fusion f);

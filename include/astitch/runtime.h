@@ -39,9 +39,16 @@ typedef struct astitch_compile_options {
     /* Device model to plan for: NULL for the target's own (the driver's for cuda, the virtual
      * host device for host). */
     const astitch_device *device;
+    /* cuda: where the planner leaves a launch shape to a measurement (one warp or several per
+     * resident row, astitch_plan_options.wide_rows, when plan.wide_rows is off), both forms are
+     * compiled and the first execution not captured into a CUDA graph times each twice and
+     * keeps the faster; the choice is kept in the compile cache, so a later compile of the same
+     * graph loads only the chosen form. Off: the planner's default only. See
+     * astitch_executable_variant and docs/codegen.md, *Variant search*. */
+    bool variant_search;
 } astitch_compile_options;
 
-/* Defaults: target auto, planner defaults, the target's device. */
+/* Defaults: target auto, planner defaults, the target's device, variant search on. */
 ASTITCH_API void astitch_compile_options_default(astitch_compile_options *o);
 
 typedef struct astitch_executable astitch_executable;
@@ -53,8 +60,31 @@ ASTITCH_API astitch_status astitch_compile(astitch_graph *g, const astitch_compi
 ASTITCH_API void astitch_executable_destroy(astitch_executable *x);
 /* The target actually used (auto resolved). */
 ASTITCH_API astitch_target astitch_executable_target(const astitch_executable *x);
-/* The plan the executable runs; NULL for the reference target. Owned by x. */
+/* The plan the executable runs; NULL for the reference target. Owned by x. While a variant
+ * search is PENDING (astitch_executable_variant) this is the planner's default form, and the
+ * first execution may replace it with the faster form's plan: take it again after a run. */
 ASTITCH_API const astitch_plan *astitch_executable_plan(const astitch_executable *x);
+
+/* The variant search of an executable (astitch_compile_options.variant_search). */
+typedef enum astitch_variant_state {
+    ASTITCH_VARIANT_NONE,     /* no search: off, not cuda, or the plan has no alternative */
+    ASTITCH_VARIANT_PENDING,  /* both forms compiled, the first execution will time them */
+    ASTITCH_VARIANT_TIMED,    /* timed at the first execution; us[] holds the times */
+    ASTITCH_VARIANT_CACHED,   /* chosen by an earlier timing, found in the compile cache */
+    ASTITCH_VARIANT_CAPTURED  /* the first execution was being captured into a CUDA graph, so
+                               * nothing was timed and the planner's default stays */
+} astitch_variant_state;
+
+typedef struct astitch_variant_info {
+    astitch_variant_state state;
+    bool wide_rows; /* the form that runs (PENDING: the default's, until the choice) */
+    double us[2];   /* TIMED: microseconds of the default form and of the wide_rows form, the
+                     * second of two runs of each; 0 otherwise */
+} astitch_variant_info;
+
+/* Fills *out for x. ASTITCH_ERR_ARGUMENT for a NULL argument. */
+ASTITCH_API astitch_status astitch_executable_variant(const astitch_executable *x,
+                                                      astitch_variant_info *out);
 
 /* What the cuda target loaded for kernel k of x's plan. The plan's register bound is an
  * assumption: a kernel of a block per tile whose compiled form spills at it is loaded again with

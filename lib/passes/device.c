@@ -42,6 +42,7 @@ void astitch_plan_options_default(astitch_plan_options *o)
     o->deterministic = false;
     o->persistent = false;
     o->one_pass_variance = true;
+    o->wide_rows = false;
 }
 
 static const char *const fusion_names[] = {"none", "xla", "stitch"};

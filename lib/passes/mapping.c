@@ -13,7 +13,8 @@
  *                  registers across the kernel's phases, about LANE_ELEMENTS_GOAL elements
  *                  taken `vector` at a time (16-byte accesses of the row's narrowest tensor),
  *                  a warp per row for rows up to a warp's LANE_ELEMENTS_MAX (no block barrier
- *                  in its combines), and at least the lanes whose vectors fill a 128-byte
+ *                  in its combines; with the wide_rows option such rows take the lanes of
+ *                  the goal instead, mapping_wide_alternative), and at least the lanes whose vectors fill a 128-byte
  *                  line (short rows: a thread then takes several tiles at once, see
  *                  plan_resident_tiles). Longer rows are streamed: lanes grow with the row (about
  *                  four elements per lane, up to the block). Short rows are packed several per
@@ -51,6 +52,7 @@ typedef struct Ctx {
     int32_t wave;
     bool packing;
     bool persistent; /* the grid is at most one wave; else a block per tile */
+    bool wide_rows;  /* astitch_plan_options.wide_rows */
 } Ctx;
 
 /* A kernel of element-wise groups launched a block per tile: threads per block (measured on the
@@ -113,7 +115,7 @@ static bool resident_layout(const astitch_mapping *m, const Ctx *c, int64_t min_
     while (v > 1 && k % v)
         v /= 2;
     int64_t t = pow2_ceil(ceil_div(k, LANE_ELEMENTS_GOAL));
-    if (t > warp && k <= warp * LANE_ELEMENTS_MAX)
+    if (!c->wide_rows && t > warp && k <= warp * LANE_ELEMENTS_MAX)
         t = warp;
     int64_t line = ROW_LINE_BYTES / (v * (min_bytes > 0 ? min_bytes : 4)); /* short rows */
     if (t < line)
@@ -307,7 +309,7 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k)
 {
     const astitch_graph *g = pl->g;
     const astitch_device *dev = &pl->p->dev;
-    Ctx c = {dev, dev->warp_size, 0, pl->p->opt.packing, k->persistent};
+    Ctx c = {dev, dev->warp_size, 0, pl->p->opt.packing, k->persistent, pl->p->opt.wide_rows};
     bool elementwise = true;
     for (int32_t i = 0; i < k->ngroup; i++) {
         astitch_mapping m;
@@ -366,4 +368,18 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k)
         }
     }
     return ASTITCH_OK;
+}
+
+bool mapping_wide_alternative(const astitch_plan *p)
+{
+    if (p->opt.wide_rows)
+        return false;
+    for (int32_t k = 0; k < p->nkernel; k++)
+        for (int32_t i = 0; i < p->kernel[k].ngroup; i++) {
+            const astitch_mapping *m = &p->kernel[k].group[i].map;
+            if (m->vector > 0 && m->threads_per_row == p->dev.warp_size &&
+                plan_lane_elements(m) > LANE_ELEMENTS_GOAL)
+                return true;
+        }
+    return false;
 }

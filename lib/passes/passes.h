@@ -138,6 +138,10 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k);    /* mapping.c */
 /* mapping.c: true when a reduction over `axes` of a tensor of shape s could keep its rows in
  * registers (trailing axes, a row no longer than a resident row may be). */
 bool mapping_rows_may_reside(const Shape *s, uint32_t axes);
+/* mapping.c: true when planning p again with wide_rows on would map some resident row
+ * differently (a warp holds it at more than the goal of elements per lane): the one choice of
+ * launch shape the cost model leaves to a measurement (the runtime's variant search). */
+bool mapping_wide_alternative(const astitch_plan *p);
 astitch_status pass_propagate(Planner *pl, PlanKernel *k);  /* propagate.c */
 bool pass_adapt(Planner *pl, PlanKernel *k);                /* adapt.c: true if maps changed */
 astitch_status pass_schemes(Planner *pl, PlanKernel *k);    /* schemes.c */

@@ -106,14 +106,15 @@ astitch_status astitch_plan_write_text(const astitch_plan *p, FILE *f)
         return ASTITCH_ERR_ARGUMENT;
     const astitch_device *d = &p->dev;
     fprintf(f, "plan: device %s (%d SMs, %d threads/block, %lld B shared/block), fusion %s, "
-               "remote %s, merge %s, packing %s%s%s%s\n",
+               "remote %s, merge %s, packing %s%s%s%s%s\n",
             d->name, d->sm_count, d->max_threads_per_block, (long long)d->shared_per_block,
             astitch_fusion_name(p->opt.fusion), p->opt.remote ? "on" : "off",
             p->opt.merge ? "on" : "off", p->opt.packing ? "on" : "off",
             p->opt.deterministic ? ", deterministic" : "", p->opt.persistent ? ", persistent" : "",
             p->opt.fusion == ASTITCH_FUSION_STITCH && !p->opt.one_pass_variance
                 ? ", one-pass variance off"
-                : "");
+                : "",
+            p->opt.wide_rows ? ", wide rows" : "");
     if (p->nrewritten > 0) {
         fprintf(f, "rewritten (one-pass variance, one read of the input): ");
         list(f, p, p->rewritten, p->nrewritten);

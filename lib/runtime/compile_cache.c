@@ -71,8 +71,9 @@ static void build_id_init(void)
         snprintf(build_id, sizeof build_id, "unknown");
 }
 
-/* Fills k with the key of compiling p for sm/split; false (k empty) when it cannot be made. */
-static bool key_make(const astitch_plan *p, int sm, bool split, CacheKey *k)
+/* Fills k with the key of `kind` ("ptx": compiling p for sm/split; "variant": the variant
+ * search's choice for p on sm); false (k empty) when it cannot be made. */
+static bool key_make(const char *kind, const astitch_plan *p, int sm, bool split, CacheKey *k)
 {
     *k = (CacheKey){0};
     char *graph = NULL, *plan = NULL;
@@ -83,9 +84,9 @@ static bool key_make(const astitch_plan *p, int sm, bool split, CacheKey *k)
               astitch_plan_json(p, &plan) == ASTITCH_OK &&
               (f = open_memstream(&k->text, &k->len));
     if (ok)
-        ok = fprintf(f, "astitch ptx cache key\nversion %s\nbuild %s\ncuda %zu %s\nsm %d\n"
+        ok = fprintf(f, "astitch %s cache key\nversion %s\nbuild %s\ncuda %zu %s\nsm %d\n"
                         "split %d\ngraph %zu\n%s\nplan %zu\n%s\n",
-                     astitch_version(), build_id, cuda ? strlen(cuda) : 0, cuda ? cuda : "",
+                     kind, astitch_version(), build_id, cuda ? strlen(cuda) : 0, cuda ? cuda : "",
                      sm, (int)split, strlen(graph), graph, strlen(plan), plan) > 0;
     if (f)
         ok = fclose(f) == 0 && ok;
@@ -225,7 +226,7 @@ astitch_status cached_compile_ptx(astitch_context *ctx, const astitch_plan *p, i
 {
     *ptx = NULL;
     CacheKey k;
-    if (!cache_on() || !key_make(p, sm, split, &k))
+    if (!cache_on() || !key_make("ptx", p, sm, split, &k))
         return compile_ptx(ctx, p, sm, split, ptx);
     char dir[CACHE_PATH_BYTES], path[CACHE_PATH_BYTES];
     bool disk = cache_disk_paths(&k, dir, path);
@@ -246,13 +247,42 @@ astitch_status cached_compile_ptx(astitch_context *ctx, const astitch_plan *p, i
 void compile_cache_replace(const astitch_plan *p, int sm, bool split, const char *ptx)
 {
     CacheKey k;
-    if (!cache_on() || !key_make(p, sm, split, &k))
+    if (!cache_on() || !key_make("ptx", p, sm, split, &k))
         return;
     size_t n = strlen(ptx);
     mem_forget(&k);
     mem_store(&k, ptx, n);
     char dir[CACHE_PATH_BYTES], path[CACHE_PATH_BYTES];
     if (cache_disk_paths(&k, dir, path) && cache_disk_write(dir, path, &k, ptx, n))
+        bump(&mem.stats.disk_writes);
+    free(k.text);
+}
+
+int compile_cache_choice(const astitch_plan *p, int sm)
+{
+    CacheKey k;
+    if (!cache_on() || !key_make("variant", p, sm, false, &k))
+        return -1;
+    char dir[CACHE_PATH_BYTES], path[CACHE_PATH_BYTES];
+    char *text = mem_lookup(&k);
+    if (!text && cache_disk_paths(&k, dir, path))
+        text = disk_lookup(path, &k);
+    int choice = text && (text[0] == '0' || text[0] == '1') && text[1] == '\n' ? text[0] - '0' : -1;
+    free(text);
+    free(k.text);
+    return choice;
+}
+
+void compile_cache_set_choice(const astitch_plan *p, int sm, int choice)
+{
+    CacheKey k;
+    if (!cache_on() || (choice != 0 && choice != 1) || !key_make("variant", p, sm, false, &k))
+        return;
+    const char *text = choice ? "1\n" : "0\n";
+    mem_forget(&k);
+    mem_store(&k, text, 2);
+    char dir[CACHE_PATH_BYTES], path[CACHE_PATH_BYTES];
+    if (cache_disk_paths(&k, dir, path) && cache_disk_write(dir, path, &k, text, 2))
         bump(&mem.stats.disk_writes);
     free(k.text);
 }

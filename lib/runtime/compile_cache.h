@@ -1,6 +1,8 @@
 /*
  * compile_cache.h: the compile cache of the CUDA target's PTX, private to libastitch.
  * compile_cache.c implements it (key, memory, entry points), compile_cache_disk.c its files.
+ * It also keeps the variant search's choices (exec's variant.c), as short texts by a key of
+ * their own kind.
  *
  * LLVM code generation is the expensive part of compiling a plan for a GPU; the PTX it makes
  * depends only on the key: the graph's JSON, the plan's JSON (device model, options, mapping),
@@ -36,6 +38,12 @@ astitch_status cached_compile_ptx(astitch_context *ctx, const astitch_plan *p, i
  * settled on after relaxing a spilling kernel's register bound (exec_cuda.c), so that a later
  * compile loads it at once. A no-op when the cache is off; failures only lose the entry. */
 void compile_cache_replace(const astitch_plan *p, int sm, bool split, const char *ptx);
+
+/* The variant search's choice for plan p (the planner's default form) on sm, as recorded by
+ * compile_cache_set_choice in either layer: 0 the default, 1 the alternative; -1 when none is
+ * recorded or the cache is off. Entries live beside the PTX (same key, kind "variant"). */
+int compile_cache_choice(const astitch_plan *p, int sm);
+void compile_cache_set_choice(const astitch_plan *p, int sm, int choice);
 
 /* What the cache did since the process started or the last compile_cache_reset. */
 typedef struct CompileCacheStats {

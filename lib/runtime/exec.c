@@ -30,6 +30,7 @@ void astitch_compile_options_default(astitch_compile_options *o)
     memset(o, 0, sizeof *o);
     o->target = ASTITCH_TARGET_AUTO;
     astitch_plan_options_default(&o->plan);
+    o->variant_search = true;
 }
 
 /* Values that cross a step boundary get a slot: parameters are the caller's inputs, graph
@@ -137,6 +138,18 @@ int exec_split_inits(const astitch_plan *p, int k, SplitInit *out, int n)
     return count;
 }
 
+astitch_status exec_build(astitch_executable *x, const astitch_device *dev,
+                          const astitch_plan_options *po)
+{
+    astitch_status s = astitch_plan_create(x->g, dev, po, &x->plan);
+    if (s != ASTITCH_OK)
+        return s;
+    x->g = x->plan->graph; /* the plan's own rewritten copy, when it made one */
+    if ((s = layout(x)) != ASTITCH_OK)
+        return s;
+    return x->target == ASTITCH_TARGET_CUDA ? exec_cuda_prepare(x) : exec_host_prepare(x);
+}
+
 astitch_status astitch_compile(astitch_graph *g, const astitch_compile_options *o,
                                astitch_executable **out)
 {
@@ -177,13 +190,11 @@ astitch_status astitch_compile(astitch_graph *g, const astitch_compile_options *
         astitch_device_builtin("host", &dev);
     if (o->device)
         dev = *o->device;
-    if ((s = astitch_plan_create(g, &dev, &o->plan, &x->plan)) != ASTITCH_OK)
+    if ((s = exec_build(x, &dev, &o->plan)) != ASTITCH_OK)
         goto fail;
-    x->g = x->plan->graph; /* the plan's own rewritten copy, when it made one */
-    if ((s = layout(x)) != ASTITCH_OK)
-        goto fail;
-    s = x->target == ASTITCH_TARGET_CUDA ? exec_cuda_prepare(x) : exec_host_prepare(x);
-    if (s != ASTITCH_OK)
+    x->variant.wide_rows = o->plan.wide_rows;
+    if (x->target == ASTITCH_TARGET_CUDA && o->variant_search &&
+        (s = exec_variant_prepare(x, g, &dev, &o->plan)) != ASTITCH_OK)
         goto fail;
     *out = x;
     return ASTITCH_OK;
@@ -196,6 +207,7 @@ void astitch_executable_destroy(astitch_executable *x)
 {
     if (!x)
         return;
+    astitch_executable_destroy(x->alt);
     host_kernels_destroy(x->hk);
     host_kernels_destroy(x->hk_split);
     free(x->split);
@@ -251,6 +263,9 @@ astitch_status astitch_execute(astitch_executable *x, const void *const *inputs,
         if (!outputs[i] && x->slot[x->g->output[i]].bytes)
             return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT, "astitch_execute: output %d ('%s') is NULL",
                             i, x->g->node[x->g->output[i]].name);
+    astitch_status s = exec_variant_settle_host(x, inputs);
+    if (s != ASTITCH_OK)
+        return s;
     switch (x->target) {
     case ASTITCH_TARGET_REFERENCE: return astitch_run_reference(x->g, inputs, outputs);
     case ASTITCH_TARGET_HOST: return exec_host_run(x, inputs, outputs);
@@ -286,7 +301,8 @@ astitch_status astitch_execute_device(astitch_executable *x, const uint64_t *inp
                             "aligned (kernels access tensors with vector loads and stores)",
                             what, (int)j, name, (unsigned long long)ptr, ASTITCH_TENSOR_ALIGN);
     }
-    return exec_cuda_run_device(x, inputs, outputs, stream);
+    astitch_status s = exec_variant_settle(x, inputs, outputs, stream);
+    return s == ASTITCH_OK ? exec_cuda_run_device(x, inputs, outputs, stream) : s;
 }
 
 astitch_status astitch_emit(astitch_graph *g, const astitch_compile_options *o, const char *what,

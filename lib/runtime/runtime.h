@@ -59,13 +59,33 @@ struct astitch_executable {
     HostKernels *hk_split; /* host: parts of every kernel, when some kernel needs the fallback */
     bool *split;         /* host: per kernel, runs as parts */
     ExecCuda *cuda;      /* cuda */
+    astitch_variant_info variant; /* the variant search (variant.c) */
+    astitch_executable *alt; /* PENDING: the wide_rows form, compiled, not yet run */
 };
 
 /* exec.c */
+/* Plans x->g under po for dev and prepares x to run (x->target resolved; x->cuda open for
+ * cuda). On failure x holds what was made, for astitch_executable_destroy. */
+astitch_status exec_build(astitch_executable *x, const astitch_device *dev,
+                          const astitch_plan_options *po);
 /* True when ASTITCH_FORCE_SPLIT asks every grid-barrier kernel to run split (for tests). */
 bool exec_force_split(void);
 /* The destinations kernel k must have initialized; returns the count (0..n) written to out. */
 int exec_split_inits(const astitch_plan *p, int k, SplitInit *out, int n);
+
+/* variant.c: the variant search (docs/codegen.md, *Variant search*) */
+/* After x was built from g under po for dev (cuda): when its plan has an alternative form
+ * (mapping_wide_alternative), takes the choice the compile cache recorded, or compiles the
+ * alternative into x->alt and leaves the choice PENDING. */
+astitch_status exec_variant_prepare(astitch_executable *x, astitch_graph *g,
+                                    const astitch_device *dev, const astitch_plan_options *po);
+/* PENDING: times both forms on these device pointers in `stream` (twice each, synchronizing
+ * once), keeps the faster in x and records the choice; on a capturing stream keeps the default
+ * untimed (CAPTURED). Otherwise nothing. */
+astitch_status exec_variant_settle(astitch_executable *x, const uint64_t *inputs,
+                                   const uint64_t *outputs, void *stream);
+/* The same for a run from host memory: the inputs are copied to device buffers for it. */
+astitch_status exec_variant_settle_host(astitch_executable *x, const void *const *inputs);
 
 /* exec_host.c */
 astitch_status exec_host_prepare(astitch_executable *x);
@@ -77,6 +97,16 @@ astitch_status exec_host_run(astitch_executable *x, const void *const *inputs,
 astitch_status exec_cuda_open(astitch_context *ctx, ExecCuda **out, astitch_device *dev);
 /* Compiles x->plan to PTX and loads it. */
 astitch_status exec_cuda_prepare(astitch_executable *x);
+/* For the variant search: x's compute capability as sm (90); whether stream is capturing a
+ * CUDA graph; runs a, b, a, b on stream, each after a fill of twice the L2 (inputs out of the
+ * cache), and gives the second run of each in us[0] (a) and us[1] (b), synchronizing; exec_variant_settle for a run from host memory
+ * (x's device buffers of exec_cuda_run_host, inputs copied in). */
+int exec_cuda_sm(const astitch_executable *x);
+astitch_status exec_cuda_capturing(astitch_executable *x, void *stream, bool *capturing);
+astitch_status exec_cuda_time_pair(astitch_executable *a, astitch_executable *b,
+                                   const uint64_t *in, const uint64_t *out, void *stream,
+                                   double us[2]);
+astitch_status exec_cuda_settle_host(astitch_executable *x, const void *const *inputs);
 astitch_status exec_cuda_run_host(astitch_executable *x, const void *const *inputs,
                                   void *const *outputs);
 /* Queues x's run on stream; refuses a capturing stream when the plan has a compute op. */
