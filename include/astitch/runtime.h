@@ -67,7 +67,9 @@ ASTITCH_API const astitch_plan *astitch_executable_plan(const astitch_executable
 
 /* The variant search of an executable (astitch_compile_options.variant_search). */
 typedef enum astitch_variant_state {
-    ASTITCH_VARIANT_NONE,     /* no search: off, not cuda, or the plan has no alternative */
+    ASTITCH_VARIANT_NONE,     /* no search: off, not cuda, the plan has no alternative, or
+                               * the alternative could not be built or timed (the planner's
+                               * default runs; the search never fails a compile or a run) */
     ASTITCH_VARIANT_PENDING,  /* both forms compiled, the first execution will time them */
     ASTITCH_VARIANT_TIMED,    /* timed at the first execution; us[] holds the times */
     ASTITCH_VARIANT_CACHED,   /* chosen by an earlier timing, found in the compile cache */

@@ -9,6 +9,8 @@
  * later compile of the same graph builds only the chosen form. A first execution under capture
  * keeps the planner's default (the captured graph refers to its kernels); the alternative is
  * freed at the next execution outside a capture (freeing device memory would end a capture).
+ * The search never fails a compile or a run of its own: an alternative that cannot be built,
+ * or a timing that fails, leaves the default form alone (state NONE).
  */
 #include <stdlib.h>
 
@@ -62,9 +64,8 @@ astitch_status exec_variant_prepare(astitch_executable *x, astitch_graph *g,
         return ASTITCH_OK;
     }
     astitch_executable *y = NULL;
-    astitch_status s = build_wide(x, g, dev, po, &y);
-    if (s != ASTITCH_OK)
-        return s;
+    if (build_wide(x, g, dev, po, &y) != ASTITCH_OK)
+        return ASTITCH_OK; /* the default form alone, as without the search */
     if (choice == 1) {
         adopt(x, y);
         x->variant = (astitch_variant_info){ASTITCH_VARIANT_CACHED, true, {0, 0}};
@@ -94,8 +95,14 @@ astitch_status exec_variant_settle(astitch_executable *x, const uint64_t *inputs
         return ASTITCH_OK;
     }
     double us[2];
-    if ((s = exec_cuda_time_pair(x, x->alt, inputs, outputs, stream, us)) != ASTITCH_OK)
-        return s; /* still PENDING: the next run tries again */
+    if (exec_cuda_time_pair(x, x->alt, inputs, outputs, stream, us) != ASTITCH_OK) {
+        /* the default form alone, as without the search; a fault of the device shows again
+         * in the run that follows */
+        astitch_executable_destroy(x->alt);
+        x->alt = NULL;
+        x->variant.state = ASTITCH_VARIANT_NONE;
+        return ASTITCH_OK;
+    }
     int choice = us[1] < us[0];
     compile_cache_set_choice(x->plan, exec_cuda_sm(x), choice);
     if (choice) {
