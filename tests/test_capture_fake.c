@@ -8,6 +8,7 @@
  * split fallback. A run with a compute op must refuse the capture naming the op, queue nothing,
  * and leave the stream usable. Exits 77 (SKIP) where the fake was not built.
  */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -408,6 +409,13 @@ static void test_variant_search(void **state)
     CompileCacheStats st;
     compile_cache_stats(&st);
     assert_true(st.disk_hits > 0);
+    int choices = 0; /* the choice's own file beside the PTX files */
+    DIR *dh = opendir(dir);
+    assert_non_null(dh);
+    for (struct dirent *e; (e = readdir(dh));)
+        choices += strncmp(e->d_name, "variant-", 8) == 0;
+    closedir(dh);
+    assert_int_equal(choices, 1);
     char cmd[64];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);

@@ -98,6 +98,7 @@ static bool key_make(const char *kind, const astitch_plan *p, int sm, bool split
         return false;
     }
     cache_hash(k->text, k->len, k->hash);
+    k->kind = kind;
     return true;
 }
 

@@ -66,6 +66,7 @@ typedef struct CacheKey {
     char *text;       /* malloc'd; len > 0 bytes */
     size_t len;
     uint64_t hash[2]; /* cache_hash of text: high, low */
+    const char *kind; /* "ptx" or "variant": the disk file's name prefix */
 } CacheKey;
 
 /* compile_cache.c */

@@ -44,8 +44,8 @@ bool cache_disk_paths(const CacheKey *k, char *dir, char *path)
         return false;
     if (n < 0 || n >= CACHE_PATH_BYTES)
         return false;
-    n = snprintf(path, CACHE_PATH_BYTES, "%s/ptx-%016" PRIx64 "%016" PRIx64, dir, k->hash[0],
-                 k->hash[1]);
+    n = snprintf(path, CACHE_PATH_BYTES, "%s/%s-%016" PRIx64 "%016" PRIx64, dir,
+                 k->kind ? k->kind : "ptx", k->hash[0], k->hash[1]);
     return n > 0 && n < CACHE_PATH_BYTES;
 }
 
