@@ -5,6 +5,9 @@
  *                  where every value lives during a run, split-reduction initial values
  *   exec_host.c    running an executable's steps on the host SIMT runtime
  *   exec_cuda.c    running them on a GPU: PTX modules, device buffers, launches, fallback
+ *   variant.c      the variant search: both forms of a plan the cost model cannot rank,
+ *                  timed at the first run (docs/codegen.md, *Variant search*)
+ *   compile_cache*.c  the PTX cache and the search's choices (compile_cache.h)
  *   simt*.c        the host SIMT runtime (simt.h)
  *   cuda_*.c       the CUDA driver, loaded with dlopen (cuda_driver.h)
  */
