@@ -452,7 +452,7 @@ static char *chain_text(int len, bool cyclic, size_t *size)
 static void test_long_chain_and_cycle(void **state)
 {
     astitch_context *ctx = *state;
-    size_t size;
+    size_t size = 0;
     char *text = chain_text(3000, false, &size);
     astitch_graph *g;
     assert_int_equal(astitch_graph_read_json(ctx, text, size, "chain", &g), ASTITCH_OK);

@@ -14,10 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
+#include <time.h>
 
 #include <cmocka.h>
 
 #include "astitch/plan.h"
+#include "astitch/runtime.h"
 
 typedef struct Fixture {
     astitch_context *ctx;
@@ -757,6 +760,69 @@ static void fusion_none_one_kernel_per_op(void **state)
 
 /* ---- API ------------------------------------------------------------------------------------- */
 
+/* Nodes that feed no output (an unused broadcast and what reads it, a negation of a dot's
+ * result) are dropped under every fusion mode, named by the plan, and the rest runs on the host
+ * target as the reference runs the whole graph. */
+static void dead_nodes_dropped(void **state)
+{
+    Fixture *f = *state;
+    astitch_graph *g = f->g;
+    int64_t d[2] = {4, 8}, dw[2] = {8, 8}, d3[3] = {2, 4, 8}, bd[2] = {1, 2};
+    astitch_node x = named(g, astitch_parameter(g, "x", ASTITCH_F32, 2, d), "x");
+    astitch_node w = named(g, astitch_parameter(g, "w", ASTITCH_F32, 2, dw), "w");
+    astitch_node b = named(g, astitch_broadcast_in_dim(g, x, 3, d3, bd), "unused_b");
+    named(g, astitch_unary(g, ASTITCH_OP_EXP, b), "unused_exp");
+    astitch_dot_dims dd = {.ncontract = 1, .lhs_contract = {1}, .rhs_contract = {0}};
+    astitch_node m = named(g, astitch_dot(g, x, w, &dd), "m");
+    named(g, astitch_unary(g, ASTITCH_OP_NEG, m), "unused_neg");
+    astitch_node y = named(g, astitch_binary(g, ASTITCH_OP_ADD, astitch_unary(g, ASTITCH_OP_TANH, m), x), "y");
+    assert_int_equal(astitch_add_output(g, y), ASTITCH_OK);
+    float xv[32], wv[64], got[32], want[32];
+    uint64_t seed = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)&seed;
+    printf("# dead nodes: seed %llu\n", (unsigned long long)seed);
+    for (int i = 0; i < 64; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        float r = (float)(seed >> 40) / (float)(1 << 24) * 2 - 1;
+        if (i < 32)
+            xv[i] = r;
+        wv[i] = -r;
+    }
+    const void *in[2] = {xv, wv};
+    void *ref_out[1] = {want}, *out[1] = {got};
+    assert_int_equal(astitch_run_reference(g, in, ref_out), ASTITCH_OK);
+    static const astitch_fusion modes[] = {ASTITCH_FUSION_NONE, ASTITCH_FUSION_XLA, ASTITCH_FUSION_STITCH};
+    astitch_device dev = device("h100");
+    for (int i = 0; i < 3; i++) {
+        astitch_plan_options o = opts(modes[i]);
+        astitch_plan *p = plan(f, &dev, &o);
+        assert_int_equal(astitch_graph_num_nodes(astitch_plan_graph(p)), 5); /* x w m tanh y */
+        char *text;
+        assert_int_equal(astitch_plan_text(p, &text), ASTITCH_OK);
+        assert_non_null(strstr(text, "\ndropped (feed no output, not planned): unused_b, unused_exp, unused_neg\n"));
+        astitch_free(text);
+        char *json;
+        assert_int_equal(astitch_plan_json(p, &json), ASTITCH_OK);
+        const char *at = strstr(json, "\"dropped\": [");
+        assert_non_null(at); /* the three names, in node order, before the array ends */
+        const char *b1 = strstr(at, "\"unused_b\""), *b2 = b1 ? strstr(b1, "\"unused_exp\"") : NULL;
+        const char *b3 = b2 ? strstr(b2, "\"unused_neg\"") : NULL;
+        assert_non_null(b3);
+        assert_true(strchr(at, ']') > b3);
+        astitch_free(json);
+        astitch_compile_options co;
+        astitch_compile_options_default(&co);
+        co.target = ASTITCH_TARGET_HOST;
+        co.plan = o;
+        astitch_executable *x_ = NULL;
+        assert_int_equal(astitch_compile(g, &co, &x_), ASTITCH_OK);
+        memset(got, 0xff, sizeof got);
+        assert_int_equal(astitch_execute(x_, in, out), ASTITCH_OK);
+        for (int k = 0; k < 32; k++)
+            assert_true(fabsf(got[k] - want[k]) <= 1e-5f * (1 + fabsf(want[k])));
+        astitch_executable_destroy(x_);
+    }
+}
+
 static void api_arguments(void **state)
 {
     Fixture *f = *state;
@@ -812,6 +878,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(compute_op_bounds_scope, setup, teardown),
         cmocka_unit_test_setup_teardown(remote_stitching, setup, teardown),
         cmocka_unit_test_setup_teardown(fusion_none_one_kernel_per_op, setup, teardown),
+        cmocka_unit_test_setup_teardown(dead_nodes_dropped, setup, teardown),
         cmocka_unit_test_setup_teardown(api_arguments, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -539,6 +539,41 @@ astitch_node graph_copy_node(astitch_graph *g, const astitch_graph *src, int32_t
     return add_checked(g, &n, in, from->nin, from->name);
 }
 
+astitch_node graph_copy_mapped(astitch_graph *g, const astitch_graph *src, int32_t v,
+                               const int32_t *map)
+{
+    const Node *n = gnode(src, v);
+    int32_t in[64] = {0}, *ops = n->nin <= 64 ? in : malloc((size_t)n->nin * sizeof *ops);
+    if (!ops) {
+        graph_fail(g, ASTITCH_ERR_MEMORY, "out of memory copying node '%s'", n->name);
+        return ASTITCH_NO_NODE;
+    }
+    for (int j = 0; j < n->nin; j++)
+        ops[j] = map[goperand(src, v, j)];
+    astitch_node r = graph_copy_node(g, src, v, ops);
+    if (ops != in)
+        free(ops);
+    return r;
+}
+
+astitch_status graph_copy_finish(astitch_graph *g, const astitch_graph *src, const int32_t *map,
+                                 const char *what)
+{
+    for (int32_t i = 0; g->status == ASTITCH_OK && i < src->noutput; i++)
+        astitch_add_output(g, map[src->output[i]]);
+    if (g->status == ASTITCH_OK && src->name)
+        astitch_graph_set_name(g, src->name);
+    if (g->status == ASTITCH_OK && src->comment)
+        astitch_graph_set_comment(g, src->comment);
+    if (g->status != ASTITCH_OK) { /* the builder's message is on the context: copy it first */
+        char why[512];
+        snprintf(why, sizeof why, "%s", astitch_last_error(src->ctx));
+        return ctx_fail(src->ctx, g->status, "%s of graph '%s': %s", what,
+                        src->name ? src->name : "", why);
+    }
+    return astitch_graph_verify(g);
+}
+
 /* Copies rank and dims into a Shape, rejecting bad ranks before any use of dims. */
 static bool set_shape(astitch_graph *g, Shape *s, int rank, const int64_t *dims, const char *who)
 {

@@ -141,6 +141,14 @@ void shape_strides(const Shape *s, int64_t *stride);
  * (recorded on g). */
 astitch_node graph_copy_node(astitch_graph *g, const astitch_graph *src, int32_t v,
                              const int32_t *in);
+/* graph_copy_node with operands map[operand of v in src]. */
+astitch_node graph_copy_mapped(astitch_graph *g, const astitch_graph *src, int32_t v,
+                               const int32_t *map);
+/* Ends a copy of src into g whose nodes map[] gives: src's outputs, name and comment, then the
+ * verifier. A failure recorded on g is reported on src's context as "<what> of graph '<name>':
+ * <the builder's message>". */
+astitch_status graph_copy_finish(astitch_graph *g, const astitch_graph *src, const int32_t *map,
+                                 const char *what);
 /* Checks a declared shape: rank 0..8, dims >= 0, element count <= MAX_ELEMENTS. On failure
  * writes a reason into why (at least 128 bytes) and returns false. */
 bool shape_check(const Shape *s, char *why, size_t len);

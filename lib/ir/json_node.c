@@ -186,7 +186,7 @@ static bool get_string(const json_t *obj, const char *key, const char **out, cha
 
 static bool get_dtype(const json_t *obj, astitch_dtype *t, char *why, size_t len)
 {
-    const char *s;
+    const char *s = NULL;
     if (!get_string(obj, "dtype", &s, why, len))
         return false;
     if (astitch_dtype_from_name(s, t) != ASTITCH_OK)

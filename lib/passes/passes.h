@@ -130,6 +130,12 @@ int64_t ceil_div(int64_t a, int64_t b);
  * nodes (malloc'd); else *out is NULL. Fails only on memory. */
 astitch_status pass_variance(const astitch_graph *g, bool packing, astitch_graph **out,
                              int32_t **rewritten, int32_t *nrewritten);
+/* prune.c: when g has nodes that feed no output (parameters excepted), *out is a new graph
+ * (g's context) without them and *dropped their names (ndropped of them, malloc'd, free with
+ * prune_free_names); else *out is NULL. Fails only on memory. */
+astitch_status pass_prune(const astitch_graph *g, astitch_graph **out, char ***dropped,
+                          int32_t *ndropped);
+void prune_free_names(char **names, int32_t n);
 astitch_status pass_scope(Planner *pl);                     /* scope.c */
 astitch_status pass_xla(Planner *pl);                       /* xla.c */
 astitch_status pass_remote(Planner *pl);                    /* remote.c */

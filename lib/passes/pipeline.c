@@ -3,6 +3,8 @@
  *
  *   graph (verified)
  *     |
+ *   prune                              the plan's own copy without the nodes that feed no
+ *     |                                output, when there are any
  *     +- fusion=stitch:      variance  one-pass variance: the plan's own rewritten copy, when
  *     |                                a sum of squared deviations would read its input twice
  *     +- fusion=stitch|none: scope     clusters of memory-intensive ops, convex (4.1)
@@ -211,14 +213,20 @@ astitch_status astitch_plan_create(astitch_graph *g, const astitch_device *dev,
         p->opt = *opts;
     else
         astitch_plan_options_default(&p->opt);
-    if (p->opt.fusion == ASTITCH_FUSION_STITCH && p->opt.one_pass_variance) {
-        st = pass_variance(g, p->opt.packing, &p->own_graph, &p->rewritten, &p->nrewritten);
-        if (st) {
-            astitch_plan_destroy(p);
-            return st;
+    st = pass_prune(g, &p->own_graph, &p->dropped, &p->ndropped);
+    if (!st && p->own_graph)
+        p->graph = p->own_graph;
+    if (!st && p->opt.fusion == ASTITCH_FUSION_STITCH && p->opt.one_pass_variance) {
+        astitch_graph *rw = NULL;
+        st = pass_variance(p->graph, p->opt.packing, &rw, &p->rewritten, &p->nrewritten);
+        if (!st && rw) {
+            astitch_graph_destroy(p->own_graph);
+            p->own_graph = p->graph = rw;
         }
-        if (p->own_graph)
-            p->graph = p->own_graph;
+    }
+    if (st) {
+        astitch_plan_destroy(p);
+        return st;
     }
     Planner pl;
     st = planner_init(&pl, p);
@@ -260,6 +268,7 @@ void astitch_plan_destroy(astitch_plan *p)
     free(p->owner);
     free(p->step);
     free(p->rewritten);
+    prune_free_names(p->dropped, p->ndropped);
     astitch_graph_destroy(p->own_graph);
     free(p);
 }

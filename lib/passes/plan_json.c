@@ -174,6 +174,10 @@ static json_t *plan_json(const astitch_plan *p)
     for (int32_t i = 0; ok && i < p->nrewritten; i++)
         ok = json_array_append_new(rewritten,
                                    json_string(gnode(p->graph, p->rewritten[i])->name)) == 0;
+    json_t *dropped = json_array();
+    ok = ok && dropped;
+    for (int32_t i = 0; ok && i < p->ndropped; i++)
+        ok = json_array_append_new(dropped, json_string(p->dropped[i])) == 0;
     for (int32_t s = 0; ok && s < p->nstep; s++) {
         const PlanStep *st = &p->step[s];
         json_t *x = json_object();
@@ -190,6 +194,7 @@ static json_t *plan_json(const astitch_plan *p)
     ok = put(root, "version", json_integer(1)) && ok;
     ok = put(root, "device", dev) && ok;
     ok = put(root, "options", opt) && ok;
+    ok = put(root, "dropped", dropped) && ok;
     ok = put(root, "one_pass_variance", rewritten) && ok;
     ok = put(root, "scratch_bytes", json_integer(p->scratch_bytes)) && ok;
     ok = put(root, "steps", steps) && ok;

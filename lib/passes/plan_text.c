@@ -115,6 +115,12 @@ astitch_status astitch_plan_write_text(const astitch_plan *p, FILE *f)
                 ? ", one-pass variance off"
                 : "",
             p->opt.wide_rows ? ", wide rows" : "");
+    if (p->ndropped > 0) {
+        fprintf(f, "dropped (feed no output, not planned):");
+        for (int32_t i = 0; i < p->ndropped; i++)
+            fprintf(f, "%s %s", i ? "," : "", p->dropped[i]);
+        fputc('\n', f);
+    }
     if (p->nrewritten > 0) {
         fprintf(f, "rewritten (one-pass variance, one read of the input): ");
         list(f, p, p->rewritten, p->nrewritten);

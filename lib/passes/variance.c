@@ -170,7 +170,6 @@ static astitch_status copy_rewritten(Rewrite *rw, const Match *mt, const bool *i
 {
     const astitch_graph *g = rw->src;
     astitch_graph *d = rw->dst;
-    int32_t in[64];
     for (int32_t v = 0; v < g->nnode; v++) {
         map[v] = ASTITCH_NO_NODE;
         if (!live[v])
@@ -181,32 +180,12 @@ static astitch_status copy_rewritten(Rewrite *rw, const Match *mt, const bool *i
             if (map[v] != ASTITCH_NO_NODE)
                 rewritten[(*nrewritten)++] = map[v];
         } else {
-            const Node *n = gnode(g, v);
-            int32_t *ops = n->nin <= 64 ? in : malloc((size_t)n->nin * sizeof *ops);
-            if (!ops)
-                return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "one-pass variance: out of memory");
-            for (int j = 0; j < n->nin; j++)
-                ops[j] = map[goperand(g, v, j)];
-            map[v] = graph_copy_node(d, g, v, ops);
-            if (ops != in)
-                free(ops);
+            map[v] = graph_copy_mapped(d, g, v, map);
         }
         if (map[v] == ASTITCH_NO_NODE)
             break;
     }
-    for (int32_t i = 0; d->status == ASTITCH_OK && i < g->noutput; i++)
-        astitch_add_output(d, map[g->output[i]]);
-    if (d->status == ASTITCH_OK && g->name)
-        astitch_graph_set_name(d, g->name);
-    if (d->status == ASTITCH_OK && g->comment)
-        astitch_graph_set_comment(d, g->comment);
-    if (d->status != ASTITCH_OK) { /* the builder's message is on the context: copy it first */
-        char why[512];
-        snprintf(why, sizeof why, "%s", astitch_last_error(g->ctx));
-        return ctx_fail(g->ctx, d->status, "one-pass variance of graph '%s': %s",
-                        g->name ? g->name : "", why);
-    }
-    return astitch_graph_verify(d);
+    return graph_copy_finish(d, g, map, "one-pass variance");
 }
 
 astitch_status pass_variance(const astitch_graph *g, bool packing, astitch_graph **out,
