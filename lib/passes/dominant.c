@@ -169,6 +169,8 @@ static astitch_status build_groups(Planner *pl, PlanKernel *k, int8_t *cand, int
         PlanOp *o = &k->op[i];
         if (o->role != ASTITCH_ROLE_MEMBER)
             continue;
+        if (o->group < 0 && ng == 0)
+            continue; /* no group to join: plan_check reports it (the placeholder is empty) */
         if (o->group < 0)
             o->group = 0;
         PlanGroup *gr = &k->group[o->group];
