@@ -14,10 +14,10 @@
  *                  taken `vector` at a time (16-byte accesses of the row's narrowest tensor),
  *                  a warp per row for rows up to a warp's LANE_ELEMENTS_MAX (no block barrier
  *                  in its combines; with the wide_rows option such rows take the lanes of
- *                  the goal instead, mapping_wide_alternative), and at least the lanes whose vectors fill a 128-byte
- *                  line (short rows: a thread then takes several tiles at once, see
- *                  plan_resident_tiles). Longer rows are streamed: lanes grow with the row (about
- *                  four elements per lane, up to the block). Short rows are packed several per
+ *                  the goal instead, mapping_wide_alternative), and at least the lanes
+ *                  whose vectors fill a 128-byte line (short rows: a thread then takes
+ *                  several tiles at once, see plan_resident_tiles). Longer rows are streamed:
+ *                  lanes grow with the row (about four elements per lane, up to the block). Short rows are packed several per
  *                  block (horizontal packing). When there are fewer row tiles than blocks per
  *                  wave and streamed rows are longer than a block, a row is split across blocks
  *                  (task splitting) whose partial results are combined.

@@ -214,6 +214,26 @@ static char *disk_lookup(const char *path, const CacheKey *k)
     return ptx;
 }
 
+/* The text kept for k in memory, else on disk (then kept in memory too), or NULL. */
+static char *lookup(const CacheKey *k)
+{
+    char dir[CACHE_PATH_BYTES], path[CACHE_PATH_BYTES];
+    char *text = mem_lookup(k);
+    if (!text && cache_disk_paths(k, dir, path))
+        text = disk_lookup(path, k);
+    return text;
+}
+
+/* Keeps text[0..n) for k in both layers, replacing what they held. */
+static void store(const CacheKey *k, const char *text, size_t n)
+{
+    mem_forget(k);
+    mem_store(k, text, n);
+    char dir[CACHE_PATH_BYTES], path[CACHE_PATH_BYTES];
+    if (cache_disk_paths(k, dir, path) && cache_disk_write(dir, path, k, text, n))
+        bump(&mem.stats.disk_writes);
+}
+
 /* ---- entry points -------------------------------------------------------------------------- */
 
 static bool cache_on(void)
@@ -229,17 +249,12 @@ astitch_status cached_compile_ptx(astitch_context *ctx, const astitch_plan *p, i
     CacheKey k;
     if (!cache_on() || !key_make("ptx", p, sm, split, &k))
         return compile_ptx(ctx, p, sm, split, ptx);
-    char dir[CACHE_PATH_BYTES], path[CACHE_PATH_BYTES];
-    bool disk = cache_disk_paths(&k, dir, path);
     astitch_status s = ASTITCH_OK;
-    if (!(*ptx = mem_lookup(&k)) && !(disk && (*ptx = disk_lookup(path, &k)))) {
+    if (!(*ptx = lookup(&k))) {
         bump(&mem.stats.misses);
         s = compile_ptx(ctx, p, sm, split, ptx);
-        size_t n = s == ASTITCH_OK ? strlen(*ptx) : 0;
         if (s == ASTITCH_OK)
-            mem_store(&k, *ptx, n);
-        if (s == ASTITCH_OK && disk && cache_disk_write(dir, path, &k, *ptx, n))
-            bump(&mem.stats.disk_writes);
+            store(&k, *ptx, strlen(*ptx));
     }
     free(k.text);
     return s;
@@ -250,12 +265,7 @@ void compile_cache_replace(const astitch_plan *p, int sm, bool split, const char
     CacheKey k;
     if (!cache_on() || !key_make("ptx", p, sm, split, &k))
         return;
-    size_t n = strlen(ptx);
-    mem_forget(&k);
-    mem_store(&k, ptx, n);
-    char dir[CACHE_PATH_BYTES], path[CACHE_PATH_BYTES];
-    if (cache_disk_paths(&k, dir, path) && cache_disk_write(dir, path, &k, ptx, n))
-        bump(&mem.stats.disk_writes);
+    store(&k, ptx, strlen(ptx));
     free(k.text);
 }
 
@@ -264,10 +274,7 @@ int compile_cache_choice(const astitch_plan *p, int sm)
     CacheKey k;
     if (!cache_on() || !key_make("variant", p, sm, false, &k))
         return -1;
-    char dir[CACHE_PATH_BYTES], path[CACHE_PATH_BYTES];
-    char *text = mem_lookup(&k);
-    if (!text && cache_disk_paths(&k, dir, path))
-        text = disk_lookup(path, &k);
+    char *text = lookup(&k);
     int choice = text && (text[0] == '0' || text[0] == '1') && text[1] == '\n' ? text[0] - '0' : -1;
     free(text);
     free(k.text);
@@ -279,12 +286,7 @@ void compile_cache_set_choice(const astitch_plan *p, int sm, int choice)
     CacheKey k;
     if (!cache_on() || (choice != 0 && choice != 1) || !key_make("variant", p, sm, false, &k))
         return;
-    const char *text = choice ? "1\n" : "0\n";
-    mem_forget(&k);
-    mem_store(&k, text, 2);
-    char dir[CACHE_PATH_BYTES], path[CACHE_PATH_BYTES];
-    if (cache_disk_paths(&k, dir, path) && cache_disk_write(dir, path, &k, text, 2))
-        bump(&mem.stats.disk_writes);
+    store(&k, choice ? "1\n" : "0\n", 2);
     free(k.text);
 }
 

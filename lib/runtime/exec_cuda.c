@@ -365,13 +365,10 @@ static astitch_status check_capturable(astitch_executable *x, CUstream st)
         i++;
     if (i == p->nstep)
         return ASTITCH_OK;
-    const CudaDriver *d = &x->cuda->dev->drv;
-    CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-    CUresult r = d->StreamIsCapturing(st, &capture);
-    if (r != CUDA_SUCCESS)
-        return cuda_fail(x->ctx, d, r, "astitch_execute_device: cuStreamIsCapturing");
-    if (capture == CU_STREAM_CAPTURE_STATUS_NONE)
-        return ASTITCH_OK;
+    bool capturing;
+    astitch_status s = exec_cuda_capturing(x, st, &capturing);
+    if (s != ASTITCH_OK || !capturing)
+        return s;
     int32_t n = p->step[i].index;
     return ctx_fail(x->ctx, ASTITCH_ERR_UNSUPPORTED,
                     "astitch_execute_device: the stream is capturing a CUDA graph, but node %d "
@@ -394,8 +391,7 @@ astitch_status exec_cuda_run_device(astitch_executable *x, const uint64_t *input
     return s;
 }
 
-/* Device buffers of x's inputs and outputs (allocated at the first call, kept in c->io) with
- * the inputs copied in: *io (malloc'd) holds their pointers, inputs first. Inside cuda_enter. */
+/* exec_cuda_stage_host inside cuda_enter. */
 static astitch_status stage_host(astitch_executable *x, const void *const *inputs, uint64_t **io)
 {
     ExecCuda *c = x->cuda;
@@ -429,17 +425,13 @@ static astitch_status stage_host(astitch_executable *x, const void *const *input
     return ASTITCH_OK;
 }
 
-astitch_status exec_cuda_settle_host(astitch_executable *x, const void *const *inputs)
+astitch_status exec_cuda_stage_host(astitch_executable *x, const void *const *inputs, uint64_t **io)
 {
-    uint64_t *io = NULL;
     astitch_status s = cuda_enter(x->ctx, x->cuda->dev);
     if (s != ASTITCH_OK)
         return s;
-    s = stage_host(x, inputs, &io);
+    s = stage_host(x, inputs, io);
     cuda_leave(x->cuda->dev);
-    if (s == ASTITCH_OK)
-        s = exec_variant_settle(x, io, io + x->g->nparam, NULL);
-    free(io);
     return s;
 }
 

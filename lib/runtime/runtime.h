@@ -102,14 +102,16 @@ astitch_status exec_cuda_open(astitch_context *ctx, ExecCuda **out, astitch_devi
 astitch_status exec_cuda_prepare(astitch_executable *x);
 /* For the variant search: x's compute capability as sm (90); whether stream is capturing a
  * CUDA graph; runs a, b, a, b on stream, each after a fill of twice the L2 (inputs out of the
- * cache), and gives the second run of each in us[0] (a) and us[1] (b), synchronizing; exec_variant_settle for a run from host memory
- * (x's device buffers of exec_cuda_run_host, inputs copied in). */
+ * cache), and gives the second run of each in us[0] (a) and us[1] (b), synchronizing. */
 int exec_cuda_sm(const astitch_executable *x);
 astitch_status exec_cuda_capturing(astitch_executable *x, void *stream, bool *capturing);
 astitch_status exec_cuda_time_pair(astitch_executable *a, astitch_executable *b,
                                    const uint64_t *in, const uint64_t *out, void *stream,
                                    double us[2]);
-astitch_status exec_cuda_settle_host(astitch_executable *x, const void *const *inputs);
+/* The device buffers of x's inputs and outputs that exec_cuda_run_host uses (allocated at the
+ * first call, kept in x), with the inputs copied in: *io (malloc'd, free it) holds their
+ * pointers, inputs first. */
+astitch_status exec_cuda_stage_host(astitch_executable *x, const void *const *inputs, uint64_t **io);
 astitch_status exec_cuda_run_host(astitch_executable *x, const void *const *inputs,
                                   void *const *outputs);
 /* Queues x's run on stream; refuses a capturing stream when the plan has a compute op. */

@@ -119,7 +119,12 @@ astitch_status exec_variant_settle_host(astitch_executable *x, const void *const
 {
     if (!x->alt || x->target != ASTITCH_TARGET_CUDA)
         return ASTITCH_OK;
-    return exec_cuda_settle_host(x, inputs);
+    uint64_t *io = NULL;
+    astitch_status s = exec_cuda_stage_host(x, inputs, &io);
+    if (s == ASTITCH_OK)
+        s = exec_variant_settle(x, io, io + x->g->nparam, NULL);
+    free(io);
+    return s;
 }
 
 astitch_status astitch_executable_variant(const astitch_executable *x, astitch_variant_info *out)
