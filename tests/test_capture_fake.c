@@ -358,6 +358,19 @@ static void test_variant_search(void **state)
         assert_null(x->alt);
         astitch_executable_destroy(x);
     }
+    /* a first run from host memory times the forms on device copies of the inputs */
+    x = compile_for_fake(f, g, false);
+    f->set_elapsed((const float[]){2.0f, 1.0f}, 2);
+    static float host_in[1024 * 768], host_out[1024 * 768];
+    const void *hin[1] = {host_in};
+    void *hout[1] = {host_out};
+    expect_ok(f, astitch_execute(x, hin, hout));
+    expect_ok(f, astitch_executable_variant(x, &v));
+    assert_int_equal(v.state, ASTITCH_VARIANT_TIMED);
+    assert_true(v.wide_rows);
+    assert_null(x->alt);
+    assert_int_equal(lanes_per_row(x), 64);
+    astitch_executable_destroy(x);
     /* captured first: the default's launches only, the alternative freed after the capture */
     x = compile_for_fake(f, g, false);
     Queued want, got;
