@@ -32,7 +32,11 @@ typedef struct BenchMode {
     astitch_fusion fusion;
     bool remote, merge, packing;
     bool persistent; /* every kernel one persistent wave */
+    int form;        /* BenchForm: how a graph with a variant choice runs */
 } BenchMode;
+
+/* The form a graph with a variant choice (docs/codegen.md, *Variant search*) runs in. */
+typedef enum { BENCH_FORM_SEARCH, BENCH_FORM_DEFAULT, BENCH_FORM_WIDE } BenchForm;
 
 typedef struct BenchOptions {
     astitch_target target;           /* cuda or host */
@@ -89,7 +93,8 @@ double bench_median(double *v, int n);        /* sorts v */
 int bench_graph(const char *path, const BenchOptions *o, BenchCuda *cuda, const BenchDevice *dev,
                 BenchRow **rows, int *nrows);
 /* The modes by name ("none", "xla", "atm", "hdm", "stitch-noremote", "stitch-nopack",
- * "stitch"); NULL for an unknown name. */
+ * "stitch-persistent", "stitch-default", "stitch-wide", "stitch"); NULL for an unknown
+ * name. */
 const BenchMode *bench_mode(const char *name);
 const BenchMode *bench_mode_at(int i);        /* NULL after the last */
 

@@ -12,20 +12,25 @@
 
 static const BenchMode modes[] = {
     {"none", "one kernel per op: the unfused baseline", ASTITCH_FUSION_NONE, false, true, true,
-     false},
+     false, BENCH_FORM_SEARCH},
     {"xla", "register-only fusion, no packing or splitting: the paper's XLA",
-     ASTITCH_FUSION_XLA, false, true, false, false},
+     ASTITCH_FUSION_XLA, false, true, false, false, BENCH_FORM_SEARCH},
     {"atm", "xla with adaptive thread mapping (packing, splitting): Table 4 ATM",
-     ASTITCH_FUSION_XLA, false, true, true, false},
+     ASTITCH_FUSION_XLA, false, true, true, false, BENCH_FORM_SEARCH},
     {"hdm", "stitch without dominant merging: Table 4 HDM", ASTITCH_FUSION_STITCH, true, false,
-     true, false},
+     true, false, BENCH_FORM_SEARCH},
     {"stitch-noremote", "stitch without remote stitching", ASTITCH_FUSION_STITCH, false, true,
-     true, false},
+     true, false, BENCH_FORM_SEARCH},
     {"stitch-nopack", "stitch without packing and splitting", ASTITCH_FUSION_STITCH, true, true,
-     false, false},
+     false, false, BENCH_FORM_SEARCH},
     {"stitch-persistent", "stitch with every kernel one persistent wave (vertical packing)",
-     ASTITCH_FUSION_STITCH, true, true, true, true},
-    {"stitch", "AStitch: every switch on", ASTITCH_FUSION_STITCH, true, true, true, false},
+     ASTITCH_FUSION_STITCH, true, true, true, true, BENCH_FORM_SEARCH},
+    {"stitch-default", "stitch, variant search off: the planner's default form",
+     ASTITCH_FUSION_STITCH, true, true, true, false, BENCH_FORM_DEFAULT},
+    {"stitch-wide", "stitch, variant search off: wide resident rows", ASTITCH_FUSION_STITCH, true,
+     true, true, false, BENCH_FORM_WIDE},
+    {"stitch", "AStitch: every switch on", ASTITCH_FUSION_STITCH, true, true, true, false,
+     BENCH_FORM_SEARCH},
 };
 #define NMODES ((int)(sizeof modes / sizeof modes[0]))
 
@@ -320,6 +325,8 @@ static int bench_mode_case(Case *c, const BenchMode *m, BenchRow *r)
     co.plan.merge = m->merge;
     co.plan.packing = m->packing;
     co.plan.persistent = m->persistent;
+    co.variant_search = m->form == BENCH_FORM_SEARCH;
+    co.plan.wide_rows = m->form == BENCH_FORM_WIDE;
     astitch_executable *x = NULL;
     double t0 = bench_now();
     astitch_status s = astitch_compile(c->g, &co, &x);

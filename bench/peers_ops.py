@@ -114,6 +114,21 @@ def _dot_letters(n, ra, rb):
     return "".join(la) + "," + "".join(lbs) + "->" + "".join(out)
 
 
+def splat_scalar(graph, name):
+    """The value of node `name` when it is one number everywhere (a splat constant, or a
+    broadcast or reshape of one), as a Python int when it is integral; else None. A framework
+    passes such an exponent as a scalar (torch.pow(x, 3.0) in GPT-2's GELU), which lets the
+    peers rewrite pow into products."""
+    by_name = {n["name"]: n for n in graph["nodes"]}
+    n = by_name[name]
+    while n["op"] in ("broadcast_in_dim", "reshape"):
+        n = by_name[n["inputs"][0]]
+    if n["op"] != "constant" or "values" in n or n["dtype"] not in FLOAT:
+        return None
+    v = _num(n["value"])
+    return int(v) if math.isfinite(v) and v == int(v) else v
+
+
 # ---- PyTorch ----------------------------------------------------------------------------------
 
 def build_torch(graph, device):
@@ -182,7 +197,8 @@ def build_torch(graph, device):
                 return int_div(x[0], x[1], op == "rem")
             return x[0] / x[1] if op == "div" else torch.fmod(x[0], x[1])
         if op == "pow":
-            return torch.pow(x[0], x[1])
+            e = splat_scalar(graph, n["inputs"][1])
+            return torch.pow(x[0], x[1] if e is None else e)
         if op in ("max", "min"):
             return (torch.maximum if op == "max" else torch.minimum)(x[0], x[1])
         if op in ("and", "or"):
@@ -311,7 +327,8 @@ def build_jax(graph):
                 return int_div(x[0], x[1], op == "rem")
             return x[0] / x[1] if op == "div" else lax.rem(x[0], x[1])
         if op == "pow":
-            return jnp.power(x[0], x[1])
+            e = splat_scalar(graph, n["inputs"][1])
+            return jnp.power(x[0], x[1] if e is None else e)
         if op in ("max", "min"):
             return (jnp.maximum if op == "max" else jnp.minimum)(x[0], x[1])
         if op in ("and", "or"):

@@ -4,6 +4,7 @@
  * reduction, a transpose read, a row and a column reduction in one kernel), then runs the
  * generated kernels on the host target with fresh random inputs (the seed is printed) and
  * compares every output with the reference interpreter (tolerances in diff_check.h). */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -302,6 +303,51 @@ static char *axpy_ptx(Piece *t, int64_t rows, int64_t cols)
     return h100_ptx(t);
 }
 
+/* x ** e for a splat constant e of 2, 3 and 4 is a product of x (no libdevice powf: its
+ * polynomials' fma never appear in the PTX); 2.5 stays a powf, so the check can fail. On
+ * the host target every form agrees with C's pow on signed zeros, infinities, NaN, overflow,
+ * underflow and negative bases, and with the reference on random inputs. */
+static astitch_node power_of(Piece *t, astitch_node x, const int64_t *d, double e)
+{
+    return astitch_binary(t->g, ASTITCH_OP_POW, x, astitch_constant(t->g, ASTITCH_F32, 1, d, &e, 1));
+}
+
+static void test_power_products(void **state)
+{
+    (void)state;
+    static const double exps[] = {2, 3, 4, 2.5};
+    enum { N = 12 };
+    for (int general = 0; general < 2; general++) {
+        Piece t;
+        piece_begin(&t);
+        int64_t d[1] = {N};
+        astitch_node x = astitch_parameter(t.g, "x", ASTITCH_F32, 1, d);
+        for (int i = 0; i < 3 + general; i++)
+            astitch_add_output(t.g, power_of(&t, x, d, exps[i]));
+        char *ptx = h100_ptx(&t);
+        assert_true((strstr(ptx, "fma.rn.f32") != NULL) == (general != 0));
+        astitch_free(ptx);
+        piece_compile(&t);
+        static const float in[N] = {-0.0f, 0.0f, INFINITY, -INFINITY, NAN, -2.0f, 3.0f, 1e20f,
+                                    -1e20f, 1e-20f, -1.5f, 0.3f};
+        float out[4][N];
+        const void *ins[1] = {in};
+        void *outs[4] = {out[0], out[1], out[2], out[3]};
+        assert_int_equal(astitch_execute(t.x, ins, outs), ASTITCH_OK);
+        for (int i = 0; i < 3 + general; i++)
+            for (int j = 0; j < N; j++) {
+                float want = (float)pow((double)in[j], exps[i]), got = out[i][j];
+                bool same = isnan(want) ? isnan(got)
+                                        : signbit(want) == signbit(got) &&
+                                              (want == got || fabsf(got - want) <= 2e-7f * fabsf(want));
+                if (!same)
+                    fail_msg("pow(%g, %g): %g, want %g", (double)in[j], exps[i], (double)got,
+                             (double)want);
+            }
+        piece_check_and_end(&t, general ? "pow, general exponent" : "pow, integer exponents");
+    }
+}
+
 /* Element-wise phases whose element count allows it move 4 elements per thread with 16-byte
  * vector loads and stores; an odd count keeps scalar accesses. Both run correctly. */
 static void test_vector_access(void **state)
@@ -576,6 +622,7 @@ int main(void)
         cmocka_unit_test(test_tile_run),      cmocka_unit_test(test_tile_run_refused),
         cmocka_unit_test(test_tile_run_buffers), cmocka_unit_test(test_tile_run_cut),
         cmocka_unit_test(test_sat_out_run),   cmocka_unit_test(test_vector_runs),
+        cmocka_unit_test(test_power_products),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -455,6 +455,47 @@ static void row_reduce_64x30000(void **state)
     assert_int_equal(phase_mapping_of(plan(f, &v, &o), f->g, "row_sum").split, 2);
 }
 
+/* A column sum alone in its kernel, [8192, 3072] f32 (gpt2_bwd_mlp_gelu's bias gradient): 96
+ * column tiles on the H100's 264 blocks per wave. Split to fill one wave it would take 2
+ * parts (192 blocks, 27% of the places idle); split to fill its waves it takes parts whose
+ * blocks make whole waves. Beside a row group the split stays within one wave. */
+static void column_split_fills_waves(void **state)
+{
+    Fixture *f = *state;
+    int64_t rc[2] = {8192, 3072}, ax0[1] = {0}, ax1[1] = {1};
+    astitch_node x = astitch_parameter(f->g, "x", ASTITCH_F32, 2, rc);
+    astitch_add_output(f->g, named(f->g, astitch_reduce(f->g, ASTITCH_REDUCE_SUM, x, 1, ax0), "col_sum"));
+    astitch_device d = device("h100");
+    astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
+    astitch_plan *p = plan(f, &d, &o);
+    astitch_mapping m = phase_mapping_of(p, f->g, "col_sum");
+    astitch_kernel_info k;
+    assert_int_equal(astitch_plan_kernel_info(p, 0, &k), ASTITCH_OK);
+    assert_int_equal(m.kind, ASTITCH_MAP_COLUMN_REDUCE);
+    int64_t tiles = (3072 + m.rows_per_block - 1) / m.rows_per_block;
+    assert_true(m.split > 2);
+    assert_int_equal(m.grid, tiles * m.split);
+    assert_int_equal(m.grid % k.blocks_per_wave, 0); /* whole waves */
+    assert_true((int64_t)m.split * m.split_len >= 8192);
+    int64_t rows_per_thread = m.split_len / m.threads_per_row;
+    assert_true(rows_per_thread >= 8);
+
+    /* the same column sum beside a row sum of the same input: one wave at most */
+    astitch_plan_destroy(f->p);
+    f->p = NULL;
+    astitch_graph_destroy(f->g);
+    assert_int_equal(astitch_graph_create(f->ctx, &f->g), ASTITCH_OK);
+    x = astitch_parameter(f->g, "x", ASTITCH_F32, 2, rc);
+    astitch_add_output(f->g, named(f->g, astitch_reduce(f->g, ASTITCH_REDUCE_SUM, x, 1, ax0), "col_sum"));
+    astitch_add_output(f->g, named(f->g, astitch_reduce(f->g, ASTITCH_REDUCE_SUM, x, 1, ax1), "row_sum"));
+    p = plan(f, &d, &o);
+    m = phase_mapping_of(p, f->g, "col_sum");
+    assert_int_equal(astitch_plan_kernel_info(p, info(p, f->g, "col_sum").kernel, &k), ASTITCH_OK);
+    assert_int_equal(k.num_groups, 2);
+    assert_true(m.split > 1);
+    assert_true(m.grid <= k.blocks_per_wave);
+}
+
 /* ---- section 4.4: shared memory over the limit ------------------------------------------- */
 
 /* Layer normalization: four regional statistics per row. */
@@ -870,6 +911,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(row_reduce_750000x32, setup, teardown),
         cmocka_unit_test_setup_teardown(row_reduce_64x30000, setup, teardown),
         cmocka_unit_test_setup_teardown(wide_rows_option, setup, teardown),
+        cmocka_unit_test_setup_teardown(column_split_fills_waves, setup, teardown),
         cmocka_unit_test_setup_teardown(shared_memory_fallback, setup, teardown),
         cmocka_unit_test_setup_teardown(register_bound_relaxed, setup, teardown),
         cmocka_unit_test_setup_teardown(register_bound_relaxed_by_shared, setup, teardown),

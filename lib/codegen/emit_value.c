@@ -406,6 +406,22 @@ static LLVMValueRef unary(Emit *e, const Node *n, astitch_dtype t, LLVMValueRef 
     }
 }
 
+/* a ** b. A constant exponent of 2, 3 or 4 (a cube in a tanh GELU, a square in a variance)
+ * is a product of a: within two ulps of pow, agreeing with it on signed zeros, infinities and
+ * NaN, and an order of magnitude fewer instructions than libdevice's powf. */
+static LLVMValueRef power(Emit *e, LLVMValueRef a, LLVMValueRef b)
+{
+    if (LLVMIsAConstantFP(b)) {
+        LLVMBool lossy;
+        double y = LLVMConstRealGetDouble(b, &lossy);
+        if (y == 2 || y == 3 || y == 4) {
+            LLVMValueRef sq = LLVMBuildFMul(e->b, a, a, "");
+            return y == 2 ? sq : LLVMBuildFMul(e->b, sq, y == 3 ? a : sq, "");
+        }
+    }
+    return fmath(e, MATH_POW, a, b);
+}
+
 static LLVMValueRef binary(Emit *e, const Node *n, astitch_dtype t, LLVMValueRef a, LLVMValueRef b)
 {
     bool fl = dtype_is_float(t);
@@ -417,7 +433,7 @@ static LLVMValueRef binary(Emit *e, const Node *n, astitch_dtype t, LLVMValueRef
         return fl ? prim_call(e->b, e->m, PRIM_FDIV_F32, (LLVMValueRef[]){a, b}, 2)
                   : int_divrem(e, false, a, b);
     case ASTITCH_OP_REM: return fl ? fmath(e, MATH_FMOD, a, b) : int_divrem(e, true, a, b);
-    case ASTITCH_OP_POW: return fmath(e, MATH_POW, a, b);
+    case ASTITCH_OP_POW: return power(e, a, b);
     case ASTITCH_OP_MAX: return maxmin(e, true, t, a, b);
     case ASTITCH_OP_MIN: return maxmin(e, false, t, a, b);
     case ASTITCH_OP_AND: return LLVMBuildAnd(e->b, a, b, "");
