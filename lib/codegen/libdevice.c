@@ -1,11 +1,13 @@
 /* libdevice.c: the math functions of NVPTX kernels, from the CUDA toolkit's libdevice.
  *
  * A module needs the few __nv_* functions it declares and what they call. Parsing all of
- * libdevice (hundreds of functions) for that was the largest single cost of a compile, so the
- * trimmed library, those functions alone after internalize and globaldce, is kept as bitcode
- * in a process-wide memo keyed by the libdevice path and the sorted set of names (at most
- * MEMO_ENTRIES sets); a later module wanting the same set parses only that. The memo holds no
- * LLVM object, only bytes, so it serves every LLVM context. */
+ * libdevice (hundreds of functions, about 25 ms) for that was the largest single cost of a
+ * compile, so each function is kept trimmed, itself and its callees alone after internalize and
+ * globaldce, as bitcode in a process-wide memo keyed by the libdevice path and its name (at most
+ * MEMO_ENTRIES functions). A module parses and links the pieces of the functions it wants; only
+ * a function no earlier module wanted costs a parse of the whole library (once for all such
+ * functions of the module). The memo holds no LLVM object, only bytes, so it serves every LLVM
+ * context. Helpers that two pieces share are linked once per piece (internal, renamed). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,8 +23,8 @@
 enum { MEMO_ENTRIES = 64 };
 
 typedef struct MemoEntry {
-    char *key;     /* path, then each name, '\n'-separated */
-    char *code;    /* the trimmed library's bitcode */
+    char *key;     /* path '\n' name */
+    char *code;    /* the function and its callees as bitcode */
     size_t len;
 } MemoEntry;
 
@@ -54,19 +56,12 @@ static const char **wanted_names(LLVMModuleRef m, int *n)
     return names;
 }
 
-static char *memo_key(const char *path, const char **names, int n)
+static char *memo_key(const char *path, const char *name)
 {
-    size_t len = strlen(path) + 1;
-    for (int i = 0; i < n; i++)
-        len += strlen(names[i]) + 1;
+    size_t len = strlen(path) + strlen(name) + 2;
     char *key = malloc(len);
-    if (!key)
-        return NULL;
-    char *at = key + strlen(strcpy(key, path));
-    for (int i = 0; i < n; i++) {
-        *at++ = '\n';
-        at = strcpy(at, names[i]) + strlen(names[i]);
-    }
+    if (key)
+        snprintf(key, len, "%s\n%s", path, name);
     return key;
 }
 
@@ -105,10 +100,9 @@ static void memo_keep(char *key, LLVMModuleRef lib)
     free(code);
 }
 
-/* Parses the whole libdevice at path into c and trims it to the names. */
-static astitch_status parse_trimmed(astitch_context *ctx, LLVMContextRef c, const char *path,
-                                    const char **names, int n, LLVMTargetMachineRef tm,
-                                    const LlvmDiag *d, LLVMModuleRef *out)
+/* The whole libdevice at path, parsed into c, for the target of tm. */
+static astitch_status parse_library(astitch_context *ctx, LLVMContextRef c, const char *path,
+                                    LLVMTargetMachineRef tm, const LlvmDiag *d, LLVMModuleRef *out)
 {
     char *msg = NULL;
     LLVMMemoryBufferRef buf;
@@ -121,15 +115,86 @@ static astitch_status parse_trimmed(astitch_context *ctx, LLVMContextRef c, cons
     LLVMDisposeMemoryBuffer(buf);
     if (bad)
         return llvm_diag_fail(ctx, d, "nvptx: reading libdevice", path);
-    /* keep only what the module calls: the rest of libdevice would cost O3 */
-    llvm_internalize(*out, names, n);
     llvm_set_target(*out, tm);
-    astitch_status st = llvm_run_passes(ctx, *out, "globaldce", tm);
-    if (st) {
-        LLVMDisposeModule(*out);
-        *out = NULL;
+    return ASTITCH_OK;
+}
+
+/* Parses the whole libdevice at path into c and keeps each of the n names, trimmed to itself
+ * and its callees, in the memo (a name already there is skipped). */
+static astitch_status memo_fill(astitch_context *ctx, LLVMContextRef c, const char *path,
+                                const char **names, int n, LLVMTargetMachineRef tm,
+                                const LlvmDiag *d)
+{
+    LLVMModuleRef all = NULL;
+    astitch_status st = parse_library(ctx, c, path, tm, d, &all);
+    if (st != ASTITCH_OK)
+        return st;
+    /* trimmed to all n first, so that each piece below clones a small module */
+    llvm_internalize(all, names, n);
+    st = llvm_run_passes(ctx, all, "globaldce", tm);
+    for (int i = 0; i < n && st == ASTITCH_OK; i++) {
+        char *key = memo_key(path, names[i]);
+        LLVMMemoryBufferRef hit = key ? memo_find(key) : NULL;
+        if (!key || hit) {
+            if (hit)
+                LLVMDisposeMemoryBuffer(hit);
+            free(key);
+            continue;
+        }
+        /* the rest would cost O3 in every module */
+        LLVMModuleRef one = LLVMCloneModule(all);
+        llvm_internalize(one, &names[i], 1);
+        st = llvm_run_passes(ctx, one, "globaldce", tm);
+        if (st == ASTITCH_OK)
+            memo_keep(key, one);
+        else
+            free(key);
+        LLVMDisposeModule(one);
     }
+    LLVMDisposeModule(all);
     return st;
+}
+
+/* The memo's piece of `name` parsed into c and linked into m; *missing when the memo lacks it. */
+static astitch_status link_piece(astitch_context *ctx, LLVMModuleRef m, const char *path,
+                                 const char *name, const LlvmDiag *d, bool *missing)
+{
+    char *key = memo_key(path, name);
+    if (!key)
+        return ctx_fail(ctx, ASTITCH_ERR_MEMORY, "nvptx: out of memory");
+    LLVMMemoryBufferRef buf = memo_find(key);
+    free(key);
+    *missing = !buf;
+    if (!buf)
+        return ASTITCH_OK;
+    LLVMModuleRef lib = NULL;
+    LLVMBool bad = LLVMParseBitcodeInContext2(LLVMGetModuleContext(m), buf, &lib);
+    LLVMDisposeMemoryBuffer(buf);
+    if (bad)
+        return llvm_diag_fail(ctx, d, "nvptx: reading the trimmed libdevice", path);
+    if (LLVMLinkModules2(m, lib))
+        return llvm_diag_fail(ctx, d, "nvptx: linking libdevice", "link failed");
+    return ASTITCH_OK;
+}
+
+/* Without the memo (it is full): the whole library parsed into m's context, trimmed to name,
+ * and linked into m. */
+static astitch_status link_unmemoized(astitch_context *ctx, LLVMModuleRef m, const char *path,
+                                      const char *name, LLVMTargetMachineRef tm, const LlvmDiag *d)
+{
+    LLVMModuleRef lib = NULL;
+    astitch_status st = parse_library(ctx, LLVMGetModuleContext(m), path, tm, d, &lib);
+    if (st != ASTITCH_OK)
+        return st;
+    llvm_internalize(lib, &name, 1);
+    st = llvm_run_passes(ctx, lib, "globaldce", tm);
+    if (st != ASTITCH_OK) {
+        LLVMDisposeModule(lib);
+        return st;
+    }
+    if (LLVMLinkModules2(m, lib))
+        return llvm_diag_fail(ctx, d, "nvptx: linking libdevice", "link failed");
+    return ASTITCH_OK;
 }
 
 astitch_status libdevice_link(astitch_context *ctx, LLVMModuleRef m, LLVMTargetMachineRef tm,
@@ -139,36 +204,33 @@ astitch_status libdevice_link(astitch_context *ctx, LLVMModuleRef m, LLVMTargetM
     const char **names = wanted_names(m, &n);
     if (!names)
         return ctx_fail(ctx, ASTITCH_ERR_MEMORY, "nvptx: out of memory");
-    if (n == 0) {
-        free(names);
-        return ASTITCH_OK;
-    }
     char path[4096];
     snprintf(path, sizeof path, "%s/nvvm/libdevice/libdevice.10.bc", cuda);
-    LLVMContextRef c = LLVMGetModuleContext(m);
-    char *key = memo_key(path, names, n);
-    LLVMMemoryBufferRef buf = key ? memo_find(key) : NULL;
-    LLVMModuleRef lib = NULL;
-    astitch_status st = ASTITCH_OK;
-    if (buf) {
-        LLVMBool bad = LLVMParseBitcodeInContext2(c, buf, &lib);
-        LLVMDisposeMemoryBuffer(buf);
-        if (bad)
-            st = llvm_diag_fail(ctx, d, "nvptx: reading the trimmed libdevice", path);
-        free(key);
-    } else {
-        st = parse_trimmed(ctx, c, path, names, n, tm, d, &lib);
-        if (st == ASTITCH_OK && key)
-            memo_keep(key, lib);
-        else
-            free(key);
-    }
+    /* names[] point into m's declarations, which linking replaces: copy them first */
+    char **own = calloc((size_t)(n ? n : 1), sizeof *own);
+    astitch_status st = own ? ASTITCH_OK : ctx_fail(ctx, ASTITCH_ERR_MEMORY, "nvptx: out of memory");
+    for (int i = 0; i < n && st == ASTITCH_OK; i++)
+        if (!(own[i] = strdup(names[i])))
+            st = ctx_fail(ctx, ASTITCH_ERR_MEMORY, "nvptx: out of memory");
     free(names);
-    if (st)
-        return st;
-    if (LLVMLinkModules2(m, lib))
-        return llvm_diag_fail(ctx, d, "nvptx: linking libdevice", "link failed");
-    LLVMAddModuleFlag(m, LLVMModuleFlagBehaviorOverride, "nvvm-reflect-ftz", 16,
-                      LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(c), 0, 0)));
-    return ASTITCH_OK;
+    bool filled = false;
+    for (int i = 0; i < n && st == ASTITCH_OK; i++) {
+        bool missing;
+        st = link_piece(ctx, m, path, own[i], d, &missing);
+        if (st == ASTITCH_OK && missing && !filled) {
+            filled = true;
+            st = memo_fill(ctx, LLVMGetModuleContext(m), path, (const char **)own + i, n - i, tm, d);
+            if (st == ASTITCH_OK)
+                st = link_piece(ctx, m, path, own[i], d, &missing);
+        }
+        if (st == ASTITCH_OK && missing) /* the memo is full: the whole library, trimmed here */
+            st = link_unmemoized(ctx, m, path, own[i], tm, d);
+    }
+    for (int i = 0; own && i < n; i++)
+        free(own[i]);
+    free(own);
+    if (st == ASTITCH_OK && n > 0)
+        LLVMAddModuleFlag(m, LLVMModuleFlagBehaviorOverride, "nvvm-reflect-ftz", 16,
+                          LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(LLVMGetModuleContext(m)), 0, 0)));
+    return st;
 }
