@@ -459,12 +459,19 @@ static void row_reduce_64x30000(void **state)
  * column tiles on the H100's 264 blocks per wave. Split to fill one wave it would take 2
  * parts (192 blocks, 27% of the places idle); split to fill its waves it takes parts whose
  * blocks make whole waves. Beside a row group the split stays within one wave. */
+static void build_sums(astitch_graph *g, bool with_row_sum)
+{
+    int64_t rc[2] = {8192, 3072}, ax0[1] = {0}, ax1[1] = {1};
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, rc);
+    astitch_add_output(g, named(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, x, 1, ax0), "col_sum"));
+    if (with_row_sum)
+        astitch_add_output(g, named(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, x, 1, ax1), "row_sum"));
+}
+
 static void column_split_fills_waves(void **state)
 {
     Fixture *f = *state;
-    int64_t rc[2] = {8192, 3072}, ax0[1] = {0}, ax1[1] = {1};
-    astitch_node x = astitch_parameter(f->g, "x", ASTITCH_F32, 2, rc);
-    astitch_add_output(f->g, named(f->g, astitch_reduce(f->g, ASTITCH_REDUCE_SUM, x, 1, ax0), "col_sum"));
+    build_sums(f->g, false);
     astitch_device d = device("h100");
     astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
     astitch_plan *p = plan(f, &d, &o);
@@ -485,9 +492,7 @@ static void column_split_fills_waves(void **state)
     f->p = NULL;
     astitch_graph_destroy(f->g);
     assert_int_equal(astitch_graph_create(f->ctx, &f->g), ASTITCH_OK);
-    x = astitch_parameter(f->g, "x", ASTITCH_F32, 2, rc);
-    astitch_add_output(f->g, named(f->g, astitch_reduce(f->g, ASTITCH_REDUCE_SUM, x, 1, ax0), "col_sum"));
-    astitch_add_output(f->g, named(f->g, astitch_reduce(f->g, ASTITCH_REDUCE_SUM, x, 1, ax1), "row_sum"));
+    build_sums(f->g, true);
     p = plan(f, &d, &o);
     m = phase_mapping_of(p, f->g, "col_sum");
     assert_int_equal(astitch_plan_kernel_info(p, info(p, f->g, "col_sum").kernel, &k), ASTITCH_OK);

@@ -207,8 +207,11 @@ astitch_status libdevice_link(astitch_context *ctx, LLVMModuleRef m, LLVMTargetM
     char path[4096];
     snprintf(path, sizeof path, "%s/nvvm/libdevice/libdevice.10.bc", cuda);
     /* names[] point into m's declarations, which linking replaces: copy them first */
+    LLVMContextRef c = LLVMGetModuleContext(m);
     char **own = calloc((size_t)(n ? n : 1), sizeof *own);
-    astitch_status st = own ? ASTITCH_OK : ctx_fail(ctx, ASTITCH_ERR_MEMORY, "nvptx: out of memory");
+    astitch_status st = ASTITCH_OK;
+    if (!own)
+        st = ctx_fail(ctx, ASTITCH_ERR_MEMORY, "nvptx: out of memory");
     for (int i = 0; i < n && st == ASTITCH_OK; i++)
         if (!(own[i] = strdup(names[i])))
             st = ctx_fail(ctx, ASTITCH_ERR_MEMORY, "nvptx: out of memory");
@@ -219,7 +222,7 @@ astitch_status libdevice_link(astitch_context *ctx, LLVMModuleRef m, LLVMTargetM
         st = link_piece(ctx, m, path, own[i], d, &missing);
         if (st == ASTITCH_OK && missing && !filled) {
             filled = true;
-            st = memo_fill(ctx, LLVMGetModuleContext(m), path, (const char **)own + i, n - i, tm, d);
+            st = memo_fill(ctx, c, path, (const char **)own + i, n - i, tm, d);
             if (st == ASTITCH_OK)
                 st = link_piece(ctx, m, path, own[i], d, &missing);
         }
@@ -231,6 +234,6 @@ astitch_status libdevice_link(astitch_context *ctx, LLVMModuleRef m, LLVMTargetM
     free(own);
     if (st == ASTITCH_OK && n > 0)
         LLVMAddModuleFlag(m, LLVMModuleFlagBehaviorOverride, "nvvm-reflect-ftz", 16,
-                          LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(LLVMGetModuleContext(m)), 0, 0)));
+                          LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(c), 0, 0)));
     return st;
 }

@@ -17,8 +17,8 @@
  *                  the goal instead, mapping_wide_alternative), and at least the lanes
  *                  whose vectors fill a 128-byte line (short rows: a thread then takes
  *                  several tiles at once, see plan_resident_tiles). Longer rows are streamed:
- *                  lanes grow with the row (about four elements per lane, up to the block). Short rows are packed several per
- *                  block (horizontal packing). When there are fewer row tiles than blocks per
+ *                  lanes grow with the row (about four elements per lane, up to the block).
+ *                  Short rows are packed several per block (horizontal packing). When there are fewer row tiles than blocks per
  *                  wave and streamed rows are longer than a block, a row is split across blocks
  *                  (task splitting) whose partial results are combined.
  *   column reduce  threads walk adjacent columns (coalesced) and lanes walk down the rows;
@@ -166,8 +166,8 @@ static void finish(astitch_mapping *m, const Ctx *c, int64_t tiles, int64_t tile
     m->tasks_per_block = ceil_div(chunk, m->rows_per_block);
 }
 
-/* The most parts a row of reduce mapping m (threads_per_row and rows_per_block set) may be
- * split into across blocks: 1 when it is not split at all. A streamed row longer than a block
+/* The most parts a row of reduce mapping m (threads_per_row and vector set) may be split
+ * into across blocks: 1 when it is not split at all. A streamed row longer than a block
  * keeps at least 4 elements per thread in each part, a column at least 8 per lane. */
 static int64_t split_most(const astitch_mapping *m, const Ctx *c)
 {
