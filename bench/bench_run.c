@@ -314,7 +314,7 @@ static void note_variant(const astitch_executable *x, BenchRow *r)
                  v.state == ASTITCH_VARIANT_CACHED ? "compile cache" : "untimed");
 }
 
-/* Compiles, verifies and times c->g under mode m into r. Returns -1 for "no device". */
+/* The compile options of mode m under the bench options o. */
 static void mode_options(const BenchOptions *o, const BenchMode *m, astitch_compile_options *co)
 {
     astitch_compile_options_default(co);
@@ -328,6 +328,7 @@ static void mode_options(const BenchOptions *o, const BenchMode *m, astitch_comp
     co->plan.wide_rows = m->form == BENCH_FORM_WIDE;
 }
 
+/* Compiles, verifies and times c->g under mode m into r. Returns -1 for "no device". */
 static int bench_mode_case(Case *c, const BenchMode *m, BenchRow *r)
 {
     astitch_compile_options co;

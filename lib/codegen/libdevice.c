@@ -119,6 +119,14 @@ static astitch_status parse_library(astitch_context *ctx, LLVMContextRef c, cons
     return ASTITCH_OK;
 }
 
+/* Trims lib to the n names and what they call (the rest would cost O3 in every module). */
+static astitch_status trim(astitch_context *ctx, LLVMModuleRef lib, const char *const *names,
+                           int n, LLVMTargetMachineRef tm)
+{
+    llvm_internalize(lib, names, n);
+    return llvm_run_passes(ctx, lib, "globaldce", tm);
+}
+
 /* Parses the whole libdevice at path into c and keeps each of the n names, trimmed to itself
  * and its callees, in the memo (a name already there is skipped). */
 static astitch_status memo_fill(astitch_context *ctx, LLVMContextRef c, const char *path,
@@ -130,8 +138,7 @@ static astitch_status memo_fill(astitch_context *ctx, LLVMContextRef c, const ch
     if (st != ASTITCH_OK)
         return st;
     /* trimmed to all n first, so that each piece below clones a small module */
-    llvm_internalize(all, names, n);
-    st = llvm_run_passes(ctx, all, "globaldce", tm);
+    st = trim(ctx, all, names, n, tm);
     for (int i = 0; i < n && st == ASTITCH_OK; i++) {
         char *key = memo_key(path, names[i]);
         LLVMMemoryBufferRef hit = key ? memo_find(key) : NULL;
@@ -141,10 +148,8 @@ static astitch_status memo_fill(astitch_context *ctx, LLVMContextRef c, const ch
             free(key);
             continue;
         }
-        /* the rest would cost O3 in every module */
         LLVMModuleRef one = LLVMCloneModule(all);
-        llvm_internalize(one, &names[i], 1);
-        st = llvm_run_passes(ctx, one, "globaldce", tm);
+        st = trim(ctx, one, &names[i], 1, tm);
         if (st == ASTITCH_OK)
             memo_keep(key, one);
         else
@@ -186,8 +191,7 @@ static astitch_status link_unmemoized(astitch_context *ctx, LLVMModuleRef m, con
     astitch_status st = parse_library(ctx, LLVMGetModuleContext(m), path, tm, d, &lib);
     if (st != ASTITCH_OK)
         return st;
-    llvm_internalize(lib, &name, 1);
-    st = llvm_run_passes(ctx, lib, "globaldce", tm);
+    st = trim(ctx, lib, &name, 1, tm);
     if (st != ASTITCH_OK) {
         LLVMDisposeModule(lib);
         return st;

@@ -18,9 +18,10 @@
  *                  whose vectors fill a 128-byte line (short rows: a thread then takes
  *                  several tiles at once, see plan_resident_tiles). Longer rows are streamed:
  *                  lanes grow with the row (about four elements per lane, up to the block).
- *                  Short rows are packed several per block (horizontal packing). When there are fewer row tiles than blocks per
- *                  wave and streamed rows are longer than a block, a row is split across blocks
- *                  (task splitting) whose partial results are combined.
+ *                  Short rows are packed several per block (horizontal packing). When there
+ *                  are fewer row tiles than blocks per wave and streamed rows are longer than
+ *                  a block, a row is split across blocks (task splitting) whose partial
+ *                  results are combined.
  *   column reduce  threads walk adjacent columns (coalesced) and lanes walk down the rows;
  *                  few columns with long columns split the rows across blocks likewise.
  *   element-wise   one element per thread per tile (a block per tile: one 16-byte vector per
