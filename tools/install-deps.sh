@@ -4,6 +4,7 @@ set -euo pipefail
 
 packages=(
   build-essential meson ninja-build pkg-config python3
+  python3-dev python3-venv   # the Python package's extension and its test environment
   llvm-19-dev          # llvm-config-19 and the LLVM 19 C API
   libffi-dev           # calls into host-compiled kernels
   libcmocka-dev        # the test suites

@@ -5,6 +5,12 @@
 #
 # ASTITCH_BUILD_DIR overrides where the plain build goes (default: build in the source tree);
 # the sanitizer build goes next to it with the suffix -san.
+#
+# The plain build also builds the Python package (python/astitch) for a virtual environment in
+# <build>/venv, made here with PyTorch, NumPy and pytest from the package registry
+# (python/requirements-test.txt), and runs the PyTorch bridge tests in it. ASTITCH_PYTHON_TESTS=0
+# leaves the environment and those tests out (for machines without the registry); a failure to
+# make the environment otherwise counts as a failed test.
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -57,14 +63,37 @@ run_suite() {
   count "$dir"
 }
 
-run_suite plain "$build"
+# make_venv DIR: a virtual environment in DIR with the bridge tests' requirements.
+make_venv() {
+  local venv="$1"
+  if [ ! -x "$venv/bin/python" ]; then
+    python3 -m venv "$venv" || return 1
+  fi
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check \
+    -r "$root/python/requirements-test.txt"
+}
+
+bridge=(-Dbridge=disabled)
+if [ "${ASTITCH_PYTHON_TESTS:-1}" != 0 ]; then
+  echo "=== python: virtual environment $build/venv"
+  if make_venv "$build/venv"; then
+    bridge=(-Dbridge=enabled -Dpython="$build/venv/bin/python")
+  else
+    echo "=== python: the virtual environment could not be made (ASTITCH_PYTHON_TESTS=0 skips it)"
+    failed=$((failed + 1))
+    status=1
+  fi
+fi
+
+run_suite plain "$build" "${bridge[@]}"
 
 export ASAN_OPTIONS=detect_leaks=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 # The plain run checks 500 random graphs on the host target; under the sanitizers each takes
 # about ten times longer, so that run checks the first 100 of them.
 export ASTITCH_DIFF_GRAPHS="${ASTITCH_DIFF_GRAPHS:-100}"
-run_suite sanitizers "$build-san" -Db_sanitize=address,undefined -Db_lundef=false
+run_suite sanitizers "$build-san" -Db_sanitize=address,undefined -Db_lundef=false \
+  -Dbridge=disabled
 
 if [ "$failed" -ne 0 ]; then
   status=1

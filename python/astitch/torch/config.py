@@ -1,0 +1,26 @@
+"""Switches of the PyTorch bridge, read from the environment once, at import; a program may
+change them afterwards (they are read again at each compile, not at each call).
+
+  log             ASTITCH_TORCH_LOG=1: the "astitch.torch" logger at INFO (regions, kernels,
+                  fallbacks with reasons, compile times)
+  strict          ASTITCH_TORCH_STRICT=1: every fallback raises instead (tests, debugging)
+  min_region_ops  ASTITCH_TORCH_MIN_REGION_OPS (default 2): a region of fewer computing ops
+                  (views and conversions do not count) stays in PyTorch, unless it holds a
+                  reduction or an op that eager computes in several kernels
+  variant_search  ASTITCH_TORCH_VARIANT_SEARCH=0 turns astitch's launch-shape timing off
+  fusion          ASTITCH_TORCH_FUSION: stitch (default), xla or none (for ablations)
+"""
+
+import os
+
+
+def _flag(name, default):
+    v = os.environ.get(name)
+    return default if v is None or v == "" else v not in ("0", "false", "no", "off")
+
+
+log = _flag("ASTITCH_TORCH_LOG", False)
+strict = _flag("ASTITCH_TORCH_STRICT", False)
+min_region_ops = int(os.environ.get("ASTITCH_TORCH_MIN_REGION_OPS", "2"))
+variant_search = _flag("ASTITCH_TORCH_VARIANT_SEARCH", True)
+fusion = os.environ.get("ASTITCH_TORCH_FUSION") or "stitch"

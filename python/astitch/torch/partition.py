@@ -1,0 +1,83 @@
+"""Regions of an FX graph that astitch compiles: maximal sets of supported nodes whose
+merging creates no cycle through a PyTorch op (torch.fx's CapabilityBasedPartitioner), each
+replaced by a CompiledRegion."""
+
+import torch
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+from torch.fx.passes.operator_support import OperatorSupportBase
+
+from . import config
+from .ops import meta, unsupported_reason
+from .region import CompiledRegion
+
+aten = torch.ops.aten
+
+# Free in PyTorch (a view or an alias): a region of only these would add a copy.
+VIEW_OPS = {aten.view.default, aten._unsafe_view.default, aten.reshape.default,
+            aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.unsqueeze.default,
+            aten.expand.default, aten.permute.default, aten.transpose.int, aten.t.default,
+            aten.slice.Tensor, aten.select.int, aten.alias.default, aten.detach.default,
+            aten.clone.default, aten.lift_fresh_copy.default, aten.split.Tensor,
+            aten.split_with_sizes.default}
+# Several kernels in eager: worth a region on their own.
+MULTI_KERNEL_OPS = {aten._softmax.default, aten._log_softmax.default,
+                    aten.native_layer_norm.default, aten.var.correction,
+                    aten.var_mean.correction, aten.gelu.default}
+
+
+class _Support(OperatorSupportBase):
+    def __init__(self, reasons):
+        super().__init__()
+        self.reasons = reasons
+
+    def is_node_supported(self, submodules, node):
+        reason = unsupported_reason(node)
+        if reason is None and node.target in VIEW_OPS and \
+                any(u.op == "output" for u in node.users):
+            reason = "a view returned from the graph stays in PyTorch (it may alias an input)"
+        if reason is not None and node.op == "call_function":
+            self.reasons[node.name] = (str(node.target), reason)
+        return reason is None
+
+
+def _worthwhile(nodes):
+    computing = [n for n in nodes if n.target not in VIEW_OPS and n.target is not None]
+    computing = [n for n in computing if getattr(n.target, "__name__", "") != "getitem"]
+    if any(n.target in MULTI_KERNEL_OPS for n in computing):
+        return True
+    return len(computing) >= max(config.min_region_ops, 1)
+
+
+def _output_vals(sub, node):
+    out = [n for n in sub.graph.nodes if n.op == "output"][0].args[0]
+    outs = out if isinstance(out, (tuple, list)) else [out]
+    vals = [meta(o) for o in outs]
+    if all(isinstance(v, torch.Tensor) for v in vals):
+        return vals
+    # the fused module's nodes lack example values: take them from the users in the parent
+    if not isinstance(out, (tuple, list)):
+        return [meta(node)]
+    by_index = {u.args[1]: meta(u) for u in node.users}
+    return [by_index.get(i) for i in range(len(outs))]
+
+
+def partition(gm, name):
+    """Fuses gm's supported regions into CompiledRegions. Returns (the new GraphModule, its
+    regions, {node name: (op, reason)} for each node left in PyTorch with a reason)."""
+    reasons = {}
+    partitioner = CapabilityBasedPartitioner(gm, _Support(reasons),
+                                             allows_single_node_partition=True)
+    parts = [p for p in partitioner.propose_partitions() if _worthwhile(p.nodes)]
+    fused = partitioner.fuse_partitions(parts) if parts else gm
+    regions = []
+    for node in list(fused.graph.nodes):
+        if node.op != "call_module" or not str(node.target).startswith("fused_"):
+            continue
+        sub = getattr(fused, node.target)
+        input_vals = [meta(a) for a in node.args]
+        region = CompiledRegion(sub, input_vals, _output_vals(sub, node),
+                                f"{name}.{node.target}")
+        setattr(fused, node.target, region)
+        regions.append(region)
+    fused.recompile()
+    return fused, regions, reasons

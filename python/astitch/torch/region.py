@@ -1,0 +1,202 @@
+"""CompiledRegion: one partition of an FX graph, translated to astitch and run in its place.
+
+The region is translated and compiled when the backend is called (dynamo's compile phase), for
+the target of its example inputs' device (cuda, or host for CPU tensors); executables are
+cached in the process by (graph.json text, target). A region that cannot be translated or
+compiled runs its original FX code (a fallback, logged once; an exception under strict mode).
+
+Every call: inputs that are not contiguous or not 16-byte aligned are copied, outputs are
+allocated by PyTorch's allocator, and the launches go to the current CUDA stream; nothing
+synchronizes the host. An output whose example value is not contiguous is copied into a tensor
+of the example's strides.
+"""
+
+import logging
+import time
+
+import torch
+
+from .. import _native
+from ..graph import GraphBuilder
+from . import config
+from .ops import RULES, TORCH_TO_ASTITCH, meta
+
+log = logging.getLogger("astitch.torch")
+_EXECUTABLES = {}
+
+
+class TranslationError(Exception):
+    pass
+
+
+class Translator:
+    """Maps the FX nodes of one region to values of a GraphBuilder."""
+
+    def __init__(self, builder):
+        self.b = builder
+        self.values = {}
+
+    def value(self, node):
+        if node not in self.values:
+            raise TranslationError(f"node '{node.name}' is used before it is translated")
+        return self.values[node]
+
+    def operand(self, arg, dtype, shape):
+        """arg (an FX node or a Python number) as a value of dtype (None: its own) broadcast to
+        shape (None: its own)."""
+        if isinstance(arg, torch.fx.Node):
+            v = self.value(arg)
+            if dtype is not None:
+                v = self.b.convert(v, dtype)
+            return self.b.broadcast_to(v, shape) if shape is not None else v
+        if isinstance(arg, (bool, int, float)):
+            return self.b.scalar(dtype, arg, shape or ())
+        raise TranslationError(f"operand {arg!r} of type {type(arg).__name__}")
+
+
+def _check_value(node, v, val):
+    want = (TORCH_TO_ASTITCH[val.dtype], tuple(int(d) for d in val.shape))
+    if (v.dtype, v.shape) != want:
+        raise TranslationError(f"node '{node.name}' ({node.target}) translated to "
+                               f"{v.dtype}{list(v.shape)}, eager gives {want[0]}{list(want[1])}")
+
+
+def translate(gm, input_vals, name):
+    """graph.json text of gm (a region's GraphModule), with the region's outputs: a list of
+    ("out", index) for an output astitch writes, ("input", i) or ("copy", j) for one that
+    repeats input i or output j."""
+    b = GraphBuilder(name)
+    t = Translator(b)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node, val in zip(placeholders, input_vals):
+        t.values[node] = b.parameter(TORCH_TO_ASTITCH[val.dtype], tuple(val.shape))
+    params = {t.values[n].name: i for i, n in enumerate(placeholders)}
+    outputs, written = [], {}
+    for node in gm.graph.nodes:
+        if node.op == "call_function":
+            v = RULES[node.target].translate(t, node)
+            if not isinstance(v, tuple):
+                _check_value(node, v, meta(node))
+            t.values[node] = v
+        elif node.op == "output":
+            results = node.args[0]
+            for r in results if isinstance(results, (tuple, list)) else [results]:
+                v = t.value(r)
+                if v.name in params:
+                    outputs.append(("input", params[v.name]))
+                elif v.name in written:
+                    outputs.append(("copy", written[v.name]))
+                else:
+                    written[v.name] = len(outputs)
+                    outputs.append(("out", b.outputs.__len__()))
+                    b.output(v)
+    if not b.outputs:
+        raise TranslationError("the region writes no output of its own")
+    return b.to_json(), outputs
+
+
+def _compile(text, target, name):
+    key = (text, target, config.fusion, config.variant_search)
+    exe = _EXECUTABLES.get(key)
+    if exe is None:
+        exe = _native.compile(text, target, fusion=config.fusion,
+                              variant_search=config.variant_search, source=name)
+        _EXECUTABLES[key] = exe
+    return exe
+
+
+class CompiledRegion(torch.nn.Module):
+    """Runs a region through astitch; falls back to `fallback` (its FX code) when it must."""
+
+    def __init__(self, fallback, input_vals, output_vals, name):
+        super().__init__()
+        self.fallback = fallback
+        self.name = name
+        self.exe = None
+        self.reason = None
+        self.compile_ms = 0.0
+        self.calls = 0
+        self.host_ns = 0
+        self.text = None
+        self._in_sig = [(v.dtype, tuple(v.shape)) for v in input_vals]
+        self._out = [(tuple(v.shape), v.dtype, v.stride(), v.is_contiguous())
+                     for v in output_vals]
+        self._tuple_out = None
+        devices = {v.device for v in input_vals} | {v.device for v in output_vals}
+        if len(devices) != 1:
+            self._give_up(f"tensors on several devices ({sorted(map(str, devices))})")
+            return
+        self.device = devices.pop()
+        if self.device.type == "cuda" and self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        target = "cuda" if self.device.type == "cuda" else "host"
+        try:
+            start = time.perf_counter()
+            self.text, self._outputs = translate(fallback, input_vals, name)
+            self.exe = _compile(self.text, target, name)
+            self.compile_ms = (time.perf_counter() - start) * 1e3
+        except Exception as e:  # noqa: BLE001 -- any failure here is a fallback, never a crash
+            if config.strict and not isinstance(e, (TranslationError, _native.Error)):
+                raise
+            self._give_up(str(e) if isinstance(e, (TranslationError, _native.Error))
+                          else f"{type(e).__name__}: {e}")
+            return
+        self._alloc = [(shape, dtype) for (kind, _), (shape, dtype, _, _) in
+                       zip(self._outputs, self._out) if kind == "out"]
+        results = [n for n in fallback.graph.nodes if n.op == "output"][0].args[0]
+        self._tuple_out = isinstance(results, (tuple, list))
+        log.info("region %s: %d ops -> %d kernels on %s, compiled in %.1f ms", name,
+                 sum(n.op == "call_function" for n in fallback.graph.nodes),
+                 self.exe.num_kernels, target, self.compile_ms)
+
+    def _give_up(self, reason):
+        self.exe, self.reason = None, reason
+        first = next((n for n in self.fallback.graph.nodes if n.op == "call_function"), None)
+        msg = (f"astitch: region {self.name} (first node {first.name if first else '?'}) runs "
+               f"in PyTorch: {reason}")
+        if config.strict:
+            raise RuntimeError(msg)
+        log.warning(msg)
+
+    def _input(self, a, i):
+        dtype, shape = self._in_sig[i]
+        if a.dtype != dtype or tuple(a.shape) != shape or a.device != self.device:
+            raise TranslationError(f"input {i} is {a.dtype}{list(a.shape)} on {a.device}, "
+                                   f"compiled for {dtype}{list(shape)} on {self.device}")
+        if not a.is_contiguous():
+            a = a.contiguous()
+        if a.data_ptr() % 16:
+            a = a.clone()
+        return a
+
+    def forward(self, *args):
+        if self.exe is None:
+            return self.fallback(*args)
+        start = time.perf_counter_ns()
+        try:
+            ins = [self._input(a, i) for i, a in enumerate(args)]
+        except TranslationError as e:
+            self._give_up(str(e))
+            return self.fallback(*args)
+        outs = [torch.empty(shape, dtype=dtype, device=self.device) for shape, dtype in self._alloc]
+        try:
+            in_ptrs = [a.data_ptr() for a in ins]
+            out_ptrs = [o.data_ptr() for o in outs]
+            if self.device.type == "cuda":
+                stream = torch.cuda.current_stream(self.device).cuda_stream
+                self.exe.run_device(in_ptrs, out_ptrs, stream)
+            else:
+                self.exe.run_host(in_ptrs, out_ptrs)
+        except _native.Error as e:
+            self._give_up(str(e))
+            return self.fallback(*args)
+        results = []
+        for (kind, i), (shape, dtype, stride, contiguous) in zip(self._outputs, self._out):
+            r = outs[i] if kind == "out" else ins[i].clone() if kind == "input" else \
+                results[i].clone()
+            if not contiguous:
+                r = torch.empty_strided(shape, stride, dtype=dtype, device=self.device).copy_(r)
+            results.append(r)
+        self.calls += 1
+        self.host_ns += time.perf_counter_ns() - start
+        return tuple(results) if self._tuple_out else results[0]

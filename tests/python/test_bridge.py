@@ -1,0 +1,209 @@
+"""The bridge's own behaviour: the binding, fallbacks and their reasons, strict mode, explain,
+inputs that need copying, autocast and (on CUDA) CUDA-graph capture."""
+
+import logging
+
+import pytest
+import torch
+
+from conftest import BACKEND, DEVICE, TOL, assert_close, compile_fn
+
+astitch_only = pytest.mark.skipif(BACKEND != "astitch", reason="tests the astitch bridge itself")
+
+if BACKEND == "astitch":
+    import astitch
+    import astitch.torch
+    from astitch import _native
+    from astitch.torch import config, region
+
+
+# ---- the binding -------------------------------------------------------------------------------
+
+@astitch_only
+def test_graph_builder_round_trip():
+    b = astitch.GraphBuilder("axpy")
+    x = b.parameter("f32", (3, 5))
+    y = b.parameter("f32", (5,))
+    out = b.binary("add", b.binary("mul", x, b.scalar("f32", 2.5, (3, 5))), b.broadcast_to(y, (3, 5)))
+    b.output(b.reduce("sum", out, [1]))
+    exe = astitch.compile(b.to_json(), "host")
+    assert (exe.num_inputs, exe.num_outputs, exe.target) == (2, 1, "host")
+    xs, ys = torch.randn(3, 5), torch.randn(5)
+    r = torch.empty(3)
+    exe.run_host([xs.data_ptr(), ys.data_ptr()], [r.data_ptr()])
+    assert_close(r, (xs * 2.5 + ys).sum(1), torch.float32, "axpy row sums")
+    assert "kernel" in exe.plan_text()
+
+
+@astitch_only
+def test_binding_errors_name_the_place():
+    with pytest.raises(astitch.Error) as e:
+        astitch.compile('{"format": "astitch-graph", "version": 1, "nodes": [', "host",
+                        source="broken.json")
+    assert e.value.status == "parse error"
+    assert "broken.json" in str(e.value)
+    with pytest.raises(astitch.Error) as e:
+        astitch.compile('{"format": "astitch-graph", "version": 1, "nodes": ['
+                        '{"name": "x", "op": "parameter", "dtype": "f32", "shape": [2]},'
+                        '{"name": "y", "op": "frobnicate", "inputs": ["x"]}],'
+                        '"outputs": ["y"]}', "host")
+    assert e.value.status == "parse error" and "frobnicate" in str(e.value)
+    with pytest.raises(ValueError, match="target"):
+        astitch.compile("{}", "tpu")
+    b = astitch.GraphBuilder()
+    b.output(b.unary("neg", b.parameter("f32", (4,))))
+    exe = astitch.compile(b.to_json(), "host")
+    with pytest.raises(ValueError, match="inputs: 2 addresses given, the graph has 1"):
+        exe.run_host([1, 2], [3])
+    with pytest.raises(TypeError):
+        exe.run_host(["a"], [0])
+
+
+# ---- partition and fallbacks ---------------------------------------------------------------------
+
+def _explain(fn, *args):
+    return astitch.torch.explain(fn, *args)
+
+
+@astitch_only
+def test_unsupported_ops_stay_in_pytorch_with_reason():
+    def fn(x):
+        a = (x * 2).exp()
+        b = torch.cumsum(a, 0)       # no rule: a path out of the region and back in
+        return torch.tanh(a * b + 1) - a
+
+    x = torch.randn(6, 5, device=DEVICE)
+    assert_close(compile_fn(fn)(x), fn(x), torch.float32, "cumsum between regions")
+    report = _explain(fn, x)
+    text = str(report)
+    assert "cumsum" in text and "no rule" in text, text
+    assert sum(len(g["regions"]) for g in report.graphs) >= 2, text
+
+
+@astitch_only
+def test_f64_stays_in_pytorch():
+    def fn(x, y):
+        return (x * 3).sin() + y.float().cos()
+
+    x = torch.randn(4, 4, device=DEVICE)
+    y = torch.randn(4, 4, device=DEVICE, dtype=torch.float64)
+    assert_close(compile_fn(fn)(x, y), fn(x, y), torch.float32, "f64 operand")
+    assert "torch.float64" in str(_explain(fn, x, y))
+
+
+@astitch_only
+def test_compile_failure_falls_back_with_a_warning(monkeypatch, caplog):
+    def refuse(*args, **kwargs):
+        raise _native.Error("astitch_compile: compile error: refused for the test")
+
+    monkeypatch.setattr(_native, "compile", refuse)
+    monkeypatch.setattr(region, "_EXECUTABLES", {})
+    monkeypatch.setattr(config, "strict", False)
+
+    def fn(x):
+        return torch.softmax(x * 2, -1)
+
+    x = torch.randn(3, 7, device=DEVICE)
+    with caplog.at_level(logging.WARNING, logger="astitch.torch"):
+        assert_close(compile_fn(fn)(x), fn(x), torch.float32, "fallback result")
+    assert "refused for the test" in caplog.text and "runs in PyTorch" in caplog.text
+
+    torch._dynamo.reset()
+    monkeypatch.setattr(config, "strict", True)
+    with pytest.raises(Exception, match="refused for the test"):
+        compile_fn(fn)(x)
+
+
+@astitch_only
+def test_run_failure_falls_back(monkeypatch, caplog):
+    class Failing:
+        num_kernels, target = 1, "host"
+
+        def run_host(self, *args):
+            raise _native.Error("astitch_execute: device error: injected")
+
+        run_device = run_host
+
+    monkeypatch.setattr(_native, "compile", lambda *a, **k: Failing())
+    monkeypatch.setattr(region, "_EXECUTABLES", {})
+    monkeypatch.setattr(config, "strict", False)
+
+    def fn(x):
+        return (x.exp() + 1).log()
+
+    x = torch.randn(5, 3, device=DEVICE)
+    f = compile_fn(fn)
+    with caplog.at_level(logging.WARNING, logger="astitch.torch"):
+        assert_close(f(x), fn(x), torch.float32, "first call after a run failure")
+        assert_close(f(x), fn(x), torch.float32, "later call")
+    assert caplog.text.count("injected") == 1
+
+
+@astitch_only
+def test_explain_reports_regions_kernels_and_host_cost():
+    def fn(x, w):
+        return torch.nn.functional.layer_norm(x, (8,), w) * torch.sigmoid(x)
+
+    x, w = torch.randn(4, 8, device=DEVICE), torch.randn(8, device=DEVICE)
+    report = _explain(fn, x, w)
+    regions = [r for g in report.graphs for r in g["regions"]]
+    assert regions and all(r["fallback"] is None for r in regions), str(report)
+    assert all(r["kernels"] >= 1 and r["compile_ms"] > 0 for r in regions)
+    assert all(r["host_us_per_call"] is not None for r in regions)
+    assert "kernel" in regions[0]["plan"]
+
+
+# ---- inputs and modes ------------------------------------------------------------------------------
+
+def test_noncontiguous_and_misaligned_inputs():
+    def fn(a, b):
+        return torch.relu(a * 2 + b) - b
+
+    base = torch.randn(65, device=DEVICE)
+    b = base[1:].view(8, 8)                        # 4 bytes past the allocation: misaligned
+    a = torch.randn(8, 8, device=DEVICE).t()       # not contiguous
+    assert_close(compile_fn(fn)(a, b), fn(a, b), torch.float32, "copied inputs")
+
+
+def test_autocast_forward_and_backward():
+    dtype = torch.bfloat16
+    lin = torch.nn.Linear(16, 16).to(DEVICE)
+
+    def fn(x):
+        h = lin(x)
+        return torch.nn.functional.gelu(h) * torch.softmax(h, -1)
+
+    x = torch.randn(4, 16, device=DEVICE)
+    with torch.autocast(DEVICE, dtype=dtype):
+        expected = fn(x)
+        actual = compile_fn(fn)(x)
+    assert actual.dtype == expected.dtype
+    assert_close(actual.float(), expected.float(), dtype, "autocast output")
+    g = torch.randn_like(expected)
+    ge = torch.autograd.grad(expected, lin.weight, g)[0]
+    ga = torch.autograd.grad(actual, lin.weight, g)[0]
+    rtol, atol = TOL[dtype]
+    assert_close(ga, ge, None, "autocast weight grad", tol=(rtol, atol * 10))
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="CUDA graphs need a GPU")
+def test_cuda_graph_capture_replays():
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(),
+                                torch.nn.LayerNorm(64)).to(DEVICE)
+    compiled = compile_fn(model)
+    static_x = torch.randn(8, 32, device=DEVICE)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), torch.no_grad():
+        for _ in range(3):           # compile, time the variants and warm up outside capture
+            compiled(static_x)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.no_grad(), torch.cuda.graph(graph):
+        static_y = compiled(static_x)
+    for _ in range(3):
+        x = torch.randn(8, 32, device=DEVICE)
+        static_x.copy_(x)
+        graph.replay()
+        with torch.no_grad():
+            assert_close(static_y, model(x), torch.float32, "CUDA graph replay")
