@@ -5,7 +5,7 @@ import itertools
 import logging
 
 import torch
-from functorch.compile import make_boxed_func
+from functorch.compile import make_boxed_func, min_cut_rematerialization_partition
 from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends.common import aot_autograd
 
@@ -42,7 +42,10 @@ def _compiler(kind):
 
 
 def backend(gm, example_inputs):
-    """The torch.compile backend "astitch"."""
+    """The torch.compile backend "astitch". The forward and backward graphs are split by the
+    min-cut partitioner (as Inductor splits them): the backward recomputes cheap element-wise
+    values instead of the forward saving them, which a stitched backward region reads anyway."""
     return aot_autograd(fw_compiler=_compiler("forward"), bw_compiler=_compiler("backward"),
                         inference_compiler=_compiler("inference"),
+                        partition_fn=min_cut_rematerialization_partition,
                         decompositions=core_aten_decompositions())(gm, example_inputs)

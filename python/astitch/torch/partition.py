@@ -40,6 +40,20 @@ class _Support(OperatorSupportBase):
         return reason is None
 
 
+def _trim_views(partition):
+    """Leaves out of the partition each view whose users are all outside it: PyTorch applies
+    it to the region's output for free, where a region would write a copy (and a reshaped
+    output would keep a row out of the registers it was computed in)."""
+    changed = True
+    while changed:
+        changed = False
+        for n in list(partition.nodes):
+            if n.target in VIEW_OPS and not any(u in partition.nodes for u in n.users):
+                partition.remove_node(n)
+                changed = True
+    return partition
+
+
 def _worthwhile(nodes):
     computing = [n for n in nodes if n.target not in VIEW_OPS and n.target is not None]
     computing = [n for n in computing if getattr(n.target, "__name__", "") != "getitem"]
@@ -67,7 +81,8 @@ def partition(gm, name):
     reasons = {}
     partitioner = CapabilityBasedPartitioner(gm, _Support(reasons),
                                              allows_single_node_partition=True)
-    parts = [p for p in partitioner.propose_partitions() if _worthwhile(p.nodes)]
+    parts = [_trim_views(p) for p in partitioner.propose_partitions()]
+    parts = [p for p in parts if p.nodes and _worthwhile(p.nodes)]
     fused = partitioner.fuse_partitions(parts) if parts else gm
     regions = []
     for node in list(fused.graph.nodes):
