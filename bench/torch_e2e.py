@@ -1,5 +1,6 @@
 """End to end through the PyTorch bridge: one transformer layer per model, at production shapes,
-inference forward and one training step (forward and backward), on a CUDA GPU.
+inference forward and one training step (the gradients set to None, as optimizer.zero_grad()
+sets them, then forward and backward), on a CUDA GPU.
 
 Modes, each on the same module weights and the same inputs:
   eager              PyTorch without compilation
@@ -53,13 +54,17 @@ MODELS = {
 MODES = ["eager", "inductor", "inductor-ro", "astitch", "astitch-graph"]
 
 
-def make_step(model, train, mark_step=False):
+def make_step(model, train, params=(), mark_step=False):
+    """One step: a forward, or (train) the gradients set to None as optimizer.zero_grad() sets
+    them, then a forward and a backward."""
     def step(x, *extra):
         if mark_step:   # reduce-overhead: a new iteration may overwrite the last one's outputs
             torch.compiler.cudagraph_mark_step_begin()
         if not train:
             with torch.no_grad():
                 return model(x, *extra)
+        for p in params:
+            p.grad = None
         out = model(x, *extra)
         out.float().square().mean().backward()
         return out.detach()
@@ -102,7 +107,7 @@ def run_mode(name, mode, train, base, x, extra, reference, args):
         model_c = torch.compile(model, **kw)
     else:
         model_c = model
-    step = make_step(model_c, train, mode == "inductor-ro")
+    step = make_step(model_c, train, list(model.parameters()), mode == "inductor-ro")
     first = len(capture.RECORDS)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -123,21 +128,16 @@ def run_mode(name, mode, train, base, x, extra, reference, args):
         fn = graph.replay
         fn()
     err_g = None
-    if mode == "astitch-graph":
-        torch.cuda.synchronize()
-        err = max_error(out, reference[0])   # the captured buffers after a replay
-    else:
-        for p in model.parameters():
-            p.grad = None
-        out = step(x, *extra)
-        torch.cuda.synchronize()
-        err = max_error(out, reference[0])
-        if train:
-            grads = {n: p.grad for n, p in model.named_parameters()}
-            # relative to the largest gradient of all: some (the key bias's) are zero in exact
-            # arithmetic, so their own scale is rounding noise
-            scale = max(g.float().abs().max().item() for g in reference[1].values())
-            err_g = max(max_error(grads[n], g, scale) for n, g in reference[1].items())
+    if mode != "astitch-graph":
+        out = fn()
+    torch.cuda.synchronize()
+    err = max_error(out, reference[0])     # graph mode: the captured buffers after a replay
+    if train:
+        grads = {n: p.grad for n, p in model.named_parameters()}
+        # relative to the largest gradient of all: some (the key bias's) are zero in exact
+        # arithmetic, so their own scale is rounding noise
+        scale = max(g.float().abs().max().item() for g in reference[1].values())
+        err_g = max(max_error(grads[n], g, scale) for n, g in reference[1].items())
     kernels = count_kernels(fn)
     if args.profile:
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
@@ -181,7 +181,7 @@ def main():
         extra = (extra_fn(b, s),) if extra_fn else ()
         for train in [st == "train" for st in args.steps.split(",")]:
             ref_model = copy.deepcopy(base)
-            out = make_step(ref_model, train)(x, *extra)
+            out = make_step(ref_model, train, list(ref_model.parameters()))(x, *extra)
             ref = (out, {n: p.grad for n, p in ref_model.named_parameters()})
             for mode in args.modes.split(","):
                 try:

@@ -92,7 +92,8 @@ def partition(gm, name):
         input_vals = [meta(a) for a in node.args]
         region = CompiledRegion(sub, input_vals, _output_vals(sub, node),
                                 f"{name}.{node.target}")
-        setattr(fused, node.target, region)
+        delattr(fused, node.target)           # the submodule's place takes a plain callable
+        fused.__dict__[node.target] = region
         regions.append(region)
     fused.recompile()
     return fused, regions, reasons

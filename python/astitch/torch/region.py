@@ -105,11 +105,13 @@ def _compile(text, target, name):
     return exe
 
 
-class CompiledRegion(torch.nn.Module):
-    """Runs a region through astitch; falls back to `fallback` (its FX code) when it must."""
+class CompiledRegion:
+    """Runs a region through astitch; falls back to `fallback` (its FX code) when it must.
+
+    A plain callable, not an nn.Module: a module's call and attribute writes would cost more
+    host time than the rest of a call (bench/torch_overhead.py)."""
 
     def __init__(self, fallback, input_vals, output_vals, name):
-        super().__init__()
         self.fallback = fallback
         self.name = name
         self.exe = None
@@ -119,10 +121,9 @@ class CompiledRegion(torch.nn.Module):
         self.host_ns = 0    # their host time, the first one (which may time variants) excluded
         self.first_ns = 0
         self.text = None
-        self._in_sig = [(v.dtype, tuple(v.shape)) for v in input_vals]
+        self._in_sig = [(v.dtype, v.shape) for v in input_vals]
         self._out = [(tuple(v.shape), v.dtype, v.stride(), v.is_contiguous())
                      for v in output_vals]
-        self._tuple_out = None
         devices = {v.device for v in input_vals} | {v.device for v in output_vals}
         if len(devices) != 1:
             self._give_up(f"tensors on several devices ({sorted(map(str, devices))})")
@@ -144,8 +145,12 @@ class CompiledRegion(torch.nn.Module):
             return
         self._alloc = [(shape, dtype) for (kind, _), (shape, dtype, _, _) in
                        zip(self._outputs, self._out) if kind == "out"]
+        # every output written by astitch, in order and contiguous: the results are the buffers
+        self._direct = all(kind == "out" and i == j and contiguous for j, ((kind, i), (
+            _, _, _, contiguous)) in enumerate(zip(self._outputs, self._out)))
         results = [n for n in fallback.graph.nodes if n.op == "output"][0].args[0]
         self._tuple_out = isinstance(results, (tuple, list))
+        self._stream_device = self.device.index if self.device.type == "cuda" else None
         log.info("region %s: %d ops -> %d kernels on %s, compiled in %.1f ms", name,
                  sum(n.op == "call_function" for n in fallback.graph.nodes),
                  self.exe.num_kernels, target, self.compile_ms)
@@ -159,38 +164,22 @@ class CompiledRegion(torch.nn.Module):
             raise RuntimeError(msg)
         log.warning(msg)
 
-    def _input(self, a, i):
-        dtype, shape = self._in_sig[i]
-        if a.dtype != dtype or tuple(a.shape) != shape or a.device != self.device:
-            raise TranslationError(f"input {i} is {a.dtype}{list(a.shape)} on {a.device}, "
-                                   f"compiled for {dtype}{list(shape)} on {self.device}")
-        if not a.is_contiguous():
-            a = a.contiguous()
-        if a.data_ptr() % 16:
-            a = a.clone()
-        return a
+    def _inputs(self, args):
+        """args as astitch takes them (contiguous, 16-byte aligned); raises TranslationError
+        for one that differs from what the region was compiled for."""
+        ins = list(args)
+        for i, (a, (dtype, shape)) in enumerate(zip(args, self._in_sig)):
+            if a.dtype != dtype or a.shape != shape or a.device != self.device:
+                raise TranslationError(f"input {i} is {a.dtype}{list(a.shape)} on {a.device}, "
+                                       f"compiled for {dtype}{list(shape)} on {self.device}")
+            if not a.is_contiguous():
+                a = a.contiguous()
+            if a.data_ptr() % 16:
+                a = a.clone()
+            ins[i] = a
+        return ins
 
-    def forward(self, *args):
-        if self.exe is None:
-            return self.fallback(*args)
-        start = time.perf_counter_ns()
-        try:
-            ins = [self._input(a, i) for i, a in enumerate(args)]
-        except TranslationError as e:
-            self._give_up(str(e))
-            return self.fallback(*args)
-        outs = [torch.empty(shape, dtype=dtype, device=self.device) for shape, dtype in self._alloc]
-        try:
-            in_ptrs = [a.data_ptr() for a in ins]
-            out_ptrs = [o.data_ptr() for o in outs]
-            if self.device.type == "cuda":
-                stream = torch.cuda.current_stream(self.device).cuda_stream
-                self.exe.run_device(in_ptrs, out_ptrs, stream)
-            else:
-                self.exe.run_host(in_ptrs, out_ptrs)
-        except _native.Error as e:
-            self._give_up(str(e))
-            return self.fallback(*args)
+    def _results(self, ins, outs):
         results = []
         for (kind, i), (shape, dtype, stride, contiguous) in zip(self._outputs, self._out):
             r = outs[i] if kind == "out" else ins[i].clone() if kind == "input" else \
@@ -198,9 +187,39 @@ class CompiledRegion(torch.nn.Module):
             if not contiguous:
                 r = torch.empty_strided(shape, stride, dtype=dtype, device=self.device).copy_(r)
             results.append(r)
+        return results
+
+    def __call__(self, *args):
+        exe = self.exe
+        if exe is None:
+            return self.fallback(*args)
+        start = time.perf_counter_ns()
+        try:
+            ins = self._inputs(args)
+        except TranslationError as e:
+            self._give_up(str(e))
+            return self.fallback(*args)
+        device = self.device
+        outs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in self._alloc]
+        try:
+            in_ptrs = [a.data_ptr() for a in ins]
+            out_ptrs = [o.data_ptr() for o in outs]
+            if self._stream_device is not None:
+                exe.run_device(in_ptrs, out_ptrs, _raw_stream(self._stream_device))
+            else:
+                exe.run_host(in_ptrs, out_ptrs)
+        except _native.Error as e:
+            self._give_up(str(e))
+            return self.fallback(*args)
+        results = outs if self._direct else self._results(ins, outs)
         if self.calls:
             self.host_ns += time.perf_counter_ns() - start
         else:
             self.first_ns = time.perf_counter_ns() - start
         self.calls += 1
         return tuple(results) if self._tuple_out else results[0]
+
+
+def _raw_stream(device_index):
+    """The current CUDA stream of the device as a CUstream address."""
+    return torch._C._cuda_getCurrentRawStream(device_index)
