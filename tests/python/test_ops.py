@@ -236,6 +236,7 @@ CASES = [
     ("layer_norm_affine", lambda x, w, b: F.layer_norm(x, (16,), w, b, 1e-5), lambda: (rn(2, 3, 16), rn(16), rn(16))),
     ("layer_norm_plain", lambda x: F.layer_norm(x, (16,)), lambda: (rn(2, 3, 16) * 2 + 1,)),
     ("layer_norm_2d_shape", lambda x: F.layer_norm(x, (3, 8), eps=1e-6), lambda: (rn(2, 3, 8),)),
+    ("slice_grad", lambda x: x[:, 2:6].exp() * x[:, :4], lambda: (rn(3, 8),)),
     ("rms_norm", lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w, lambda: (rn(2, 3, 16), rn(16))),
     # gathers
     ("embedding", lambda i, t: F.embedding(i, t), lambda: (ri(0, 10, 2, 5), rn(10, 8))),
@@ -270,6 +271,10 @@ CASES = [
     ("unused_node", unused_node, lambda: (rn(4, 8),)),
     ("intermediate_also_output", intermediate_also_output, lambda: (rn(4, 8),)),
     ("aliased_outputs", aliased_outputs, lambda: (rn(4, 8),)),
+    ("slice_scatter", lambda x, y: torch.slice_scatter(x, y.exp(), dim=1, start=2, end=5) * 2,
+     lambda: (rn(4, 8), rn(4, 3))),
+    ("slice_scatter_edge", lambda x, y: torch.slice_scatter(x * 3, y, dim=0, start=2),
+     lambda: (rn(4, 8), rn(2, 8))),
     ("input_passthrough", lambda x, y: (x, x.sin() + y), lambda: (rn(4, 8), rn(4, 8))),
     ("local_inplace", local_inplace, lambda: (rn(4, 8),)),
 ]
@@ -308,6 +313,7 @@ GRAD_CASES = [
     ("bcast_mul_bias", lambda x, w, b: x * w + b, lambda: (rn(2, 4, 8), rn(8), rn(4, 1))),
     ("sum_mean", lambda x: x.sum(-1) * x.mean((0, 1)).sum(), lambda: (rn(3, 4, 5),)),
     ("silu_mul", lambda g, u: F.silu(g) * u, lambda: (rn(4, 8), rn(4, 8))),
+    ("slice_grad", lambda x: x[:, 2:6].exp() * x[:, :4], lambda: (rn(3, 8),)),
     ("rms_norm", lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w, lambda: (rn(2, 3, 16), rn(16))),
 ]
 

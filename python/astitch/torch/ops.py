@@ -475,6 +475,36 @@ def _split(t, node):
     return tuple(parts)
 
 
+def _slice_scatter_supported(node):
+    step = node.args[5] if len(node.args) > 5 else node.kwargs.get("step", 1)
+    return None if step == 1 else f"slice_scatter step {step}"
+
+
+@rule(aten.slice_scatter.default, supports=_slice_scatter_supported)
+def _slice_scatter(t, node):
+    """base with [start:end] along dim replaced by src: the pieces of base around src,
+    concatenated."""
+    dtype = dtype_of(node)
+    base = t.operand(node.args[0], dtype, None)
+    src = t.operand(node.args[1], dtype, None)
+    args = list(node.args) + [None] * (6 - len(node.args))
+    dim = (args[2] if args[2] is not None else node.kwargs.get("dim", 0)) % base.rank
+    start = args[3] if args[3] is not None else node.kwargs.get("start")
+    end = args[4] if args[4] is not None else node.kwargs.get("end")
+    s, e, _ = _slice_bounds(base.shape[dim], start, end, 1)
+    pieces = []
+    lo_start, lo_limit = [0] * base.rank, list(base.shape)
+    lo_limit[dim] = s
+    hi_start, hi_limit = [0] * base.rank, list(base.shape)
+    hi_start[dim] = e
+    if s > 0:
+        pieces.append(t.b.slice(base, lo_start, lo_limit, [1] * base.rank))
+    pieces.append(src)
+    if e < base.shape[dim]:
+        pieces.append(t.b.slice(base, hi_start, hi_limit, [1] * base.rank))
+    return t.b.concatenate(pieces, dim)
+
+
 @rule(aten.repeat.default)
 def _repeat(t, node):
     x = t.value(node.args[0])

@@ -131,6 +131,7 @@ class CompiledRegion:
         self.device = devices.pop()
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())
+        self._device_index = self.device.index if self.device.type == "cuda" else -1
         target = "cuda" if self.device.type == "cuda" else "host"
         try:
             start = time.perf_counter()
@@ -165,19 +166,25 @@ class CompiledRegion:
         log.warning(msg)
 
     def _inputs(self, args):
-        """args as astitch takes them (contiguous, 16-byte aligned); raises TranslationError
-        for one that differs from what the region was compiled for."""
-        ins = list(args)
+        """(the inputs as astitch takes them: contiguous, 16-byte aligned; their addresses);
+        raises TranslationError for one that differs from what the region was compiled for."""
+        ins, ptrs = args, []
+        index = self._device_index
         for i, (a, (dtype, shape)) in enumerate(zip(args, self._in_sig)):
-            if a.dtype != dtype or a.shape != shape or a.device != self.device:
+            if a.dtype != dtype or a.shape != shape or a.get_device() != index:
                 raise TranslationError(f"input {i} is {a.dtype}{list(a.shape)} on {a.device}, "
                                        f"compiled for {dtype}{list(shape)} on {self.device}")
-            if not a.is_contiguous():
-                a = a.contiguous()
-            if a.data_ptr() % 16:
-                a = a.clone()
-            ins[i] = a
-        return ins
+            p = a.data_ptr()
+            if p % 16 or not a.is_contiguous():
+                if not a.is_contiguous():
+                    a = a.contiguous()
+                if a.data_ptr() % 16:
+                    a = a.clone()
+                ins = list(ins) if ins is args else ins
+                ins[i] = a
+                p = a.data_ptr()
+            ptrs.append(p)
+        return ins, ptrs
 
     def _results(self, ins, outs):
         results = []
@@ -195,14 +202,13 @@ class CompiledRegion:
             return self.fallback(*args)
         start = time.perf_counter_ns()
         try:
-            ins = self._inputs(args)
+            ins, in_ptrs = self._inputs(args)
         except TranslationError as e:
             self._give_up(str(e))
             return self.fallback(*args)
         device = self.device
         outs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in self._alloc]
         try:
-            in_ptrs = [a.data_ptr() for a in ins]
             out_ptrs = [o.data_ptr() for o in outs]
             if self._stream_device is not None:
                 exe.run_device(in_ptrs, out_ptrs, _raw_stream(self._stream_device))
