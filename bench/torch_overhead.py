@@ -3,8 +3,10 @@ host, not the GPU, sets the pace): layer norm of an [8, 256] f32 tensor times a 
 
 Rows (us per call, mean over --iters calls after a warm-up, the GPU synchronized every 100
 calls so the launch queue never fills):
-  run_device     Executable.run_device alone (the C binding and astitch's launches)
-  region         CompiledRegion.forward (the bridge's per-call Python around run_device)
+  run_device     Executable.run_device alone (the C binding and astitch's launches), on a
+                 workspace allocated once
+  region         a CompiledRegion call (the bridge's per-call Python around run_device: the
+                 checks, the outputs' and the workspace's allocation)
   compiled fn    the torch.compile'd function (dynamo guards, AOTAutograd wrappers, region)
   inductor fn    the same function through torch.compile's default backend, for comparison
   eager fn       the same function in eager PyTorch (its own launches)
@@ -60,8 +62,10 @@ def main():
     out = torch.empty(8, 256, device="cuda")
     stream = torch.cuda.current_stream().cuda_stream
     ins, outs = [x.data_ptr(), w.data_ptr()], [out.data_ptr()]
+    ws = torch.empty(region.exe.workspace_bytes, dtype=torch.uint8, device="cuda")
     rows = {
-        "run_device": per_call_us(lambda: region.exe.run_device(ins, outs, stream), args.iters),
+        "run_device": per_call_us(lambda: region.exe.run_device(ins, outs, stream, ws.data_ptr()),
+                                  args.iters),
         "region": per_call_us(lambda: region(x, w), args.iters),
         "compiled fn": per_call_us(lambda: compiled(x, w), args.iters),
         "inductor fn": per_call_us(lambda: inductor(x, w), args.iters),

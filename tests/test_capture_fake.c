@@ -103,9 +103,11 @@ static void expect_from_plan(const astitch_executable *x, bool split, Queued *wa
         want->copies += astitch_node_op(g, astitch_graph_output(g, i)) == ASTITCH_OP_PARAMETER;
 }
 
-/* Runs x on made-up device addresses inside a global-mode capture of f->stream. Returns the
- * run's status; *end: cuStreamEndCapture's result; *got: what the fake logged in between. */
-static astitch_status capture(const Fake *f, astitch_executable *x, CUresult *end, Queued *got)
+/* Runs x on made-up device addresses inside a global-mode capture of f->stream, with the
+ * workspace at ws (of ws_bytes; 0: x's own, astitch_execute_device). Returns the run's status;
+ * *end: cuStreamEndCapture's result; *got: what the fake logged in between. */
+static astitch_status capture_ws(const Fake *f, astitch_executable *x, uint64_t ws,
+                                 size_t ws_bytes, CUresult *end, Queued *got)
 {
     const astitch_graph *g = astitch_plan_graph(astitch_executable_plan(x));
     int nin = astitch_graph_num_parameters(g), nout = astitch_graph_num_outputs(g);
@@ -119,7 +121,8 @@ static astitch_status capture(const Fake *f, astitch_executable *x, CUresult *en
     const CudaDriver *d = &f->dev->drv;
     f->log_reset();
     assert_int_equal(d->StreamBeginCapture(f->stream, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
-    astitch_status s = astitch_execute_device(x, in, out, f->stream);
+    astitch_status s = ws ? astitch_execute_device_workspace(x, in, out, f->stream, ws, ws_bytes)
+                          : astitch_execute_device(x, in, out, f->stream);
     CUgraph graph = NULL;
     *end = d->StreamEndCapture(f->stream, &graph);
     count_log(f->log(), got);
@@ -128,6 +131,11 @@ static astitch_status capture(const Fake *f, astitch_executable *x, CUresult *en
     free(in);
     free(out);
     return s;
+}
+
+static astitch_status capture(const Fake *f, astitch_executable *x, CUresult *end, Queued *got)
+{
+    return capture_ws(f, x, 0, 0, end, got);
 }
 
 static astitch_executable *compile_for_fake(const Fake *f, astitch_graph *g, bool split)
@@ -234,6 +242,66 @@ static void test_capture_refuses_compute_op(void **state)
     expect_ok(f, astitch_execute_device(x, in, &out, f->stream));
     expect_ok(f, cuda_stream_sync(f->ctx, f->dev, f->stream));
     astitch_executable_destroy(x);
+    astitch_graph_destroy(g);
+}
+
+/* An executable compiled with caller_workspace runs only through
+ * astitch_execute_device_workspace, on a workspace of at least the size it reports, 16-byte
+ * aligned; a captured run on it queues exactly what the plan says (split reductions' fills,
+ * counter resets, launches). A graph with a compute op is refused at compile time. */
+static void test_caller_workspace(void **state)
+{
+    const Fake *f = *state;
+    const char *root = getenv("ASTITCH_SOURCE_ROOT");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/examples/batchnorm_train.json", root ? root : ".");
+    astitch_graph *g;
+    expect_ok(f, astitch_graph_load_json(f->ctx, path, &g));
+    astitch_compile_options o;
+    astitch_compile_options_default(&o);
+    o.target = ASTITCH_TARGET_CUDA;
+    o.caller_workspace = true;
+    astitch_executable *x = NULL;
+    expect_ok(f, astitch_compile(g, &o, &x));
+    size_t bytes = 0;
+    expect_ok(f, astitch_executable_workspace_bytes(x, &bytes));
+    assert_true(bytes >= 256);
+    assert_true(bytes >= (size_t)astitch_plan_scratch_bytes(astitch_executable_plan(x)));
+
+    uint64_t in[3] = {0x200000000000ull, 0x210000000000ull, 0x220000000000ull};
+    uint64_t out[3] = {0x300000000000ull, 0x310000000000ull, 0x320000000000ull};
+    assert_int_equal(astitch_execute_device(x, in, out, f->stream), ASTITCH_ERR_ARGUMENT);
+    assert_non_null(strstr(astitch_last_error(f->ctx), "caller_workspace"));
+    const void *hin[3] = {in, in, in};
+    void *hout[3] = {out, out, out};
+    assert_int_equal(astitch_execute(x, hin, hout), ASTITCH_ERR_ARGUMENT);
+    assert_non_null(strstr(astitch_last_error(f->ctx), "astitch_execute_device_workspace"));
+    uint64_t ws = 0x400000000000ull;
+    assert_int_equal(astitch_execute_device_workspace(x, in, out, f->stream, ws, bytes - 1),
+                     ASTITCH_ERR_ARGUMENT);
+    assert_non_null(strstr(astitch_last_error(f->ctx), "the run needs"));
+    assert_int_equal(astitch_execute_device_workspace(x, in, out, f->stream, ws + 8, bytes),
+                     ASTITCH_ERR_ARGUMENT);
+    assert_non_null(strstr(astitch_last_error(f->ctx), "not 16-byte aligned"));
+    assert_int_equal(astitch_execute_device_workspace(x, in, out, f->stream, 0, bytes),
+                     ASTITCH_ERR_ARGUMENT);
+
+    Queued want, got;
+    expect_from_plan(x, false, &want);
+    CUresult end;
+    expect_ok(f, capture_ws(f, x, ws, bytes, &end, &got));
+    assert_int_equal(end, CUDA_SUCCESS);
+    assert_int_equal(got.other, 0);
+    assert_int_equal(got.launches, want.launches);
+    assert_int_equal(got.memsets, want.memsets);
+    assert_true(got.memsets > 0);
+    astitch_executable_destroy(x);
+    astitch_graph_destroy(g);
+
+    g = gen_dot_between(f->ctx, 64, 96, 32);
+    assert_non_null(g);
+    assert_int_equal(astitch_compile(g, &o, &x), ASTITCH_ERR_UNSUPPORTED);
+    assert_non_null(strstr(astitch_last_error(f->ctx), "compute op 'between'"));
     astitch_graph_destroy(g);
 }
 
@@ -488,6 +556,7 @@ int main(void)
         cmocka_unit_test(test_capture_examples),
         cmocka_unit_test(test_sync_breaks_capture),
         cmocka_unit_test(test_capture_refuses_compute_op),
+        cmocka_unit_test(test_caller_workspace),
         cmocka_unit_test(test_relax_spills),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

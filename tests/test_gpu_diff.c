@@ -492,6 +492,103 @@ static astitch_graph *load_example(astitch_context *ctx, const char *name)
     return g;
 }
 
+/* Graphs compiled with caller_workspace run through astitch_execute_device_workspace on a
+ * workspace the test allocates and fills with all-ones bits first (whatever a run needs
+ * initialized it must initialize itself), first plainly, then captured into a CUDA graph and
+ * replayed; the plain entry points refuse such an executable. Split reductions (batchnorm,
+ * fig7 also cut at its barrier), several kernels with temporaries between them (fig7). */
+static void test_caller_workspace(void **state)
+{
+    (void)state;
+    astitch_context *ctx;
+    assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
+    CudaDevice *dev;
+    assert_int_equal(cuda_device_open(ctx, 0, &dev), ASTITCH_OK);
+    assert_int_equal(cuda_enter(ctx, dev), ASTITCH_OK);
+    static const struct {
+        const char *file;
+        bool split;
+    } cases[] = {{"batchnorm_train.json", false}, {"fig7_subgraph.json", false},
+                 {"fig7_subgraph.json", true}, {"layernorm.json", false}};
+    int failures = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof *cases && !context_lost; c++) {
+        astitch_graph *g = load_example(ctx, cases[c].file);
+        astitch_compile_options o;
+        astitch_compile_options_default(&o);
+        o.target = ASTITCH_TARGET_CUDA;
+        o.caller_workspace = true;
+        if (cases[c].split)
+            setenv("ASTITCH_FORCE_SPLIT", "1", 1);
+        astitch_executable *x;
+        astitch_status s = astitch_compile(g, &o, &x);
+        unsetenv("ASTITCH_FORCE_SPLIT");
+        if (s != ASTITCH_OK)
+            fail_msg("%s: compile: %s", cases[c].file, astitch_last_error(ctx));
+        size_t bytes = 0;
+        assert_int_equal(astitch_executable_workspace_bytes(x, &bytes), ASTITCH_OK);
+        assert_true(bytes >= 256);
+        CUstream st;
+        Io io;
+        assert_int_equal(cuda_stream_create(ctx, dev, &st), ASTITCH_OK);
+        io_alloc(ctx, dev, g, &io);
+        assert_int_equal(astitch_execute_device(x, io.ptr, io.ptr + io.nin, st),
+                         ASTITCH_ERR_ARGUMENT);
+        assert_non_null(strstr(astitch_last_error(ctx), "astitch_execute_device_workspace"));
+        CUdeviceptr ws;
+        assert_int_equal(cuda_alloc(ctx, dev, bytes, &ws), ASTITCH_OK);
+        assert_int_equal(astitch_execute_device_workspace(x, io.ptr, io.ptr + io.nin, st, ws,
+                                                          bytes - 1), ASTITCH_ERR_ARGUMENT);
+        assert_non_null(strstr(astitch_last_error(ctx), "the run needs"));
+        CUgraphExec exec = NULL;
+        for (int run = 0; run < 3 && !context_lost; run++) {
+            DiffRef *d;
+            uint64_t seed = diff_fresh_seed();
+            assert_int_equal(diff_ref_create(g, seed, true, &d), ASTITCH_OK);
+            io_upload(ctx, dev, &io, d, st);
+            assert_int_equal(cuda_memset_u32(ctx, dev, ws, 0xffffffffu, bytes / 4, st),
+                             ASTITCH_OK);
+            char what[160];
+            snprintf(what, sizeof what, "%s%s, caller workspace, %s (seed %llu)",
+                     cases[c].file, cases[c].split ? " split" : "",
+                     run == 0 ? "plain run" : "graph replay", (unsigned long long)seed);
+            if (run == 0) {
+                s = astitch_execute_device_workspace(x, io.ptr, io.ptr + io.nin, st, ws, bytes);
+            } else {
+                const CudaDriver *drv = &dev->drv;
+                if (!exec) {
+                    CUgraph graph = NULL;
+                    assert_int_equal(drv->StreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_GLOBAL),
+                                     CUDA_SUCCESS);
+                    s = astitch_execute_device_workspace(x, io.ptr, io.ptr + io.nin, st, ws,
+                                                         bytes);
+                    assert_int_equal(drv->StreamEndCapture(st, &graph), CUDA_SUCCESS);
+                    assert_int_equal(drv->GraphInstantiate(&exec, graph, 0), CUDA_SUCCESS);
+                    drv->GraphDestroy(graph);
+                    assert_int_equal(cuda_memset_u32(ctx, dev, ws, 0xffffffffu, bytes / 4, st),
+                                     ASTITCH_OK);
+                }
+                if (s == ASTITCH_OK)
+                    assert_int_equal(drv->GraphLaunch(exec, st), CUDA_SUCCESS);
+            }
+            if (s != ASTITCH_OK)
+                printf("FAIL %s: %s\n", what, astitch_last_error(ctx));
+            failures += s != ASTITCH_OK || !io_check(ctx, dev, &io, d, st, what);
+            diff_ref_destroy(d);
+        }
+        if (exec)
+            dev->drv.GraphExecDestroy(exec);
+        cuda_free(dev, ws);
+        io_free(dev, &io);
+        cuda_stream_destroy(dev, st);
+        astitch_executable_destroy(x);
+        astitch_graph_destroy(g);
+    }
+    cuda_leave(dev);
+    cuda_device_close(dev);
+    astitch_context_destroy(ctx);
+    assert_int_equal(failures, 0);
+}
+
 /* One run of each graph captured into a CUDA graph and replayed three times on fresh inputs:
  * softmax, layernorm, a grid barrier with a split column reduce (fig7, also cut at its barrier:
  * the split fallback), batchnorm's four grid barriers, split row reductions of every combine. */
@@ -600,6 +697,7 @@ int main(void)
         cmocka_unit_test(test_misaligned_pointers),
         cmocka_unit_test(test_split_combines),
         cmocka_unit_test(test_graph_replay),
+        cmocka_unit_test(test_caller_workspace),
         cmocka_unit_test(test_graph_capture_compute_op),
         cmocka_unit_test(test_random_graphs),
     };

@@ -46,6 +46,12 @@ typedef struct astitch_compile_options {
      * graph loads only the chosen form. Off: the planner's default only. See
      * astitch_executable_variant and docs/codegen.md, *Variant search*. */
     bool variant_search;
+    /* cuda: the executable holds no device memory of its own for runs (temporaries between
+     * kernels, scratch, barrier counters); each run takes it from the caller
+     * (astitch_execute_device_workspace), so that a framework's allocator accounts for it.
+     * Such an executable runs only through that call; a graph with a compute op is refused
+     * (ASTITCH_ERR_UNSUPPORTED). Off by default. */
+    bool caller_workspace;
 } astitch_compile_options;
 
 /* Defaults: target auto, planner defaults, the target's device, variant search on. */
@@ -131,6 +137,26 @@ ASTITCH_API astitch_status astitch_execute(astitch_executable *x, const void *co
  * capture may hold part of the run: discard its graph. */
 ASTITCH_API astitch_status astitch_execute_device(astitch_executable *x, const uint64_t *inputs,
                                                   const uint64_t *outputs, void *stream);
+
+/* cuda only: the bytes of device memory one run of x uses besides its inputs and outputs (the
+ * temporaries between its kernels, split-reduction partials, barrier counters), at least 256;
+ * while a variant search is PENDING, the larger of the two forms' needs. ASTITCH_ERR_UNSUPPORTED
+ * for another target. */
+ASTITCH_API astitch_status astitch_executable_workspace_bytes(const astitch_executable *x,
+                                                              size_t *bytes);
+
+/* astitch_execute_device with the run's memory from the caller: `workspace` (a CUdeviceptr,
+ * ASTITCH_TENSOR_ALIGN-aligned) of workspace_bytes >= astitch_executable_workspace_bytes. The
+ * run (and the first run's variant timing) uses it instead of x's own memory; it must stay
+ * allocated until the work queued on `stream` has finished (stream order suffices, as with a
+ * framework's caching allocator), and runs in flight at once need separate workspaces. The
+ * only way to run an executable compiled with caller_workspace; the rules of
+ * astitch_execute_device (capture, alignment, errors) apply. */
+ASTITCH_API astitch_status astitch_execute_device_workspace(astitch_executable *x,
+                                                            const uint64_t *inputs,
+                                                            const uint64_t *outputs, void *stream,
+                                                            uint64_t workspace,
+                                                            size_t workspace_bytes);
 
 /* What the compiler generates for g under o: "llvm" (target-neutral kernel IR) or "ptx"
  * (for the device model's sm version, 90 when the model has none). *text: free with

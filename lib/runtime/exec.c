@@ -190,8 +190,17 @@ astitch_status astitch_compile(astitch_graph *g, const astitch_compile_options *
         astitch_device_builtin("host", &dev);
     if (o->device)
         dev = *o->device;
+    x->caller_workspace = o->caller_workspace && x->target == ASTITCH_TARGET_CUDA;
     if ((s = exec_build(x, &dev, &o->plan)) != ASTITCH_OK)
         goto fail;
+    for (int i = 0; x->caller_workspace && i < x->plan->nstep; i++)
+        if (x->plan->step[i].kind == ASTITCH_STEP_COMPUTE) {
+            s = ctx_fail(x->ctx, ASTITCH_ERR_UNSUPPORTED,
+                         "caller_workspace: the graph's compute op '%s' runs on the host "
+                         "through memory the executable holds",
+                         x->g->node[x->plan->step[i].index].name);
+            goto fail;
+        }
     x->variant.wide_rows = o->plan.wide_rows;
     if (x->target == ASTITCH_TARGET_CUDA && o->variant_search &&
         (s = exec_variant_prepare(x, g, &dev, &o->plan)) != ASTITCH_OK)
@@ -263,6 +272,10 @@ astitch_status astitch_execute(astitch_executable *x, const void *const *inputs,
         if (!outputs[i] && x->slot[x->g->output[i]].bytes)
             return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT, "astitch_execute: output %d ('%s') is NULL",
                             i, x->g->node[x->g->output[i]].name);
+    if (x->caller_workspace)
+        return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT,
+                        "astitch_execute: the executable was compiled with caller_workspace: "
+                        "run it with astitch_execute_device_workspace");
     astitch_status s = exec_variant_settle_host(x, inputs);
     if (s != ASTITCH_OK)
         return s;
@@ -274,17 +287,16 @@ astitch_status astitch_execute(astitch_executable *x, const void *const *inputs,
     }
 }
 
-astitch_status astitch_execute_device(astitch_executable *x, const uint64_t *inputs,
-                                      const uint64_t *outputs, void *stream)
+/* The checks of a run on device pointers: x runs on cuda, every non-empty tensor is given and
+ * aligned. fn names the API call in messages. */
+static astitch_status check_device_run(astitch_executable *x, const uint64_t *inputs,
+                                       const uint64_t *outputs, const char *fn)
 {
-    if (!x)
-        return ASTITCH_ERR_ARGUMENT;
     if (x->target != ASTITCH_TARGET_CUDA)
-        return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT,
-                        "astitch_execute_device: the executable's target is %s, not cuda",
-                        astitch_target_name(x->target));
+        return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT, "%s: the executable's target is %s, not cuda",
+                        fn, astitch_target_name(x->target));
     if ((x->g->nparam > 0 && !inputs) || !outputs)
-        return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT, "astitch_execute_device: NULL pointer array");
+        return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT, "%s: NULL pointer array", fn);
     for (int32_t i = 0; i < x->g->nparam + x->g->noutput; i++) {
         bool in = i < x->g->nparam;
         int32_t j = in ? i : i - x->g->nparam, n = in ? x->g->param[j] : x->g->output[j];
@@ -293,16 +305,81 @@ astitch_status astitch_execute_device(astitch_executable *x, const uint64_t *inp
             continue;
         const char *what = in ? "input" : "output", *name = x->g->node[n].name;
         if (!ptr)
-            return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT, "astitch_execute_device: %s %d ('%s') "
-                            "is NULL", what, (int)j, name);
+            return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT, "%s: %s %d ('%s') is NULL", fn, what,
+                            (int)j, name);
         if (ptr % ASTITCH_TENSOR_ALIGN)
             return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT,
-                            "astitch_execute_device: %s %d ('%s') at 0x%llx is not %d-byte "
-                            "aligned (kernels access tensors with vector loads and stores)",
-                            what, (int)j, name, (unsigned long long)ptr, ASTITCH_TENSOR_ALIGN);
+                            "%s: %s %d ('%s') at 0x%llx is not %d-byte aligned (kernels access "
+                            "tensors with vector loads and stores)",
+                            fn, what, (int)j, name, (unsigned long long)ptr, ASTITCH_TENSOR_ALIGN);
     }
-    astitch_status s = exec_variant_settle(x, inputs, outputs, stream);
+    return ASTITCH_OK;
+}
+
+astitch_status astitch_execute_device(astitch_executable *x, const uint64_t *inputs,
+                                      const uint64_t *outputs, void *stream)
+{
+    if (!x)
+        return ASTITCH_ERR_ARGUMENT;
+    astitch_status s = check_device_run(x, inputs, outputs, "astitch_execute_device");
+    if (s != ASTITCH_OK)
+        return s;
+    if (x->caller_workspace)
+        return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT,
+                        "astitch_execute_device: the executable was compiled with "
+                        "caller_workspace: run it with astitch_execute_device_workspace");
+    s = exec_variant_settle(x, inputs, outputs, stream);
     return s == ASTITCH_OK ? exec_cuda_run_device(x, inputs, outputs, stream) : s;
+}
+
+astitch_status astitch_executable_workspace_bytes(const astitch_executable *x, size_t *bytes)
+{
+    if (!x || !bytes)
+        return ASTITCH_ERR_ARGUMENT;
+    *bytes = 0;
+    if (x->target != ASTITCH_TARGET_CUDA)
+        return ctx_fail(x->ctx, ASTITCH_ERR_UNSUPPORTED,
+                        "astitch_executable_workspace_bytes: the executable's target is %s, not "
+                        "cuda", astitch_target_name(x->target));
+    *bytes = exec_cuda_workspace_bytes(x);
+    if (x->alt && exec_cuda_workspace_bytes(x->alt) > *bytes)
+        *bytes = exec_cuda_workspace_bytes(x->alt);
+    return ASTITCH_OK;
+}
+
+astitch_status astitch_execute_device_workspace(astitch_executable *x, const uint64_t *inputs,
+                                                const uint64_t *outputs, void *stream,
+                                                uint64_t workspace, size_t workspace_bytes)
+{
+    if (!x)
+        return ASTITCH_ERR_ARGUMENT;
+    const char *fn = "astitch_execute_device_workspace";
+    astitch_status s = check_device_run(x, inputs, outputs, fn);
+    size_t need = 0;
+    if (s == ASTITCH_OK)
+        s = astitch_executable_workspace_bytes(x, &need);
+    if (s != ASTITCH_OK)
+        return s;
+    if (!workspace || workspace % ASTITCH_TENSOR_ALIGN)
+        return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT, "%s: the workspace at 0x%llx is %s", fn,
+                        (unsigned long long)workspace,
+                        workspace ? "not 16-byte aligned" : "NULL");
+    if (workspace_bytes < need)
+        return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT,
+                        "%s: a workspace of %zu bytes given, the run needs %zu "
+                        "(astitch_executable_workspace_bytes)", fn, workspace_bytes, need);
+    exec_cuda_use_workspace(x, workspace);
+    if (x->alt)
+        exec_cuda_use_workspace(x->alt, workspace);
+    s = exec_variant_settle(x, inputs, outputs, stream);
+    if (s == ASTITCH_OK) {
+        exec_cuda_use_workspace(x, workspace); /* the settled form may be the other one */
+        s = exec_cuda_run_device(x, inputs, outputs, stream);
+    }
+    exec_cuda_use_workspace(x, 0);
+    if (x->alt)
+        exec_cuda_use_workspace(x->alt, 0);
+    return s;
 }
 
 astitch_status astitch_emit(astitch_graph *g, const astitch_compile_options *o, const char *what,

@@ -25,9 +25,13 @@ struct ExecCuda {
     bool *split;            /* per plan kernel: runs as parts */
     CudaKernel **part;      /* per plan kernel with split: its parts */
     int nkernel;
-    CudaWorkspace ws;
-    CUdeviceptr temps;
+    CudaWorkspace ws;       /* x's own scratch and counters (none under caller_workspace) */
+    CUdeviceptr temps;      /* x's own temporaries (none under caller_workspace) */
     size_t temps_bytes;
+    size_t scratch_need;    /* bytes of scratch a run uses */
+    struct {                /* the memory the next runs use: x's own or the caller's */
+        CUdeviceptr temps, scratch, counters;
+    } run;
     CUdeviceptr *io;        /* staging buffers for astitch_execute: params then outputs */
     int nio;
     bool force_split;
@@ -214,6 +218,11 @@ astitch_status exec_cuda_prepare(astitch_executable *x)
     }
     if (s == ASTITCH_OK && any_split)
         s = load_split(x, c);
+    c->scratch_need = (size_t)(any_split ? compile_split_scratch_bytes(p) : p->scratch_bytes) + 256;
+    if (s == ASTITCH_OK && x->caller_workspace) {
+        exec_cuda_use_workspace(x, 0);
+        goto out;
+    }
     if (s == ASTITCH_OK)
         s = cuda_alloc(x->ctx, c->dev, x->temp_bytes, &c->temps);
     for (int32_t n = 0; s == ASTITCH_OK && n < x->g->nnode; n++)
@@ -223,9 +232,9 @@ astitch_status exec_cuda_prepare(astitch_executable *x)
     if (s == ASTITCH_OK)
         s = cuda_stream_sync(x->ctx, c->dev, NULL);
     if (s == ASTITCH_OK)
-        s = cuda_workspace_reserve(x->ctx, &c->ws,
-                                   (size_t)(any_split ? compile_split_scratch_bytes(p)
-                                                      : p->scratch_bytes) + 256, 1);
+        s = cuda_workspace_reserve(x->ctx, &c->ws, c->scratch_need, 1);
+    if (s == ASTITCH_OK)
+        exec_cuda_use_workspace(x, 0);
 out:
     cuda_leave(c->dev);
     return s;
@@ -238,7 +247,7 @@ static CUdeviceptr dev_ptr(const astitch_executable *x, int32_t n, const uint64_
     switch (s->kind) {
     case SLOT_INPUT: return (CUdeviceptr)in[s->index];
     case SLOT_OUTPUT: return (CUdeviceptr)outp[s->index];
-    case SLOT_TEMP: return x->cuda->temps + s->offset;
+    case SLOT_TEMP: return x->cuda->run.temps + s->offset;
     default: return 0;
     }
 }
@@ -264,14 +273,14 @@ static astitch_status launch_kernel(astitch_executable *x, int k, const uint64_t
         vals[a++] = dev_ptr(x, pk->input[i], in, outp);
     for (int32_t i = 0; i < pk->noutput; i++)
         vals[a++] = dev_ptr(x, pk->output[i], in, outp);
-    vals[a++] = c->ws.scratch;
-    vals[a++] = c->ws.counters;
+    vals[a++] = c->run.scratch;
+    vals[a++] = c->run.counters;
     for (int i = 0; i < nargs; i++)
         args[i] = &vals[i];
     int ninit = exec_split_inits(x->plan, k, init, pk->nop * 2);
     for (int i = 0; s == ASTITCH_OK && i < ninit; i++)
         s = cuda_memset_u32(x->ctx, c->dev,
-                            init[i].scratch ? c->ws.scratch + init[i].offset
+                            init[i].scratch ? c->run.scratch + init[i].offset
                                             : dev_ptr(x, init[i].node, in, outp),
                             init[i].bits, (size_t)init[i].elements, st);
     if (s != ASTITCH_OK)
@@ -286,7 +295,7 @@ static astitch_status launch_kernel(astitch_executable *x, int k, const uint64_t
     } else {
         bool coop = pk->global_barriers > 0;
         if (coop)
-            s = cuda_workspace_clear_counters(x->ctx, &c->ws, 1, st);
+            s = cuda_memset_u32(x->ctx, c->dev, c->run.counters, 0, 1, st);
         CudaLaunch l = {.kernel = &c->kern[k], .grid = (unsigned)pk->grid, .args = args,
                         .cooperative = coop, .stream = st};
         if (s == ASTITCH_OK)
@@ -376,6 +385,30 @@ static astitch_status check_capturable(astitch_executable *x, CUstream st)
                     "to and from the host, stream synchronizations) and cannot be captured; "
                     "nothing was queued",
                     (int)n, gnode(x->g, n)->name, astitch_op_name(gnode(x->g, n)->op));
+}
+
+static size_t round256(size_t n)
+{
+    return (n + 255) & ~(size_t)255;
+}
+
+size_t exec_cuda_workspace_bytes(const astitch_executable *x)
+{
+    return round256(x->temp_bytes) + round256(x->cuda->scratch_need) + 256;
+}
+
+void exec_cuda_use_workspace(astitch_executable *x, uint64_t base)
+{
+    ExecCuda *c = x->cuda;
+    if (!base) {
+        c->run.temps = c->temps;
+        c->run.scratch = c->ws.scratch;
+        c->run.counters = c->ws.counters;
+        return;
+    }
+    c->run.temps = (CUdeviceptr)base;
+    c->run.scratch = c->run.temps + round256(x->temp_bytes);
+    c->run.counters = c->run.scratch + round256(c->scratch_need);
 }
 
 astitch_status exec_cuda_run_device(astitch_executable *x, const uint64_t *inputs,

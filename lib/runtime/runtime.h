@@ -64,6 +64,8 @@ struct astitch_executable {
     ExecCuda *cuda;      /* cuda */
     astitch_variant_info variant; /* the variant search (variant.c) */
     astitch_executable *alt; /* PENDING: the wide_rows form, compiled, not yet run */
+    bool caller_workspace; /* cuda: runs take their workspace from the caller
+                            * (astitch_compile_options.caller_workspace) */
 };
 
 /* exec.c */
@@ -115,6 +117,12 @@ astitch_status exec_cuda_stage_host(astitch_executable *x, const void *const *in
 astitch_status exec_cuda_run_host(astitch_executable *x, const void *const *inputs,
                                   void *const *outputs);
 /* Queues x's run on stream; refuses a capturing stream when the plan has a compute op. */
+/* Bytes of the workspace a run of x takes from its caller: the temporaries between kernels,
+ * the scratch and the barrier counters, each 256-byte aligned. */
+size_t exec_cuda_workspace_bytes(const astitch_executable *x);
+/* The device memory x's runs use from now on: carved from base (at least
+ * exec_cuda_workspace_bytes), or x's own for base 0 (none under caller_workspace). */
+void exec_cuda_use_workspace(astitch_executable *x, uint64_t base);
 astitch_status exec_cuda_run_device(astitch_executable *x, const uint64_t *inputs,
                                     const uint64_t *outputs, void *stream);
 void exec_cuda_close(ExecCuda *c); /* accepts NULL */

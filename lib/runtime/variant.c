@@ -41,6 +41,7 @@ static astitch_status build_wide(astitch_executable *x, astitch_graph *g, const 
     y->ctx = x->ctx;
     y->g = g;
     y->target = ASTITCH_TARGET_CUDA;
+    y->caller_workspace = x->caller_workspace;
     astitch_status s = exec_cuda_open(x->ctx, &y->cuda, &model);
     if (s == ASTITCH_OK)
         s = exec_build(y, dev, &wide);

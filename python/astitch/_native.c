@@ -2,13 +2,16 @@
  * _native.c: the CPython binding of astitch's public C API, as much of it as the Python
  * package calls (docs/pytorch.md, *Binding*).
  *
- *   compile(json, target="auto", *, fusion=None, variant_search=True, source="<graph>")
+ *   compile(json, target="auto", *, fusion=None, variant_search=True, caller_workspace=False,
+ *           source="<graph>")
  *       -> Executable: reads graph.json text, plans and compiles it
  *   Executable.run_host(inputs, outputs)          host buffers (addresses as ints)
- *   Executable.run_device(inputs, outputs, stream) device pointers on a CUstream (an int, 0
- *       for the default stream); returns once the launches are queued
+ *   Executable.run_device(inputs, outputs, stream, workspace=0)
+ *       device pointers on a CUstream (an int, 0 for the default stream); returns once the
+ *       launches are queued; workspace: the run's memory from the caller (an address of
+ *       .workspace_bytes bytes; required under caller_workspace)
  *   Executable.plan_text(), .variant(), .target, .num_kernels, .num_inputs, .num_outputs,
- *       .compute_ops (dot and custom nodes of the graph)
+ *       .compute_ops (dot and custom nodes of the graph), .workspace_bytes (cuda)
  *   Error(RuntimeError): .status holds astitch's status name; the message is the context's
  *
  * Each Executable owns its context, graph and executable, so that its errors and its runs are
@@ -91,8 +94,10 @@ static bool read_pointers(PyObject *seq, const char *what, Py_ssize_t want, uint
     return true;
 }
 
-/* run(inputs, outputs, stream or None for the host): the common body of both run methods. */
-static PyObject *run(Executable *self, PyObject *inputs, PyObject *outputs, PyObject *stream)
+/* run(inputs, outputs, stream or None for the host, workspace address or 0): the common body
+ * of both run methods. */
+static PyObject *run(Executable *self, PyObject *inputs, PyObject *outputs, PyObject *stream,
+                     unsigned long long workspace)
 {
     Py_ssize_t nin = astitch_graph_num_parameters(self->graph);
     Py_ssize_t nout = astitch_graph_num_outputs(self->graph);
@@ -115,15 +120,24 @@ static PyObject *run(Executable *self, PyObject *inputs, PyObject *outputs, PyOb
     }
     if (!read_pointers(inputs, "inputs", nin, in) || !read_pointers(outputs, "outputs", nout, out))
         goto done;
+    size_t ws_bytes = 0;
+    if (workspace && astitch_executable_workspace_bytes(self->exe, &ws_bytes) != ASTITCH_OK) {
+        raise_status(self->ctx, ASTITCH_ERR_UNSUPPORTED, "astitch_executable_workspace_bytes");
+        goto done;
+    }
     astitch_status s;
     Py_BEGIN_ALLOW_THREADS
-    if (stream)
+    if (stream && workspace)
+        s = astitch_execute_device_workspace(self->exe, in, out, (void *)(uintptr_t)st,
+                                             (uint64_t)workspace, ws_bytes);
+    else if (stream)
         s = astitch_execute_device(self->exe, in, out, (void *)(uintptr_t)st);
     else
         s = astitch_execute(self->exe, (const void *const *)(void *)in, (void *const *)(void *)out);
     Py_END_ALLOW_THREADS
     if (s != ASTITCH_OK) {
-        raise_status(self->ctx, s, stream ? "astitch_execute_device" : "astitch_execute");
+        raise_status(self->ctx, s, !stream ? "astitch_execute" : workspace
+                                   ? "astitch_execute_device_workspace" : "astitch_execute_device");
         goto done;
     }
     result = Py_NewRef(Py_None);
@@ -141,15 +155,17 @@ static PyObject *executable_run_host(Executable *self, PyObject *args)
         PyErr_SetString(PyExc_NotImplementedError, "run_host needs 64-bit addresses");
         return NULL;
     }
-    return run(self, inputs, outputs, NULL);
+    return run(self, inputs, outputs, NULL, 0);
 }
 
 static PyObject *executable_run_device(Executable *self, PyObject *args)
 {
     PyObject *inputs, *outputs, *stream;
-    if (!PyArg_ParseTuple(args, "OOO!:run_device", &inputs, &outputs, &PyLong_Type, &stream))
+    unsigned long long workspace = 0;
+    if (!PyArg_ParseTuple(args, "OOO!|K:run_device", &inputs, &outputs, &PyLong_Type, &stream,
+                          &workspace))
         return NULL;
-    return run(self, inputs, outputs, stream);
+    return run(self, inputs, outputs, stream, workspace);
 }
 
 static PyObject *executable_plan_text(Executable *self, PyObject *unused)
@@ -210,6 +226,16 @@ static PyObject *executable_get_num_outputs(Executable *self, void *unused)
     return PyLong_FromLong(astitch_graph_num_outputs(self->graph));
 }
 
+static PyObject *executable_get_workspace_bytes(Executable *self, void *unused)
+{
+    size_t bytes = 0;
+    if (astitch_executable_target(self->exe) == ASTITCH_TARGET_CUDA &&
+        astitch_executable_workspace_bytes(self->exe, &bytes) != ASTITCH_OK)
+        return raise_status(self->ctx, ASTITCH_ERR_UNSUPPORTED,
+                            "astitch_executable_workspace_bytes");
+    return PyLong_FromSize_t(bytes);
+}
+
 static PyObject *executable_get_compute_ops(Executable *self, void *unused)
 {
     long n = 0;
@@ -224,7 +250,7 @@ static PyMethodDef executable_methods[] = {
     {"run_host", (PyCFunction)executable_run_host, METH_VARARGS,
      "run_host(inputs, outputs): runs on host buffers given by address; returns when done"},
     {"run_device", (PyCFunction)executable_run_device, METH_VARARGS,
-     "run_device(inputs, outputs, stream): queues the run on a CUstream (an int)"},
+     "run_device(inputs, outputs, stream, workspace=0): queues the run on a CUstream (an int)"},
     {"plan_text", (PyCFunction)executable_plan_text, METH_NOARGS, "the plan as text"},
     {"variant", (PyCFunction)executable_variant, METH_NOARGS,
      "(state, wide_rows, us_default, us_wide) of the variant search"},
@@ -237,6 +263,8 @@ static PyGetSetDef executable_getset[] = {
     {"num_inputs", (getter)executable_get_num_inputs, NULL, "graph parameters", NULL},
     {"num_outputs", (getter)executable_get_num_outputs, NULL, "graph outputs", NULL},
     {"compute_ops", (getter)executable_get_compute_ops, NULL, "dot and custom nodes", NULL},
+    {"workspace_bytes", (getter)executable_get_workspace_bytes, NULL,
+     "device memory a run uses besides its tensors (cuda; 0 for other targets)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -252,16 +280,18 @@ static PyTypeObject executable_type = {
 
 static PyObject *native_compile(PyObject *module, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"json", "target", "fusion", "variant_search", "source", NULL};
+    static char *names[] = {"json", "target", "fusion", "variant_search", "caller_workspace",
+                            "source", NULL};
     const char *json, *target = "auto", *fusion = NULL, *source = "<graph>";
     Py_ssize_t len;
-    int variant_search = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s#|s$zps:compile", names, &json, &len, &target,
-                                     &fusion, &variant_search, &source))
+    int variant_search = 1, caller_workspace = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s#|s$zpps:compile", names, &json, &len, &target,
+                                     &fusion, &variant_search, &caller_workspace, &source))
         return NULL;
     astitch_compile_options o;
     astitch_compile_options_default(&o);
     o.variant_search = variant_search != 0;
+    o.caller_workspace = caller_workspace != 0;
     if (astitch_target_from_name(target, &o.target) != ASTITCH_OK) {
         PyErr_Format(PyExc_ValueError,
                      "target '%s': one of auto, reference, host, cuda expected", target);
@@ -308,7 +338,8 @@ static PyObject *native_version(PyObject *module, PyObject *unused)
 
 static PyMethodDef native_methods[] = {
     {"compile", (PyCFunction)(void (*)(void))native_compile, METH_VARARGS | METH_KEYWORDS,
-     "compile(json, target='auto', *, fusion=None, variant_search=True, source='<graph>')"},
+     "compile(json, target='auto', *, fusion=None, variant_search=True, caller_workspace=False, "
+     "source='<graph>')"},
     {"version", native_version, METH_NOARGS, "the version of the astitch library loaded"},
     {NULL, NULL, 0, NULL},
 };

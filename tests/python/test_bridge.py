@@ -59,6 +59,25 @@ def test_binding_errors_name_the_place():
         exe.run_host(["a"], [0])
 
 
+@astitch_only
+@pytest.mark.skipif(DEVICE != "cuda", reason="the workspace is device memory")
+def test_caller_workspace_binding():
+    b = astitch.GraphBuilder("colsum")
+    x = b.parameter("f32", (4096, 256))
+    b.output(b.reduce("sum", b.unary("exp", x), [0]))   # a column sum: split, scratch
+    exe = astitch.compile(b.to_json(), "cuda", caller_workspace=True)
+    assert exe.workspace_bytes >= 256
+    xs, out = torch.randn(4096, 256, device="cuda"), torch.empty(256, device="cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+    with pytest.raises(astitch.Error, match="astitch_execute_device_workspace"):
+        exe.run_device([xs.data_ptr()], [out.data_ptr()], stream)
+    for _ in range(2):
+        ws = torch.full((exe.workspace_bytes,), 255, dtype=torch.uint8, device="cuda")
+        exe.run_device([xs.data_ptr()], [out.data_ptr()], stream, ws.data_ptr())
+        assert_close(out, xs.exp().sum(0), torch.float32, "column sums on a caller workspace",
+                     tol=(1e-4, 1e-3))
+
+
 # ---- partition and fallbacks ---------------------------------------------------------------------
 
 def _explain(fn, *args):
@@ -117,7 +136,7 @@ def test_compile_failure_falls_back_with_a_warning(monkeypatch, caplog):
 @astitch_only
 def test_run_failure_falls_back(monkeypatch, caplog):
     class Failing:
-        num_kernels, target = 1, "host"
+        num_kernels, target, workspace_bytes = 1, "host", 256
 
         def run_host(self, *args):
             raise _native.Error("astitch_execute: device error: injected")

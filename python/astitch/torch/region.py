@@ -5,9 +5,9 @@ the target of its example inputs' device (cuda, or host for CPU tensors); execut
 cached in the process by (graph.json text, target). A region that cannot be translated or
 compiled runs its original FX code (a fallback, logged once; an exception under strict mode).
 
-Every call: inputs that are not contiguous or not 16-byte aligned are copied, outputs are
-allocated by PyTorch's allocator, and the launches go to the current CUDA stream; nothing
-synchronizes the host. An output whose example value is not contiguous is copied into a tensor
+Every call: inputs that are not contiguous or not 16-byte aligned are copied, outputs and the
+run's workspace (astitch's temporaries, scratch and counters) are allocated by PyTorch's
+allocator, and the launches go to the current CUDA stream; nothing synchronizes the host. An output whose example value is not contiguous is copied into a tensor
 of the example's strides.
 """
 
@@ -96,11 +96,14 @@ def translate(gm, input_vals, name):
 
 
 def _compile(text, target, name):
+    """The executable of text for target, from the process's cache or compiled; on cuda its
+    runs take their workspace from PyTorch's allocator (caller_workspace)."""
     key = (text, target, config.fusion, config.variant_search)
     exe = _EXECUTABLES.get(key)
     if exe is None:
         exe = _native.compile(text, target, fusion=config.fusion,
-                              variant_search=config.variant_search, source=name)
+                              variant_search=config.variant_search,
+                              caller_workspace=target == "cuda", source=name)
         _EXECUTABLES[key] = exe
     return exe
 
@@ -211,7 +214,11 @@ class CompiledRegion:
         try:
             out_ptrs = [o.data_ptr() for o in outs]
             if self._stream_device is not None:
-                exe.run_device(in_ptrs, out_ptrs, _raw_stream(self._stream_device))
+                # the workspace goes back to the allocator after the call: stream order keeps
+                # it for the launches queued on this stream
+                ws = torch.empty(exe.workspace_bytes, dtype=torch.uint8, device=device)
+                exe.run_device(in_ptrs, out_ptrs, _raw_stream(self._stream_device),
+                               ws.data_ptr())
             else:
                 exe.run_host(in_ptrs, out_ptrs)
         except _native.Error as e:
