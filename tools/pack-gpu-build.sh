@@ -22,9 +22,10 @@ cp "$build/tests/test_cuda" "$build/tests/test_gpu_diff" "$dest/tests/"
 cp "$build/tools/astitch-run" "$dest/tools/"
 cp "$build/bench/astitch-bench" "$build/bench/plan_bench" "$dest/bench/"
 if [ -d "$build/python/astitch" ]; then
-  mkdir -p "$dest/python/astitch/torch"
+  mkdir -p "$dest/python/astitch/torch/ops"
   cp "$build"/python/astitch/*.py "$build"/python/astitch/*.so "$dest/python/astitch/"
   cp "$build"/python/astitch/torch/*.py "$dest/python/astitch/torch/"
+  cp "$build"/python/astitch/torch/ops/*.py "$dest/python/astitch/torch/ops/"
 fi
 for lib in libcmocka.so.0 libjansson.so.4 libffi.so.8; do
   path="$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')"

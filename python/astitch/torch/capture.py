@@ -4,7 +4,6 @@ inference graphs to the compilers here, which partition them (partition.py)."""
 import itertools
 import logging
 
-import torch
 from functorch.compile import make_boxed_func, min_cut_rematerialization_partition
 from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends.common import aot_autograd
