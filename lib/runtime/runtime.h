@@ -116,13 +116,13 @@ astitch_status exec_cuda_time_pair(astitch_executable *a, astitch_executable *b,
 astitch_status exec_cuda_stage_host(astitch_executable *x, const void *const *inputs, uint64_t **io);
 astitch_status exec_cuda_run_host(astitch_executable *x, const void *const *inputs,
                                   void *const *outputs);
-/* Queues x's run on stream; refuses a capturing stream when the plan has a compute op. */
 /* Bytes of the workspace a run of x takes from its caller: the temporaries between kernels,
  * the scratch and the barrier counters, each 256-byte aligned. */
 size_t exec_cuda_workspace_bytes(const astitch_executable *x);
 /* The device memory x's runs use from now on: carved from base (at least
  * exec_cuda_workspace_bytes), or x's own for base 0 (none under caller_workspace). */
 void exec_cuda_use_workspace(astitch_executable *x, uint64_t base);
+/* Queues x's run on stream; refuses a capturing stream when the plan has a compute op. */
 astitch_status exec_cuda_run_device(astitch_executable *x, const uint64_t *inputs,
                                     const uint64_t *outputs, void *stream);
 void exec_cuda_close(ExecCuda *c); /* accepts NULL */

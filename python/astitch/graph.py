@@ -128,9 +128,9 @@ class GraphBuilder:
 
     def slice(self, x, start, limit, strides):
         shape = [max(0, -(-(l - s) // st)) for s, l, st in zip(start, limit, strides)]
-        if list(start) == [0] * x.rank and list(limit) == list(x.shape):
-            if list(strides) == [1] * x.rank:
-                return x
+        if (list(start) == [0] * x.rank and list(limit) == list(x.shape)
+                and list(strides) == [1] * x.rank):
+            return x
         return self._add("slice", x.dtype, shape, (x,), start=list(start), limit=list(limit),
                          strides=list(strides))
 

@@ -2,6 +2,9 @@
 inputs that need copying, autocast and (on CUDA) CUDA-graph capture."""
 
 import logging
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -76,6 +79,19 @@ def test_caller_workspace_binding():
         exe.run_device([xs.data_ptr()], [out.data_ptr()], stream, ws.data_ptr())
         assert_close(out, xs.exp().sum(0), torch.float32, "column sums on a caller workspace",
                      tol=(1e-4, 1e-3))
+
+
+@astitch_only
+@pytest.mark.parametrize("var,value,message", [
+    ("ASTITCH_TORCH_MIN_REGION_OPS", "two", "a whole number expected"),
+    ("ASTITCH_TORCH_FUSION", "fast", "stitch, xla or none expected"),
+])
+def test_bad_switch_names_the_variable(var, value, message):
+    env = dict(os.environ, **{var: value})
+    r = subprocess.run([sys.executable, "-c", "import astitch.torch"], env=env,
+                       capture_output=True, text=True)
+    assert r.returncode != 0
+    assert f"{var}={value!r}: {message}" in r.stderr
 
 
 # ---- partition and fallbacks ---------------------------------------------------------------------

@@ -19,8 +19,18 @@ def _flag(name, default):
     return default if v is None or v == "" else v not in ("0", "false", "no", "off")
 
 
+def _count(name, default):
+    v = os.environ.get(name) or str(default)
+    try:
+        return int(v)
+    except ValueError:
+        raise ValueError(f"{name}={v!r}: a whole number expected") from None
+
+
 log = _flag("ASTITCH_TORCH_LOG", False)
 strict = _flag("ASTITCH_TORCH_STRICT", False)
-min_region_ops = int(os.environ.get("ASTITCH_TORCH_MIN_REGION_OPS", "2"))
+min_region_ops = _count("ASTITCH_TORCH_MIN_REGION_OPS", 2)
 variant_search = _flag("ASTITCH_TORCH_VARIANT_SEARCH", True)
 fusion = os.environ.get("ASTITCH_TORCH_FUSION") or "stitch"
+if fusion not in ("stitch", "xla", "none"):
+    raise ValueError(f"ASTITCH_TORCH_FUSION={fusion!r}: stitch, xla or none expected")

@@ -2,6 +2,8 @@
 merging creates no cycle through a PyTorch op (torch.fx's CapabilityBasedPartitioner), each
 replaced by a CompiledRegion."""
 
+import operator
+
 import torch
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
@@ -55,8 +57,7 @@ def _trim_views(partition):
 
 
 def _worthwhile(nodes):
-    computing = [n for n in nodes if n.target not in VIEW_OPS and n.target is not None]
-    computing = [n for n in computing if getattr(n.target, "__name__", "") != "getitem"]
+    computing = [n for n in nodes if n.target not in VIEW_OPS and n.target is not operator.getitem]
     if any(n.target in MULTI_KERNEL_OPS for n in computing):
         return True
     return len(computing) >= max(config.min_region_ops, 1)
