@@ -221,7 +221,8 @@ void ptxas_report_free(PtxasReport *r); /* accepts NULL; leaves *r empty */
  * into a module, in the target-neutral form above.
  *
  *   emit.c         the module, each kernel's arguments and its phases in order
- *   emit_phase.c   a phase's thread-mapping loops, stores of its roots, reductions
+ *   emit_phase.c   a phase's thread-mapping loops and stores of its roots
+ *   emit_reduce.c  a reduce phase: the lanes' walk over rows, their combine, the results
  *   emit_resident.c  a resident tile run: rows kept in registers across its phases
  *   emit_value.c   the value of an op at an element: index propagation, element-wise math,
  *                  loads from kernel inputs and from earlier phases' buffers
@@ -322,6 +323,9 @@ LLVMValueRef ev_lin(Emit *e, Index *ix);
 void ev_axes(Emit *e, Index *ix);
 /* The value of node n at element *ix of its shape, in its register type. */
 LLVMValueRef ev_value(Emit *e, int32_t n, Index *ix);
+/* Empties the value cache and makes *ix its element: the values ev_value computes at it are
+ * kept until the next call. */
+void ev_begin_element(Emit *e, const Index *ix);
 /* Element-wise op n (convert and select included) applied to its operands' values arg[0 ..
  * nin), in register types. */
 LLVMValueRef ev_apply(Emit *e, int32_t n, LLVMValueRef *arg);
@@ -371,6 +375,11 @@ LLVMValueRef ev_fail(Emit *e, LLVMTypeRef ty, astitch_status s, const char *fmt,
  * first one waits for: one phase as the plan maps it, a tile run (PlanPhase.run_first) as one
  * walk over the block's tiles, or a resident run (emit_resident_run). */
 void emit_phase_run(Emit *e, int32_t first, int32_t end);
+
+/* emit_reduce.c */
+/* Emits reduce phase p: over every tile of the block in a loop of its own, or, with tile_iv,
+ * over that tile alone (the phase is part of a tile run, emit_phase_run). */
+void emit_reduce(Emit *e, const PlanPhase *p, LLVMValueRef tile_iv);
 /* Shuffles v (any register type) by xor mask across the warp. */
 LLVMValueRef emit_shfl_xor(Emit *e, LLVMValueRef v, int mask);
 /* The type reduction accumulators of dtype t are kept in: f32 for floats, else t. */

@@ -1,6 +1,6 @@
-/* emit_phase.c: one phase of a kernel: the thread-mapping loops of its plan mapping, the
- * evaluation and stores of its roots, and the row/column reductions with their warp-shuffle
- * and shared-memory combines (cross-block combines of split rows: emit_split.c). */
+/* emit_phase.c: one phase of a kernel, or a run of phases: the thread-mapping loops of its
+ * plan mapping and the evaluation and stores of its roots (reduce phases: emit_reduce.c;
+ * resident runs: emit_resident.c). */
 #define ASTITCH_EMIT_INTERNAL
 #include <stdlib.h>
 
@@ -53,21 +53,9 @@ void if_end(Emit *e, LLVMBasicBlockRef merge)
     LLVMPositionBuilderAtEnd(e->b, merge);
 }
 
-static LLVMValueRef imin(Emit *e, LLVMValueRef a, LLVMValueRef b)
-{
-    return LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, a, b, ""), a, b, "");
-}
-
 static LLVMValueRef and3(Emit *e, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
 {
     return LLVMBuildAnd(e->b, LLVMBuildAnd(e->b, a, b, ""), c, "");
-}
-
-static void begin_element(Emit *e, const Index *ix)
-{
-    for (int32_t i = 0; i < e->g->nnode; i++)
-        e->cache[i] = NULL;
-    e->cache_ix = ix;
 }
 
 /* Elements per thread task of an element-wise phase: as many consecutive elements as fill 16
@@ -182,7 +170,7 @@ static void emit_elementwise(Emit *e, const PlanPhase *p)
                 ev_load_vector(e, e->tensor[e->k->input[i]], gnode(e->g, e->k->input[i])->dtype,
                                row, v, &pre[i * VECTOR_MAX]);
         for (int j = 0; j < v; j++) {
-            begin_element(e, &ix[j]);
+            ev_begin_element(e, &ix[j]);
             for (int32_t i = 0; v > 1 && i < e->k->ninput; i++)
                 if (same_elements(e, e->k->input[i], &space))
                     e->cache[e->k->input[i]] = pre[i * VECTOR_MAX + j];
@@ -229,7 +217,7 @@ static void emit_rows(Emit *e, const PlanPhase *p, const astitch_mapping *r, LLV
                            LLVMBuildICmp(e->b, LLVMIntSLT, row, ev_int(e, m->rows), ""));
     LLVMBasicBlockRef merge = if_begin(e, ok);
     Index ix = {.shape = &space, .lin = row};
-    begin_element(e, &ix);
+    ev_begin_element(e, &ix);
     for (int i = 0; i < p->nroot; i++) {
         const Node *root = gnode(e->g, p->root[i]);
         Index own = {.shape = &root->shape, .lin = row};
@@ -237,239 +225,6 @@ static void emit_rows(Emit *e, const PlanPhase *p, const astitch_mapping *r, LLV
         ev_store_root(e, p->root[i], at, ev_value(e, p->root[i], at));
     }
     if_end(e, merge);
-}
-
-/* The element (row, j) of a reduction space: kept axes from row, reduced axes from j. */
-static void space_index(Emit *e, const astitch_mapping *m, const Shape *space, LLVMValueRef row,
-                        LLVMValueRef j, Index *ix)
-{
-    *ix = (Index){.shape = space};
-    uint32_t all = m->rank >= 32 ? ~0u : (1u << m->rank) - 1;
-    uint32_t trailing = 0, leading = 0;
-    for (int i = m->rank - 1; i >= 0 && (m->reduce_axes >> i & 1); i--)
-        trailing |= 1u << i;
-    for (int i = 0; i < m->rank && (m->reduce_axes >> i & 1); i++)
-        leading |= 1u << i;
-    if (m->reduce_axes == trailing) {
-        ix->lin = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, row, ev_int(e, m->row_len), ""), j, "");
-        return;
-    }
-    if (m->reduce_axes == leading && (all & ~leading)) {
-        ix->lin = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, j, ev_int(e, m->rows), ""), row, "");
-        return;
-    }
-    LLVMValueRef r = row, q = j;
-    for (int i = m->rank - 1; i >= 0; i--) {
-        bool red = m->reduce_axes >> i & 1;
-        LLVMValueRef *src = red ? &q : &r;
-        int64_t d = space->dim[i];
-        ix->axis[i] = LLVMBuildURem(e->b, *src, ev_int(e, d), "");
-        *src = LLVMBuildUDiv(e->b, *src, ev_int(e, d), "");
-    }
-    ix->has_axes = true;
-}
-
-LLVMValueRef emit_shfl_xor(Emit *e, LLVMValueRef v, int mask)
-{
-    LLVMTypeRef t = LLVMTypeOf(v), i32 = LLVMInt32TypeInContext(e->c);
-    LLVMValueRef mk = LLVMConstInt(i32, (unsigned)mask, 0);
-    if (LLVMGetTypeKind(t) == LLVMFloatTypeKind)
-        return prim_call(e->b, e->m, PRIM_SHFL_XOR_F32, (LLVMValueRef[]){v, mk}, 2);
-    unsigned w = LLVMGetIntTypeWidth(t);
-    if (w <= 32) {
-        LLVMValueRef x = LLVMBuildZExt(e->b, v, i32, "");
-        if (w == 32)
-            x = v;
-        LLVMValueRef r = prim_call(e->b, e->m, PRIM_SHFL_XOR_I32, (LLVMValueRef[]){x, mk}, 2);
-        return w == 32 ? r : LLVMBuildTrunc(e->b, r, t, "");
-    }
-    LLVMValueRef lo = LLVMBuildTrunc(e->b, v, i32, "");
-    LLVMValueRef hi = LLVMBuildTrunc(e->b, LLVMBuildLShr(e->b, v, LLVMConstInt(t, 32, 0), ""), i32, "");
-    lo = prim_call(e->b, e->m, PRIM_SHFL_XOR_I32, (LLVMValueRef[]){lo, mk}, 2);
-    hi = prim_call(e->b, e->m, PRIM_SHFL_XOR_I32, (LLVMValueRef[]){hi, mk}, 2);
-    return LLVMBuildOr(e->b, LLVMBuildZExt(e->b, lo, t, ""),
-                       LLVMBuildShl(e->b, LLVMBuildZExt(e->b, hi, t, ""), LLVMConstInt(t, 32, 0), ""), "");
-}
-
-astitch_dtype emit_acc_dtype(astitch_dtype t) { return dtype_is_float(t) ? ASTITCH_F32 : t; }
-
-/* Combines acc across the tpr lanes of each row; the row's lane 0 ends with the result. All
- * threads of the block must arrive here (it contains shuffles and block barriers). */
-static LLVMValueRef combine_lanes(Emit *e, const astitch_mapping *m, int32_t root,
-                                  LLVMValueRef acc, LLVMValueRef row_in_tile)
-{
-    const Node *node = gnode(e->g, root);
-    astitch_reduce_kind kind = node->attr.reduce;
-    astitch_dtype t = node->dtype;
-    int tpr = m->threads_per_row;
-    bool column = m->kind == ASTITCH_MAP_COLUMN_REDUCE;
-    if (tpr == 1)
-        return acc;
-    if (!column && tpr <= 32 && (tpr & (tpr - 1)) == 0) {
-        for (int off = tpr / 2; off >= 1; off /= 2)
-            acc = ev_reduce_combine(e, kind, t, acc, emit_shfl_xor(e, acc, off));
-        return acc;
-    }
-    /* through shared memory: warp sums (row mapping) or every thread's value (column) */
-    const PlanBuffer *buf = plan_kernel_buffer(e->k, ASTITCH_BUFFER_REDUCE, root);
-    int64_t slots = column ? m->block : m->block / 32;
-    int64_t need = slots * (int64_t)astitch_dtype_size(emit_acc_dtype(t));
-    if (!buf || buf->bytes < need || (!column && tpr % 32 != 0))
-        return ev_fail(e, LLVMTypeOf(acc), ASTITCH_ERR_UNSUPPORTED,
-                       "%s: reduce node %d '%s': %d lanes per row need a %lld-byte reduction "
-                       "buffer, the plan gives %lld",
-                       e->k->name, root, node->name, tpr, (long long)need,
-                       (long long)(buf ? buf->bytes : 0));
-    LLVMValueRef base = ev_buffer_base(e, buf);
-    LLVMValueRef slot = e->tid;
-    if (!column) {
-        for (int off = 16; off >= 1; off /= 2)
-            acc = ev_reduce_combine(e, kind, t, acc, emit_shfl_xor(e, acc, off));
-        slot = LLVMBuildUDiv(e->b, e->tid, ev_int(e, 32), "");
-        LLVMBasicBlockRef merge = if_begin(e, LLVMBuildICmp(e->b, LLVMIntEQ,
-                                  LLVMBuildURem(e->b, e->tid, ev_int(e, 32), ""), ev_int(e, 0), ""));
-        ev_check_shared(e, buf, slot);
-        ev_store(e, base, emit_acc_dtype(t), slot, acc);
-        if_end(e, merge);
-    } else {
-        ev_check_shared(e, buf, slot);
-        ev_store(e, base, emit_acc_dtype(t), slot, acc);
-    }
-    prim_call(e->b, e->m, PRIM_BARRIER_BLOCK, NULL, 0);
-    /* Lane 0 of each row folds the row's slots in a loop whose trip count comes from the block
-     * size at run time, so it is not unrolled into one load per slot (which would keep every
-     * slot live at once and spill under a 32-register bound). */
-    LLVMValueRef ntid = LLVMBuildZExt(e->b, prim_call(e->b, e->m, PRIM_NTID_X, NULL, 0), e->ix, "");
-    /* rows: the row's warps, tpr / 32, written min(ntid, tpr) / 32 (tpr <= ntid) to keep the
-     * trip count opaque; the block may hold more rows than rows_per_block (rows past the
-     * tile idle), so it is not (ntid / 32) / rows_per_block */
-    LLVMValueRef tprv = ev_int(e, tpr);
-    LLVMValueRef lanes = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntULT, ntid, tprv, ""),
-                                         ntid, tprv, "");
-    LLVMValueRef parts = column ? LLVMBuildUDiv(e->b, ntid, ev_int(e, m->rows_per_block), "")
-                                : LLVMBuildLShr(e->b, lanes, ev_int(e, 5), "");
-    LLVMValueRef lane = column ? LLVMBuildUDiv(e->b, e->tid, ev_int(e, m->rows_per_block), "")
-                               : LLVMBuildURem(e->b, e->tid, ev_int(e, tpr), "");
-    LLVMValueRef identity = ev_reduce_identity(e, kind, t);
-    LLVMBasicBlockRef before = LLVMGetInsertBlock(e->b);
-    LLVMBasicBlockRef merge = if_begin(e, LLVMBuildICmp(e->b, LLVMIntEQ, lane, ev_int(e, 0), ""));
-    Loop fold;
-    LLVMValueRef acc0[1] = {identity}, accv[1], next[1];
-    loop_begin(e, &fold, ev_int(e, 0), parts, acc0, 1, accv);
-    LLVMValueRef at = column
-        ? LLVMBuildAdd(e->b, row_in_tile, LLVMBuildMul(e->b, fold.iv, ev_int(e, m->rows_per_block), ""), "")
-        : LLVMBuildAdd(e->b, LLVMBuildMul(e->b, row_in_tile, parts, ""), fold.iv, "");
-    ev_check_shared(e, buf, at);
-    next[0] = ev_reduce_combine(e, kind, t, accv[0], ev_load(e, base, emit_acc_dtype(t), at));
-    loop_end(e, &fold, ev_int(e, 1), next);
-    LLVMValueRef folded = fold.carried[0];
-    LLVMBasicBlockRef from = LLVMGetInsertBlock(e->b);
-    if_end(e, merge);
-    LLVMValueRef res = LLVMBuildPhi(e->b, LLVMTypeOf(identity), "rowsum");
-    LLVMAddIncoming(res, (LLVMValueRef[]){identity, folded}, (LLVMBasicBlockRef[]){before, from}, 2);
-    prim_call(e->b, e->m, PRIM_BARRIER_BLOCK, NULL, 0);
-    return res;
-}
-
-/* Emits reduce phase p: over every tile of the block in a loop of its own, or, with tile_iv,
- * over that tile alone (the phase is part of a tile run, emit_phase_run). */
-static void emit_reduce(Emit *e, const PlanPhase *p, LLVMValueRef tile_iv)
-{
-    const astitch_mapping *m = &p->map;
-    Shape space = {.rank = m->rank};
-    for (int i = 0; i < m->rank; i++)
-        space.dim[i] = m->dims[i];
-    bool column = m->kind == ASTITCH_MAP_COLUMN_REDUCE;
-    int tpr = m->threads_per_row, rpb = m->rows_per_block;
-    LLVMValueRef row_in_tile = column ? LLVMBuildURem(e->b, e->tid, ev_int(e, rpb), "")
-                                      : LLVMBuildUDiv(e->b, e->tid, ev_int(e, tpr), "");
-    LLVMValueRef lane = column ? LLVMBuildUDiv(e->b, e->tid, ev_int(e, rpb), "")
-                               : LLVMBuildURem(e->b, e->tid, ev_int(e, tpr), "");
-    int32_t nred = 0, *red = malloc((size_t)p->nroot * sizeof *red);
-    LLVMValueRef *init = malloc((size_t)p->nroot * sizeof *init);
-    LLVMValueRef *acc = malloc((size_t)p->nroot * sizeof *acc);
-    LLVMValueRef *next = malloc((size_t)p->nroot * sizeof *next);
-    if (!red || !init || !acc || !next) {
-        ev_fail(e, e->ix, ASTITCH_ERR_MEMORY, "out of memory");
-        goto out;
-    }
-    for (int r = 0; r < p->nroot; r++) {
-        const Node *n = gnode(e->g, p->root[r]);
-        if (n->op == ASTITCH_OP_REDUCE && n->attr.axes == m->reduce_axes &&
-            shape_equal(&gnode(e->g, goperand(e->g, p->root[r], 0))->shape, &space)) {
-            init[nred] = ev_reduce_identity(e, n->attr.reduce, n->dtype);
-            red[nred++] = p->root[r];
-        }
-    }
-    Loop tile;
-    int64_t tiles = m->split > 1 ? 1 : m->tasks_per_block;
-    if (!tile_iv) {
-        loop_begin(e, &tile, ev_int(e, 0), ev_int(e, tiles), NULL, 0, NULL);
-        tile_iv = tile.iv;
-    } else {
-        tile.head = NULL;
-    }
-    LLVMValueRef tile_base, jlo, jhi, in_chunk;
-    if (m->split > 1) {
-        LLVMValueRef part = LLVMBuildURem(e->b, e->ctaid, ev_int(e, m->split), "");
-        tile_base = LLVMBuildMul(e->b, LLVMBuildUDiv(e->b, e->ctaid, ev_int(e, m->split), ""), ev_int(e, rpb), "");
-        jlo = LLVMBuildMul(e->b, part, ev_int(e, m->split_len), "");
-        jhi = imin(e, LLVMBuildAdd(e->b, jlo, ev_int(e, m->split_len), ""), ev_int(e, m->row_len));
-        in_chunk = row_in_tile;
-    } else {
-        LLVMValueRef t0 = LLVMBuildMul(e->b, tile_iv, ev_int(e, rpb), "");
-        tile_base = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, e->ctaid, ev_int(e, m->chunk), ""), t0, "");
-        jlo = ev_int(e, 0);
-        jhi = ev_int(e, m->row_len);
-        in_chunk = LLVMBuildAdd(e->b, t0, row_in_tile, "");
-    }
-    LLVMValueRef row = LLVMBuildAdd(e->b, tile_base, row_in_tile, "row");
-    LLVMValueRef chunk_ok = m->split > 1 ? LLVMConstInt(LLVMInt1TypeInContext(e->c), 1, 0)
-                                         : LLVMBuildICmp(e->b, LLVMIntSLT, in_chunk, ev_int(e, m->chunk), "");
-    LLVMValueRef valid = and3(e, LLVMBuildICmp(e->b, LLVMIntSLT, row_in_tile, ev_int(e, rpb), ""),
-                              chunk_ok, LLVMBuildICmp(e->b, LLVMIntSLT, row, ev_int(e, m->rows), ""));
-    /* invalid threads run an empty element loop but still join the combine */
-    LLVMValueRef end = LLVMBuildSelect(e->b, valid, jhi, ev_int(e, 0), "");
-    Loop el;
-    loop_begin(e, &el, LLVMBuildAdd(e->b, jlo, lane, ""), end, init, nred, acc);
-    Index ix;
-    space_index(e, m, &space, row, el.iv, &ix);
-    begin_element(e, &ix);
-    for (int r = 0, q = 0; r < p->nroot; r++) {
-        int32_t n = p->root[r];
-        if (q < nred && red[q] == n) {
-            const Node *node = gnode(e->g, n);
-            LLVMValueRef v = ev_value(e, goperand(e->g, n, 0), &ix);
-            next[q] = ev_reduce_combine(e, node->attr.reduce, node->dtype, acc[q], v);
-            q++;
-        } else {
-            const Node *node = gnode(e->g, n);
-            Index own = {.shape = &node->shape, .lin = ev_lin(e, &ix)};
-            Index *at = shape_equal(&node->shape, &space) ? &ix : &own;
-            ev_store_root(e, n, at, ev_value(e, n, at));
-        }
-    }
-    loop_end(e, &el, ev_int(e, tpr), next);
-    for (int q = 0; q < nred; q++) {
-        LLVMValueRef total = combine_lanes(e, m, red[q], el.carried[q], row_in_tile);
-        LLVMBasicBlockRef merge = if_begin(e, LLVMBuildAnd(e->b, valid,
-                                  LLVMBuildICmp(e->b, LLVMIntEQ, lane, ev_int(e, 0), ""), ""));
-        const Node *node = gnode(e->g, red[q]);
-        if (m->split > 1) {
-            emit_split_store(e, m, red[q], row, total);
-        } else {
-            Index out = {.shape = &node->shape, .lin = row};
-            ev_store_root(e, red[q], &out, total);
-        }
-        if_end(e, merge);
-    }
-    if (tile.head)
-        loop_end(e, &tile, ev_int(e, 1), NULL);
-out:
-    free(red);
-    free(init);
-    free(acc);
-    free(next);
 }
 
 void emit_phase_run(Emit *e, int32_t first, int32_t end)

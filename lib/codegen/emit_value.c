@@ -44,6 +44,13 @@ static LLVMValueRef tconst(Emit *e, astitch_dtype t, double v)
     return LLVMConstInt(ev_type(e, t), (unsigned long long)(int64_t)v, 1);
 }
 
+void ev_begin_element(Emit *e, const Index *ix)
+{
+    for (int32_t i = 0; i < e->g->nnode; i++)
+        e->cache[i] = NULL;
+    e->cache_ix = ix;
+}
+
 LLVMValueRef ev_lin(Emit *e, Index *ix)
 {
     if (ix->lin)
