@@ -103,8 +103,9 @@ astitch_status exec_cuda_open(astitch_context *ctx, ExecCuda **out, astitch_devi
 /* Compiles x->plan to PTX and loads it. */
 astitch_status exec_cuda_prepare(astitch_executable *x);
 /* For the variant search: x's compute capability as sm (90); whether stream is capturing a
- * CUDA graph; runs a, b, a, b on stream, each after a fill of twice the L2 (inputs out of the
- * cache), and gives the second run of each in us[0] (a) and us[1] (b), synchronizing. */
+ * CUDA graph; runs a and b in turn, four times each, on stream, each after a fill of twice the
+ * L2 (inputs out of the cache), and gives the fastest of each one's last three runs in us[0]
+ * (a) and us[1] (b), synchronizing. */
 int exec_cuda_sm(const astitch_executable *x);
 astitch_status exec_cuda_capturing(astitch_executable *x, void *stream, bool *capturing);
 astitch_status exec_cuda_time_pair(astitch_executable *a, astitch_executable *b,

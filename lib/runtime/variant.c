@@ -4,7 +4,7 @@
  * Where the planner leaves a launch shape to a measurement (mapping_wide_alternative: a
  * resident row that one warp holds at more than the goal of elements per lane could spread
  * over several warps instead), astitch_compile builds both forms; the first execution that is
- * not being captured times each twice on the caller's data and stream, keeps the faster in the
+ * not being captured times each on the caller's data and stream, keeps the faster in the
  * executable (the other is destroyed) and records the choice in the compile cache, so that a
  * later compile of the same graph builds only the chosen form. A first execution under capture
  * keeps the planner's default (the captured graph refers to its kernels); the alternative is
