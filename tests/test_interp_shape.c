@@ -203,6 +203,23 @@ static void test_slice(void **state)
     fx_close(&f);
 }
 
+/* A stride past the operand's extent takes one element along its axis, whatever its size (2^62:
+ * the interpreter once multiplied it by the axis's stride, an overflow that UBSan reports). */
+static void test_slice_huge_stride(void **state)
+{
+    Fx f;
+    fx_open(&f);
+    int64_t d[] = {4, 6}, s[] = {1, 2}, l[] = {4, 6}, t[] = {(int64_t)1 << 62, 3};
+    astitch_node x = param(&f, ASTITCH_F32, 2, d);
+    output(&f, astitch_slice(f.g, x, s, l, t));
+    float *xv = rand_floats(24, -100, 100), got[2];
+    run(&f, (const void *[]){xv}, (void *[]){got});
+    double want[2] = {xv[1 * 6 + 2], xv[1 * 6 + 5]};
+    expect_f32("slice stride 2^62", 2, got, want, 0);
+    free(xv);
+    fx_close(&f);
+}
+
 static void test_concatenate(void **state)
 {
     Fx f;
@@ -620,6 +637,7 @@ const struct CMUnitTest interp_shape_tests[] = {
     cmocka_unit_test(test_reshape),
     cmocka_unit_test(test_transpose),
     cmocka_unit_test(test_slice),
+    cmocka_unit_test(test_slice_huge_stride),
     cmocka_unit_test(test_concatenate),
     cmocka_unit_test(test_gather),
     cmocka_unit_test(test_reduce_float),

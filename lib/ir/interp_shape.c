@@ -64,8 +64,8 @@ static void gather_strided(const Node *n, const Node *x, const Wide *in, Wide *o
     for (int i = 0; i < n->shape.rank; i++) {
         if (n->op == ASTITCH_OP_TRANSPOSE) {
             w.sa[i] = xs[n->attr.dims[i]];
-        } else {
-            w.sa[i] = xs[i] * n->attr.stride[i];
+        } else { /* an axis of one element never advances: its stride may be any size */
+            w.sa[i] = n->shape.dim[i] > 1 ? xs[i] * n->attr.stride[i] : 0;
             w.a += xs[i] * n->attr.dims[i];
         }
     }
