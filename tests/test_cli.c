@@ -167,9 +167,10 @@ static void output_field(const Result *r, const char *name, const char *field, c
 static void write_npy(const char *path, const char *descr, const char *shape, const void *data,
                       size_t bytes)
 {
-    char header[256];
+    char header[512];
     int n = snprintf(header, sizeof header,
                      "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, shape);
+    assert_true(n > 0 && (size_t)n + 64 < sizeof header);
     while ((10 + n + 1) % 64)
         header[n++] = ' ';
     header[n++] = '\n';
@@ -317,6 +318,11 @@ static void test_usage_errors_exit_2(void **state)
     expect(&r, 2, "no-such-graph.json"), result_free(&r);
     r = RUN(fx, "--outputs", g, g); /* a file, not a directory */
     expect(&r, 2, "not a directory"), result_free(&r);
+    struct stat st;
+    if (stat("/proc/self", &st) == 0 && S_ISDIR(st.st_mode)) { /* no file can be made there */
+        r = RUN(fx, "--outputs", "/proc/self", g);
+        expect(&r, 2, "--outputs /proc/self: cannot create files in the directory"), result_free(&r);
+    }
     r = RUN(fx, "--emit=sass", g);
     expect(&r, 2, "--emit takes ptx or llvm"), result_free(&r);
     r = RUN(fx, "--emit-file", path_in(fx, "x.ptx"), g);
@@ -799,11 +805,27 @@ static void test_bad_input_files_exit_2(void **state)
     write_file(x, "", 0);
     r = RUN(fx, "--inputs", x, g);
     expect(&r, 2, "not a .npy file"), result_free(&r);
-    /* a directory without x.npy, and a bool that is neither 0 nor 1 */
+    write_file(x, "\x93NUMPY", 6); /* the magic and nothing after it */
+    r = RUN(fx, "--inputs", x, g);
+    expect(&r, 2, "bad.npy: truncated .npy header"), result_free(&r);
+    char shape65[256] = "(";
+    for (int d = 0; d < 65; d++)
+        strcat(shape65, "1, ");
+    strcat(shape65, ")");
+    write_npy(x, "<f4", shape65, v, 4);
+    r = RUN(fx, "--inputs", x, g);
+    expect(&r, 2, "'shape' has more than 64 dimensions"), result_free(&r);
+    /* a directory without x.npy, one whose name says a file was meant, and a bool that is
+     * neither 0 nor 1 */
     const char *dir = path_in(fx, "empty-inputs");
     assert_int_equal(mkdir(dir, 0755), 0);
     r = RUN(fx, "--inputs", dir, g);
     expect(&r, 2, "x.npy: cannot open"), result_free(&r);
+    const char *npydir = path_in(fx, "dir.npy");
+    assert_int_equal(mkdir(npydir, 0755), 0);
+    r = RUN(fx, "--inputs", npydir, g);
+    expect(&r, 2, "dir.npy is a directory, read as one holding <parameter>.npy files"),
+        result_free(&r);
     const char *bg = path_in(fx, "bool.json");
     const char bool_graph[] =
         "{\"format\": \"astitch-graph\", \"version\": 1, \"nodes\": [\n"

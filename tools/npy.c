@@ -22,6 +22,7 @@
 #define NPY_MAGIC "\x93NUMPY"
 #define NPY_MAX_HEADER (1 << 20)
 #define NPY_MAX_RANK 64
+#define NPY_MAX_RANK_TEXT "64"
 
 static const char *npy_descr(astitch_dtype t)
 {
@@ -51,6 +52,7 @@ typedef struct Header {
     bool fortran;
     int rank;
     int64_t dim[NPY_MAX_RANK];
+    bool too_many_dims; /* the shape had more than NPY_MAX_RANK dimensions */
 } Header;
 
 static void skip_space(Header *h)
@@ -107,8 +109,10 @@ static bool parse_shape(Header *h)
     for (;;) {
         if (eat(h, ')'))
             return true;
-        if (h->rank == NPY_MAX_RANK)
+        if (h->rank == NPY_MAX_RANK) {
+            h->too_many_dims = true;
             return false;
+        }
         skip_space(h);
         int64_t v = 0;
         const char *start = h->p;
@@ -154,7 +158,8 @@ static bool parse_header(Header *h, const char **why)
             h->has_order = true;
         } else if (strcmp(key, "shape") == 0 && !h->has_shape) {
             if (!parse_shape(h)) {
-                *why = "'shape' is not a tuple of non-negative integers";
+                *why = h->too_many_dims ? "'shape' has more than " NPY_MAX_RANK_TEXT " dimensions"
+                                        : "'shape' is not a tuple of non-negative integers";
                 return false;
             }
             h->has_shape = true;
@@ -196,10 +201,12 @@ static tio_status read_header(FILE *f, const char *path, Header *h, char *err, s
 {
     unsigned char pre[10];
     size_t got = fread(pre, 1, 8, f);
-    if (got < 8 || memcmp(pre, NPY_MAGIC, 6) != 0) {
+    if (got < 6 || memcmp(pre, NPY_MAGIC, 6) != 0) {
         snprintf(err, errlen, "%s: not a .npy file (no \\x93NUMPY magic)", path);
         return TIO_BAD_INPUT;
     }
+    if (got < 8)
+        goto truncated;
     int major = pre[6];
     size_t hlen;
     if (major == 1) {

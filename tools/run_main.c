@@ -13,6 +13,7 @@
  * and starts with "astitch-run: ".
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -192,7 +193,12 @@ static int prepare_inputs(Run *r, const Options *o)
         tio_status s = tio_npy_read(path, &r->in_info[i], r->in[i], err, sizeof err);
         free(path);
         if (s != TIO_OK) {
-            run_fail("%s", err);
+            size_t n = strlen(o->inputs);
+            if (n > 4 && strcmp(o->inputs + n - 4, ".npy") == 0) /* meant as a file? */
+                run_fail("--inputs %s is a directory, read as one holding <parameter>.npy files: "
+                         "%s", o->inputs, err);
+            else
+                run_fail("%s", err);
             return (int)s;
         }
     }
@@ -215,6 +221,22 @@ static int prepare_outputs(const Run *r, const char *dir)
     }
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
         run_fail("--outputs %s: not a directory", dir);
+        return EXIT_USAGE;
+    }
+    /* a file made and removed again, so that a directory no file can be made in (permissions,
+     * a read-only file system) is refused now rather than after the run */
+    char name[64];
+    snprintf(name, sizeof name, ".astitch-run-probe-%ld", (long)getpid());
+    char *probe = join_path(dir, name);
+    int fd = probe ? open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600) : -1;
+    int err = errno;
+    if (fd >= 0) {
+        close(fd);
+        unlink(probe);
+    }
+    free(probe);
+    if (fd < 0) {
+        run_fail("--outputs %s: cannot create files in the directory: %s", dir, strerror(err));
         return EXIT_USAGE;
     }
     return 0;
