@@ -261,6 +261,37 @@ static void test_builder_errors(void **state)
     }
 }
 
+/* A zero extent anywhere makes a tensor empty whatever the order of its extents, each at most
+ * 2^40 (docs/graph-format.md): the builder takes such shapes, writes them, and the reader takes
+ * back what it wrote; an extent past 2^40 is refused by both, even beside a zero. */
+static void test_zero_extent_shapes(void **state)
+{
+    Fixture *f = *state;
+    const int64_t big = (int64_t)1 << 40;
+    const int64_t ok[][3] = {{big, 0, 3}, {3, big, 0}, {0, big, big}, {big, 3, 0}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        astitch_graph *g, *back;
+        assert_int_equal(astitch_graph_create(f->ctx, &g), ASTITCH_OK);
+        astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 3, ok[i]);
+        if (x < 0)
+            fail_msg("shape %zu refused: %s", i, astitch_last_error(f->ctx));
+        assert_int_equal(astitch_add_output(g, astitch_unary(g, ASTITCH_OP_NEG, x)), ASTITCH_OK);
+        char *text = NULL;
+        assert_int_equal(astitch_graph_write_json(g, &text), ASTITCH_OK);
+        if (astitch_graph_read_json(f->ctx, text, strlen(text), NULL, &back) != ASTITCH_OK)
+            fail_msg("shape %zu written, then refused: %s", i, astitch_last_error(f->ctx));
+        astitch_graph_destroy(back);
+        astitch_free(text);
+        astitch_graph_destroy(g);
+    }
+    astitch_graph *g;
+    assert_int_equal(astitch_graph_create(f->ctx, &g), ASTITCH_OK);
+    const int64_t huge[] = {0, big + 1};
+    assert_true(astitch_parameter(g, "x", ASTITCH_F32, 2, huge) < 0);
+    assert_error_contains(f->ctx, "dimension 1 (1099511627777) exceeds the limit of 2^40");
+    astitch_graph_destroy(g);
+}
+
 static void test_error_names_node(void **state)
 {
     Fixture *f = *state;
@@ -493,8 +524,8 @@ static void test_type_rule_errors(void **state)
         {rule_concat_axis_negative, ASTITCH_ERR_GRAPH,
          "node 1 'concatenate.1' (concatenate): axis -1 is out of range for f32[4,3]"},
         {rule_concat_too_big, ASTITCH_ERR_GRAPH,
-         "node 1 'concatenate.1' (concatenate): result: element count exceeds the limit of "
-         "2^40"},
+         "node 1 'concatenate.1' (concatenate): result: dimension 0 (2199023255552) exceeds "
+         "the limit of 2^40"},
         {rule_gather_no_rows, ASTITCH_ERR_GRAPH,
          "node 2 'gather.2' (gather): table f32[0,3] must have at least one row"},
         {rule_gather_scalar_table, ASTITCH_ERR_GRAPH,
@@ -656,6 +687,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_layernorm_like_graph_builds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shapes_of_data_movement, setup, teardown),
         cmocka_unit_test_setup_teardown(test_builder_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_zero_extent_shapes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_error_names_node, setup, teardown),
         cmocka_unit_test_setup_teardown(test_verifier_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_type_rule_errors, setup, teardown),

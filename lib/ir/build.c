@@ -14,28 +14,27 @@ bool shape_check(const Shape *s, char *why, size_t len)
         snprintf(why, len, "rank %d is outside 0..%d", s->rank, MAX_RANK);
         return false;
     }
-    int64_t n = 1;
     bool zero = false;
     for (int i = 0; i < s->rank; i++) {
         if (s->dim[i] < 0) {
             snprintf(why, len, "dimension %d is negative (%" PRId64 ")", i, s->dim[i]);
             return false;
         }
-        if (s->dim[i] == 0)
-            zero = true;
-        else if (!zero && n > MAX_ELEMENTS / s->dim[i]) {
-            snprintf(why, len, "element count exceeds the limit of 2^40");
-            return false;
-        } else if (!zero)
-            n *= s->dim[i];
-    }
-    /* a zero extent makes the product 0, but the other extents must still be sane */
-    for (int i = 0; zero && i < s->rank; i++)
+        /* even beside a zero extent, which makes the count 0 */
         if (s->dim[i] > MAX_ELEMENTS) {
             snprintf(why, len, "dimension %d (%" PRId64 ") exceeds the limit of 2^40", i,
                      s->dim[i]);
             return false;
         }
+        zero = zero || s->dim[i] == 0;
+    }
+    for (int64_t i = 0, n = 1; !zero && i < s->rank; i++) {
+        if (n > MAX_ELEMENTS / s->dim[i]) {
+            snprintf(why, len, "element count exceeds the limit of 2^40");
+            return false;
+        }
+        n *= s->dim[i];
+    }
     return true;
 }
 

@@ -205,14 +205,17 @@ static bool get_shape(const json_t *obj, Shape *s, int64_t *elements, char *why,
         int64_t d = s->dim[i];
         if (d < 0)
             return failf(why, len, "\"shape\"[%d] is negative (%" PRId64 ")", i, d);
-        if (d == 0)
-            zero = true;
-        else if (d > MAX_ELEMENTS || n > MAX_ELEMENTS / d)
+        if (d > MAX_ELEMENTS) /* even beside a zero extent */
+            return failf(why, len, "\"shape\"[%d] (%" PRId64 ") exceeds the limit of 2^40", i, d);
+        zero = zero || d == 0;
+    }
+    for (int i = 0; !zero && !big && i < s->rank; i++) { /* a zero extent: no elements */
+        if (n > MAX_ELEMENTS / s->dim[i])
             big = true;
         else
-            n *= d;
+            n *= s->dim[i];
     }
-    if (big) { /* even with a zero dim: such an extent is absurd */
+    if (big) {
         char buf[160];
         return failf(why, len, "\"shape\" %s has more than 2^40 elements",
                      type_str(buf, sizeof buf, ASTITCH_F32, s) + 3);
