@@ -768,6 +768,10 @@ static void test_single_file_inputs_and_stdin(void **state)
     expect(&r, 0, NULL);
     assert_non_null(strstr(r.out, "first  -0.5 2.25 -3 -0.125 (4 of 4)"));
     result_free(&r);
+    /* standard input without end: refused at the size files are refused at */
+    r = run_program(fx, fx->run, "/dev/zero", (const char *const[]){"-", NULL});
+    expect(&r, 2, "standard input: larger than 1073741824 bytes; not a graph");
+    result_free(&r);
     /* one file for a graph of two parameters */
     r = RUN(fx, "--inputs", x, write_small_graph(fx));
     expect(&r, 2, "one parameter"), result_free(&r);

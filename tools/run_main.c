@@ -54,6 +54,10 @@ static void run_free(Run *r)
     astitch_context_destroy(r->ctx);
 }
 
+/* The most bytes of a graph read from standard input: astitch_graph_load_json's limit for files
+ * (docs/graph-format.md). */
+#define STDIN_MAX_BYTES ((size_t)1 << 30)
+
 static int load_graph(Run *r, const char *path)
 {
     astitch_status s;
@@ -63,6 +67,11 @@ static int load_graph(Run *r, const char *path)
         size_t got;
         while (text && (got = fread(text + len, 1, cap - len, stdin)) > 0) {
             len += got;
+            if (len == cap && cap >= STDIN_MAX_BYTES) {
+                free(text);
+                run_fail("standard input: larger than %zu bytes; not a graph", STDIN_MAX_BYTES);
+                return EXIT_USAGE;
+            }
             if (len == cap) {
                 char *bigger = realloc(text, cap *= 2);
                 if (!bigger)
