@@ -243,6 +243,61 @@ static void reduce_elements(Emit *e, const PlanPhase *p, const Shape *space, LLV
     free(val);
 }
 
+/* The reduced-axis index at loop value iv of walk_elements: iv itself, or with last (walking
+ * backwards) last - iv * tpr. */
+static LLVMValueRef element_at(Emit *e, LLVMValueRef last, int64_t tpr, LLVMValueRef iv)
+{
+    return last ? LLVMBuildSub(e->b, last, LLVMBuildMul(e->b, iv, ev_int(e, tpr), ""), "") : iv;
+}
+
+/* One thread's walk over its elements of the rows, at reduced-axis indices start, start + tpr,
+ * ... below end, in groups of column_unroll (column mappings) and then one at a time: the
+ * reduce roots red fold them into accumulators that start at init and end in acc (next: the
+ * loop's scratch). A column phase without reductions after another phase of its kernel walks
+ * backwards, from its last element: the earlier phase's last reads (of the same inputs, as a
+ * batch norm's normalization reads x after its statistics) are still in L2 when it starts
+ * (H100: batchnorm_train 128.6 -> 122.6 us). */
+static void walk_elements(Emit *e, const PlanPhase *p, const Shape *space, LLVMValueRef row,
+                          LLVMValueRef start, LLVMValueRef end, int32_t nred, const int32_t *red,
+                          LLVMValueRef *init, LLVMValueRef *acc, LLVMValueRef *next)
+{
+    bool column = p->map.kind == ASTITCH_MAP_COLUMN_REDUCE;
+    int64_t tpr = p->map.threads_per_row;
+    int unroll = column ? column_unroll(e, p) : 1;
+    bool reverse = column && nred == 0 && e->phase > e->part_first;
+    /* the loops count iv from lo below hi by unit: forward iv is the element's index itself;
+     * backward iv = k counts the thread's n elements, element k at last - k * tpr */
+    LLVMValueRef lo = start, hi = end, last = NULL;
+    int64_t unit = tpr, step = tpr;
+    if (reverse) {
+        LLVMValueRef n = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, end, start, ""),
+            LLVMBuildAdd(e->b, LLVMBuildSDiv(e->b, LLVMBuildSub(e->b, LLVMBuildSub(e->b, end, start, ""),
+                ev_int(e, 1), ""), ev_int(e, tpr), ""), ev_int(e, 1), ""), ev_int(e, 0), "n");
+        last = LLVMBuildAdd(e->b, start, LLVMBuildMul(e->b, LLVMBuildSub(e->b, n, ev_int(e, 1), ""),
+                                                      ev_int(e, tpr), ""), "last");
+        lo = ev_int(e, 0);
+        hi = n;
+        unit = 1;
+        step = -tpr;
+    }
+    if (unroll > 1) {
+        Loop group;
+        loop_begin(e, &group, lo, LLVMBuildSub(e->b, hi, ev_int(e, (unroll - 1) * unit), ""), init,
+                   nred, acc);
+        reduce_elements(e, p, space, row, element_at(e, last, tpr, group.iv), step, unroll, nred,
+                        red, group.carried, next);
+        loop_end(e, &group, ev_int(e, unroll * unit), next);
+        lo = group.iv;
+        for (int q = 0; q < nred; q++)
+            init[q] = group.carried[q]; /* before the next loop reuses acc for its phis */
+    }
+    Loop el;
+    loop_begin(e, &el, lo, hi, init, nred, acc);
+    reduce_elements(e, p, space, row, element_at(e, last, tpr, el.iv), step, 1, nred, red,
+                    el.carried, next);
+    loop_end(e, &el, ev_int(e, unit), next);
+}
+
 void emit_reduce(Emit *e, const PlanPhase *p, LLVMValueRef tile_iv)
 {
     const astitch_mapping *m = &p->map;
@@ -301,52 +356,9 @@ void emit_reduce(Emit *e, const PlanPhase *p, LLVMValueRef tile_iv)
     /* invalid threads run an empty element loop but still join the combine */
     LLVMValueRef end = LLVMBuildSelect(e->b, valid, jhi, ev_int(e, 0), "");
     LLVMValueRef start = LLVMBuildAdd(e->b, jlo, lane, "");
-    int unroll = column ? column_unroll(e, p) : 1;
-    LLVMValueRef *total = acc;
-    /* A column phase without reductions after another phase of its kernel walks its elements
-     * backwards: the earlier phase's last reads (of the same inputs, as a batch norm's
-     * normalization reads x after its statistics) are still in L2 when it starts (H100:
-     * batchnorm_train 128.6 -> 122.6 us). */
-    bool reverse = column && nred == 0 && e->phase > e->part_first;
-    if (reverse) { /* element k of the thread's n at top - k * tpr */
-        LLVMValueRef n = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, end, start, ""),
-            LLVMBuildAdd(e->b, LLVMBuildSDiv(e->b, LLVMBuildSub(e->b, LLVMBuildSub(e->b, end, start, ""),
-                ev_int(e, 1), ""), ev_int(e, tpr), ""), ev_int(e, 1), ""), ev_int(e, 0), "n");
-        LLVMValueRef top = LLVMBuildAdd(e->b, start, LLVMBuildMul(e->b,
-                                        LLVMBuildSub(e->b, n, ev_int(e, 1), ""), ev_int(e, tpr), ""), "top");
-        LLVMValueRef k0 = ev_int(e, 0);
-        if (unroll > 1) {
-            Loop group;
-            loop_begin(e, &group, k0, LLVMBuildSub(e->b, n, ev_int(e, unroll - 1), ""), NULL, 0, NULL);
-            LLVMValueRef j = LLVMBuildSub(e->b, top, LLVMBuildMul(e->b, group.iv, ev_int(e, tpr), ""), "");
-            reduce_elements(e, p, &space, row, j, -(int64_t)tpr, unroll, 0, red, NULL, NULL);
-            loop_end(e, &group, ev_int(e, unroll), NULL);
-            k0 = group.iv;
-        }
-        Loop el;
-        loop_begin(e, &el, k0, n, NULL, 0, NULL);
-        LLVMValueRef j = LLVMBuildSub(e->b, top, LLVMBuildMul(e->b, el.iv, ev_int(e, tpr), ""), "");
-        reduce_elements(e, p, &space, row, j, -(int64_t)tpr, 1, 0, red, NULL, NULL);
-        loop_end(e, &el, ev_int(e, 1), NULL);
-    } else {
-        if (unroll > 1) { /* whole groups of unroll elements, then the rest one at a time */
-            Loop group;
-            LLVMValueRef last = LLVMBuildSub(e->b, end, ev_int(e, (int64_t)(unroll - 1) * tpr), "");
-            loop_begin(e, &group, start, last, init, nred, acc);
-            reduce_elements(e, p, &space, row, group.iv, tpr, unroll, nred, red, group.carried, next);
-            loop_end(e, &group, ev_int(e, (int64_t)unroll * tpr), next);
-            start = group.iv;
-            for (int q = 0; q < nred; q++)
-                init[q] = group.carried[q];
-        }
-        Loop el;
-        loop_begin(e, &el, start, end, init, nred, acc);
-        reduce_elements(e, p, &space, row, el.iv, tpr, 1, nred, red, el.carried, next);
-        loop_end(e, &el, ev_int(e, tpr), next);
-        total = el.carried;
-    }
+    walk_elements(e, p, &space, row, start, end, nred, red, init, acc, next);
     for (int q = 0; q < nred; q++) {
-        LLVMValueRef sum = combine_lanes(e, m, red[q], total[q], row_in_tile);
+        LLVMValueRef sum = combine_lanes(e, m, red[q], acc[q], row_in_tile);
         LLVMBasicBlockRef merge = if_begin(e, LLVMBuildAnd(e->b, valid,
                                   LLVMBuildICmp(e->b, LLVMIntEQ, lane, ev_int(e, 0), ""), ""));
         const Node *node = gnode(e->g, red[q]);

@@ -360,10 +360,11 @@ astitch_status astitch_execute_device_workspace(astitch_executable *x, const uin
         s = astitch_executable_workspace_bytes(x, &need);
     if (s != ASTITCH_OK)
         return s;
-    if (!workspace || workspace % ASTITCH_TENSOR_ALIGN)
-        return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT, "%s: the workspace at 0x%llx is %s", fn,
-                        (unsigned long long)workspace,
-                        workspace ? "not 16-byte aligned" : "NULL");
+    if (!workspace)
+        return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT, "%s: the workspace is NULL", fn);
+    if (workspace % ASTITCH_TENSOR_ALIGN)
+        return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT, "%s: the workspace at 0x%llx is not %d-byte "
+                        "aligned", fn, (unsigned long long)workspace, ASTITCH_TENSOR_ALIGN);
     if (workspace_bytes < need)
         return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT,
                         "%s: a workspace of %zu bytes given, the run needs %zu "
@@ -371,11 +372,9 @@ astitch_status astitch_execute_device_workspace(astitch_executable *x, const uin
     exec_cuda_use_workspace(x, workspace);
     if (x->alt)
         exec_cuda_use_workspace(x->alt, workspace);
-    s = exec_variant_settle(x, inputs, outputs, stream);
-    if (s == ASTITCH_OK) {
-        exec_cuda_use_workspace(x, workspace); /* the settled form may be the other one */
+    s = exec_variant_settle(x, inputs, outputs, stream); /* either form it keeps has it */
+    if (s == ASTITCH_OK)
         s = exec_cuda_run_device(x, inputs, outputs, stream);
-    }
     exec_cuda_use_workspace(x, 0);
     if (x->alt)
         exec_cuda_use_workspace(x->alt, 0);

@@ -7,8 +7,8 @@ compiled runs its original FX code (a fallback, logged once; an exception under 
 
 Every call: inputs that are not contiguous or not 16-byte aligned are copied, outputs and the
 run's workspace (astitch's temporaries, scratch and counters) are allocated by PyTorch's
-allocator, and the launches go to the current CUDA stream; nothing synchronizes the host. An output whose example value is not contiguous is copied into a tensor
-of the example's strides.
+allocator, and the launches go to the current CUDA stream; nothing synchronizes the host. An
+output whose example value is not contiguous is copied into a tensor of the example's strides.
 """
 
 import logging
@@ -134,6 +134,7 @@ class CompiledRegion:
         self.device = devices.pop()
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())
+        # the device as Tensor.get_device() gives it: the cuda index, -1 for the CPU
         self._device_index = self.device.index if self.device.type == "cuda" else -1
         target = "cuda" if self.device.type == "cuda" else "host"
         try:
@@ -154,7 +155,6 @@ class CompiledRegion:
             _, _, _, contiguous)) in enumerate(zip(self._outputs, self._out)))
         results = [n for n in fallback.graph.nodes if n.op == "output"][0].args[0]
         self._tuple_out = isinstance(results, (tuple, list))
-        self._stream_device = self.device.index if self.device.type == "cuda" else None
         log.info("region %s: %d ops -> %d kernels on %s, compiled in %.1f ms", name,
                  sum(n.op == "call_function" for n in fallback.graph.nodes),
                  self.exe.num_kernels, target, self.compile_ms)
@@ -213,11 +213,11 @@ class CompiledRegion:
         outs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in self._alloc]
         try:
             out_ptrs = [o.data_ptr() for o in outs]
-            if self._stream_device is not None:
+            if self._device_index >= 0:
                 # the workspace goes back to the allocator after the call: stream order keeps
                 # it for the launches queued on this stream
                 ws = torch.empty(exe.workspace_bytes, dtype=torch.uint8, device=device)
-                exe.run_device(in_ptrs, out_ptrs, _raw_stream(self._stream_device),
+                exe.run_device(in_ptrs, out_ptrs, _raw_stream(self._device_index),
                                ws.data_ptr())
             else:
                 exe.run_host(in_ptrs, out_ptrs)
