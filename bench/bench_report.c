@@ -7,8 +7,8 @@
 
 #include "bench.h"
 
-#define TABLE_HEAD "%-28s %-15s %4s %4s %9s %8s %11s %11s %9s %6s %6s  %s\n"
-#define TABLE_ROW "%-28.28s %-15s %4d %4d %9.3f %8.2f %11.2f %11s %9.1f %6.1f %6s  %s\n"
+#define TABLE_HEAD "%-28s %-15s %4s %4s %9s %8s %11s %11s %9s %9s %6s %6s  %s\n"
+#define TABLE_ROW "%-28.28s %-15s %4d %4d %9.3f %8.2f %11.2f %11s %9s %9.1f %6.1f %6s  %s\n"
 
 void bench_print_header(FILE *f, const BenchOptions *o, const BenchDevice *dev)
 {
@@ -21,7 +21,7 @@ void bench_print_header(FILE *f, const BenchOptions *o, const BenchDevice *dev)
                "sets larger than 2x L2 together; times are medians\n",
             (unsigned long long)o->seed, o->min_runs, o->runs, o->max_seconds);
     fprintf(f, TABLE_HEAD, "graph", "mode", "kern", "coop", "MB", "compile", "median us",
-            "graph us", "GB/s", "%copy", "vs xla", "check");
+            "graph us", "copy us", "GB/s", "%copy", "vs xla", "check");
 }
 
 /* The row of the same graph under `mode`, or NULL. */
@@ -37,14 +37,16 @@ static bool timed(const BenchRow *r) { return r && !strcmp(r->status, "ok") && r
 
 void bench_print_row(FILE *f, const BenchRow *r, const BenchRow *rows, int nrows)
 {
-    char vs[16] = "-", graph[24] = "-";
+    char vs[16] = "-", graph[24] = "-", copy[24] = "-";
     const BenchRow *x = find(r, "xla", rows, nrows);
     if (timed(r) && timed(x))
         snprintf(vs, sizeof vs, "%.2fx", x->median_us / r->median_us);
     if (r->graph_us > 0)
         snprintf(graph, sizeof graph, "%.2f", r->graph_us);
+    if (r->copy_us > 0)
+        snprintf(copy, sizeof copy, "%.2f", r->copy_us);
     fprintf(f, TABLE_ROW, r->graph, r->mode, r->kernels, r->coop_kernels, r->bytes / 1e6,
-            r->compile_ms, r->median_us, graph, r->gbps, r->pct_copy, vs, r->status);
+            r->compile_ms, r->median_us, graph, copy, r->gbps, r->pct_copy, vs, r->status);
     if (r->note[0])
         fprintf(f, "    %s: %s\n", r->status, r->note);
 }
@@ -95,6 +97,19 @@ void bench_print_summary(FILE *f, const BenchDevice *dev, const BenchRow *rows, 
     if (nk)
         fprintf(f, "compile (graph -> loaded module): median %.1f ms per kernel over %d kernels\n",
                 bench_median(per_kernel, nk), kernels);
+    int relaxed = 0, spilling = 0, copied = 0;
+    for (int i = 0; i < n; i++) {
+        relaxed += rows[i].relaxed;
+        spilling += rows[i].spilling;
+        if (per_kernel && rows[i].copy_us > 0 && rows[i].median_us > 0)
+            per_kernel[copied++] = 100.0 * rows[i].copy_us / rows[i].median_us;
+    }
+    if (dev->copy_gbps > 0)
+        fprintf(f, "loaded kernels: %d with a relaxed register bound, %d still spilling\n",
+                relaxed, spilling);
+    if (copied)
+        fprintf(f, "runs against a copy of the same bytes queued alike: median %.0f%% of its "
+                   "speed over %d cases\n", bench_median(per_kernel, copied), copied);
     free(per_kernel);
 }
 
@@ -106,7 +121,8 @@ int bench_write_csv(const char *path, const BenchRow *rows, int n)
         return -1;
     }
     fprintf(f, "graph,mode,status,kernels,coop_kernels,bytes,plan_ms,compile_ms,median_us,"
-               "min_us,p90_us,graph_us,runs,sets,gbps,pct_copy,max_error,file,note\n");
+               "min_us,p90_us,graph_us,copy_us,runs,sets,gbps,pct_copy,max_error,relaxed,spilling,"
+               "file,note\n");
     for (int i = 0; i < n; i++) {
         const BenchRow *r = &rows[i];
         char note[sizeof r->note];
@@ -115,10 +131,12 @@ int bench_write_csv(const char *path, const BenchRow *rows, int n)
             if (*p == '"' || *p == ',' || *p == '\n')
                 *p = ' ';
         fprintf(f,
-                "%s,%s,%s,%d,%d,%.0f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%d,%d,%.2f,%.2f,%.3g,%s,%s\n",
+                "%s,%s,%s,%d,%d,%.0f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%d,%d,%.2f,%.2f,%.3g,%d,%d,"
+                "%s,%s\n",
                 r->graph, r->mode, r->status, r->kernels, r->coop_kernels, r->bytes, r->plan_ms,
-                r->compile_ms, r->median_us, r->min_us, r->p90_us, r->graph_us, r->runs, r->sets,
-                r->gbps, r->pct_copy, r->max_error, r->file, note);
+                r->compile_ms, r->median_us, r->min_us, r->p90_us, r->graph_us, r->copy_us,
+                r->runs, r->sets, r->gbps, r->pct_copy, r->max_error, r->relaxed, r->spilling,
+                r->file, note);
     }
     return fclose(f) ? -1 : 0;
 }
@@ -135,15 +153,16 @@ int bench_write_json(const char *path, const BenchOptions *o, const BenchDevice 
         const BenchRow *r = &rows[i];
         json_array_append_new(
             cases, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f,"
-                             " s:f, s:i, s:i, s:f, s:f, s:f}",
+                             " s:f, s:f, s:i, s:i, s:f, s:f, s:f, s:i, s:i}",
                              "graph", r->graph, "mode", r->mode, "status", r->status, "note",
                              r->note, "variant", r->variant, "file", r->file, "kernels", r->kernels,
                              "coop_kernels", r->coop_kernels, "bytes", r->bytes, "plan_ms",
                              r->plan_ms, "compile_ms", r->compile_ms, "median_us", r->median_us,
                              "min_us", r->min_us, "p90_us", r->p90_us, "graph_us", r->graph_us,
-                             "runs", r->runs, "sets",
+                             "copy_us", r->copy_us, "runs", r->runs, "sets",
                              r->sets, "gbps", r->gbps, "pct_copy", r->pct_copy, "max_error",
-                             isfinite(r->max_error) ? r->max_error : -1.0));
+                             isfinite(r->max_error) ? r->max_error : -1.0, "relaxed_kernels",
+                             r->relaxed, "spilling_kernels", r->spilling));
     }
     json_t *modes = json_array();
     for (int i = 0; i < o->nmode; i++)

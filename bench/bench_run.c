@@ -202,6 +202,41 @@ static void time_graphs(Case *c, astitch_executable *x, uint64_t **set, int nset
 
 static size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
 
+/* The bound at this graph's size: cuMemcpyDtoDAsync of r->bytes / 2 within each set (its first
+ * half onto its second), queued back to back as time_cuda queues the runs (same rotation, a
+ * warm-up of about 50 ms, n timed copies, an event between consecutive ones); r->copy_us gets
+ * the median. Not captured into a graph: a copy node of a CUDA graph may run on a copy engine,
+ * slower than the copy the driver queues on a stream. Run after the outputs were checked,
+ * since it overwrites the sets. */
+static void time_copy(Case *c, uint64_t **set, int nsets, size_t set_bytes, int n, double *us,
+                      BenchRow *r)
+{
+    size_t half = (size_t)(r->bytes / 2) & ~(size_t)255;
+    if (half < 256 || 2 * half > set_bytes)
+        return;
+    int warm = 0, rc = bench_cuda_sync(c->cuda);
+    for (double t0 = bench_now(); !rc && (warm < 3 || bench_now() - t0 < 0.05); warm++) {
+        uint64_t src = set[warm % nsets][0];
+        rc = bench_cuda_copy(c->cuda, src + set_bytes - half, src, half) ||
+             (warm % 16 == 15 && bench_cuda_sync(c->cuda));
+    }
+    rc = rc || bench_cuda_events(c->cuda, n + 1) || bench_cuda_sync(c->cuda) ||
+         bench_cuda_record(c->cuda, 0);
+    for (int i = 0; !rc && i < n; i++) {
+        uint64_t src = set[(warm + i) % nsets][0];
+        rc = bench_cuda_copy(c->cuda, src + set_bytes - half, src, half) ||
+             bench_cuda_record(c->cuda, i + 1);
+    }
+    for (int i = 0; !rc && i < n; i++) {
+        double ms;
+        rc = bench_cuda_elapsed(c->cuda, i, i + 1, &ms);
+        us[i] = ms * 1e3;
+    }
+    if (!rc)
+        r->copy_us = bench_median(us, n);
+    bench_cuda_sync(c->cuda);
+}
+
 /* Times x on the device: runs queued back to back, then replays of CUDA graphs of them. */
 static void time_cuda(Case *c, astitch_executable *x, BenchRow *r)
 {
@@ -247,6 +282,8 @@ static void time_cuda(Case *c, astitch_executable *x, BenchRow *r)
     }
     if (n > 0 && !strcmp(r->status, "ok"))
         time_graphs(c, x, set, nsets, n, us, r);
+    if (n > 0 && !strcmp(r->status, "ok") && r->graph_us > 0)
+        time_copy(c, set, nsets, set_bytes, n, us, r);
     bench_cuda_sync(c->cuda);
     for (int k = 0; base && k < nsets; k++) {
         bench_cuda_free(c->cuda, base[k]);
@@ -296,6 +333,19 @@ static void count_kernels(const astitch_plan *p, BenchRow *r)
             r->kernels++;
             r->coop_kernels += ki.global_barriers > 0;
         }
+    }
+}
+
+/* r->relaxed and r->spilling: what the cuda target loaded (docs/codegen.md, *Targets*). */
+static void note_loaded(const astitch_executable *x, BenchRow *r)
+{
+    const astitch_plan *p = astitch_executable_plan(x);
+    for (int k = 0; p && k < astitch_plan_num_kernels(p); k++) {
+        astitch_loaded_kernel lk;
+        if (astitch_executable_loaded_kernel(x, k, &lk) != ASTITCH_OK)
+            continue;
+        r->relaxed += lk.bound != lk.planned_bound;
+        r->spilling += lk.local_bytes > 0;
     }
 }
 
@@ -354,6 +404,7 @@ static int bench_mode_case(Case *c, const BenchMode *m, BenchRow *r)
     s = diff_ref_check(c->ref, x, &d); /* the first run: a pending variant search settles */
     count_kernels(astitch_executable_plan(x), r);
     note_variant(x, r);
+    note_loaded(x, r);
     r->max_error = d.worst;
     if (s != ASTITCH_OK)
         fail(r, "error", "verify: %.280s", d.message);
