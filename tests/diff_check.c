@@ -56,10 +56,10 @@ static double element(astitch_dtype t, const void *d, int64_t i)
 }
 
 /* Compares out with ref. Element i may differ by the dtype's tolerance (relative to the output's
- * largest magnitude) plus 8 times |ref - perturbed|, the reference's own change when its float
- * inputs move by a few ulps: an ill-conditioned element (sin of a long sum, a compare of near
- * equal values) is held only to what its conditioning allows. Returns false and explains in
- * r->message on a mismatch. */
+ * largest magnitude) plus CHECK_SLACK times |ref - perturbed|, the reference's own change when
+ * its float inputs move by a few ulps: an ill-conditioned element (sin of a long sum, a compare
+ * of near equal values) is held only to what its conditioning allows (the rule of astitch-run
+ * --check, tools/check_tolerance.h). Returns false and explains in r->message on a mismatch. */
 static bool compare(const astitch_tensor_info *t, int index, double tol, const void *out,
                     const void *ref, const void *perturbed, DiffResult *r)
 {
@@ -79,7 +79,7 @@ static bool compare(const astitch_tensor_info *t, int index, double tol, const v
                       (isfinite(b) || b == c);
         if (!stable)
             continue; /* the reference itself flips here: no meaningful expectation */
-        double slack = isfinite(b) ? 8 * fabs(b - c) / scale : 0;
+        double slack = isfinite(b) ? CHECK_SLACK * fabs(b - c) / scale : 0;
         if (check_tolerance(t->dtype) == 0 && b != c) /* integers and bool */
             continue;
         double e = (isnan(a) || isnan(b) || isinf(a) || isinf(b)) ? INFINITY : fabs(a - b) / scale;
@@ -104,14 +104,14 @@ static bool compare(const astitch_tensor_info *t, int index, double tol, const v
     return true;
 }
 
-/* Moves every f32 input element by +-2^-22 relative (a few ulps); other dtypes are kept. */
+/* Moves every f32 input element by +-CHECK_PERTURB relative (a few ulps); other dtypes are kept. */
 static void perturb(const astitch_tensor_info *t, void *data, uint64_t *s)
 {
     if (t->dtype != ASTITCH_F32)
         return;
     float *f = data;
     for (int64_t i = 0; i < t->elements; i++)
-        f[i] *= 1.0f + ((next(s) & 1) ? 0x1.0p-22f : -0x1.0p-22f);
+        f[i] *= (float)(1.0 + ((next(s) & 1) ? CHECK_PERTURB : -CHECK_PERTURB));
 }
 
 struct DiffRef {

@@ -574,6 +574,78 @@ static void test_check_error(void **state)
     assert_true(check_error(&te, NULL, NULL) == 0);
 }
 
+/* The conditioned comparison: an element's error less CHECK_SLACK times the reference's own
+ * change under perturbation; elements where the reference changes class are not held. */
+static void test_check_conditioned(void **state)
+{
+    (void)state;
+    astitch_tensor_info t = {.name = "t", .dtype = ASTITCH_F32, .elements = 3};
+    float ref[3] = {0.5f, -0.25f, 0.75f}, out[3] = {0.5f, -0.25f + 0x1p-10f, 0.75f};
+    float pert[3] = {0.5f, -0.25f, 0.75f};
+    assert_true(check_error(&t, out, ref) == 0x1p-10);
+    assert_true(check_error_conditioned(&t, out, ref, pert) == 0x1p-10); /* well conditioned */
+    pert[1] = -0.25f + 0x1p-14f; /* slack 8 * 2^-14 = 2^-11 */
+    assert_true(check_error_conditioned(&t, out, ref, pert) == 0x1p-11);
+    pert[1] = -0.25f - 0x1p-13f; /* slack 2^-10: the whole error */
+    assert_true(check_error_conditioned(&t, out, ref, pert) == 0);
+    out[2] = 7, pert[2] = NAN; /* the reference itself turns NaN there: no expectation */
+    assert_true(check_error_conditioned(&t, out, ref, pert) == 0);
+    pert[2] = 0.75f; /* ... but a stable element is held to its tolerance */
+    assert_true(check_error_conditioned(&t, out, ref, pert) == 6.25);
+    ref[2] = pert[2] = INFINITY, out[2] = -INFINITY;
+    assert_true(isinf(check_error_conditioned(&t, out, ref, pert)));
+
+    int32_t i_ref[2] = {3, 4}, i_out[2] = {3, 5}, i_pert[2] = {3, 9};
+    astitch_tensor_info ti = {.name = "i", .dtype = ASTITCH_I32, .elements = 2};
+    assert_true(check_error_conditioned(&ti, i_out, i_ref, i_pert) == 0.25); /* exact: 1 / 4 */
+
+    float v[64], w[64];
+    for (int i = 0; i < 64; i++)
+        v[i] = w[i] = ldexpf(i % 2 ? -1.0f : 1.0f, i % 20 - 10); /* moved exactly */
+    astitch_tensor_info tv = {.name = "v", .dtype = ASTITCH_F32, .elements = 64};
+    check_perturb(&tv, v, 5, 0);
+    int up = 0;
+    for (int i = 0; i < 64; i++) {
+        double rel = ((double)v[i] - w[i]) / w[i];
+        assert_true(fabs(fabs(rel) - CHECK_PERTURB) < 1e-3 * CHECK_PERTURB);
+        up += rel > 0;
+    }
+    assert_true(up > 8 && up < 56); /* both directions */
+    memcpy(w, v, sizeof v);
+    check_perturb(&tv, v, 5, 1); /* another parameter: another stream */
+    assert_memory_not_equal(v, w, sizeof v);
+    int32_t n[4] = {1, 2, 3, 4};
+    ti.elements = 4;
+    check_perturb(&ti, n, 5, 0); /* only f32 moves */
+    assert_true(n[0] == 1 && n[3] == 4);
+}
+
+/* astitch-run --check on an ill-conditioned output (sin of a long sum times 3e4: the host's
+ * summation order moves it far beyond 1e-4, more than perturbing the inputs moves the
+ * reference): the report gives the error beyond the conditioning slack, and the run fails. */
+static void test_check_conditioned_run(void **state)
+{
+    Fixture *fx = *state;
+    static const char graph[] =
+        "{\"format\": \"astitch-graph\", \"version\": 1, \"nodes\": [\n"
+        " {\"name\": \"x\", \"op\": \"parameter\", \"dtype\": \"f32\", \"shape\": [64, 4096]},\n"
+        " {\"name\": \"s\", \"op\": \"reduce\", \"kind\": \"sum\", \"inputs\": [\"x\"], \"axes\": [1]},\n"
+        " {\"name\": \"k\", \"op\": \"constant\", \"dtype\": \"f32\", \"shape\": [64], \"value\": 30000.0},\n"
+        " {\"name\": \"sk\", \"op\": \"mul\", \"inputs\": [\"s\", \"k\"]},\n"
+        " {\"name\": \"y\", \"op\": \"sin\", \"inputs\": [\"sk\"]}],\n"
+        " \"outputs\": [\"y\"]}\n";
+    const char *g = path_in(fx, "ill_conditioned.json");
+    write_file(g, graph, sizeof graph - 1);
+    Result r = RUN(fx, "--target=host", "--check", g);
+    expect(&r, 1, "--check: 1 of 1 outputs differ from the reference beyond the tolerance");
+    const char *line = strstr(r.out, "\n  check  error ");
+    double err, beyond, tol;
+    if (!line || sscanf(line, "\n  check  error %lf, %lf beyond the reference's conditioning "
+                              "slack, tolerance %lf: FAIL", &err, &beyond, &tol) != 3)
+        fail_msg("no conditioned check line in:\n%s", r.out);
+    assert_true(err > 1e-3 && beyond > 1e-4 && beyond <= err && tol == 1e-4);
+}
+
 /* The small graph at seed 7: printed outputs and --outputs files agree with each other and
  * with the documented generator. */
 static void test_small_graph_outputs(void **state)
@@ -985,6 +1057,8 @@ int main(void)
         cmocka_unit_test(test_cuda_without_driver),
         cmocka_unit_test(test_emit),
         cmocka_unit_test(test_check_error),
+        cmocka_unit_test(test_check_conditioned),
+        cmocka_unit_test(test_check_conditioned_run),
         cmocka_unit_test(test_check_output_tolerance),
         cmocka_unit_test(test_small_graph_outputs),
         cmocka_unit_test(test_seed_determinism),

@@ -8,6 +8,14 @@
 
 #include "astitch/astitch.h"
 
+/* Conditioning: the reference also runs on its f32 inputs each moved by +-CHECK_PERTURB
+ * relative (a few ulps), and an element may differ from the reference by its tolerance plus
+ * CHECK_SLACK times the reference's own change there, normalized like the error: an
+ * ill-conditioned element (a saturated tanh of a long sum) is held only to what its
+ * conditioning allows. */
+#define CHECK_PERTURB 0x1.0p-22
+#define CHECK_SLACK 8
+
 /* The tolerance for dtype t: f32 1e-4, f16 1e-2, bf16 4e-2, 0 (exact) for integers and bool. */
 double check_tolerance(astitch_dtype t);
 /* The tolerance of output i of g: that of the least precise float dtype on any path into it

@@ -87,6 +87,15 @@ int run_emit(astitch_context *ctx, astitch_graph *g, const Options *o);
  * infinity, infinite where only one is NaN or they differ in an infinity. Integers are
  * compared exactly (any difference gives an error above 0). */
 double check_error(const astitch_tensor_info *t, const void *out, const void *ref);
+/* As check_error for a float output, each element's error less its conditioning slack
+ * CHECK_SLACK * |ref - pert| / scale (check_tolerance.h), pert being the reference's output on
+ * perturbed inputs; an element where the reference itself changes class (finite, NaN,
+ * infinity) is not held to anything. At most check_error. */
+double check_error_conditioned(const astitch_tensor_info *t, const void *out, const void *ref,
+                               const void *pert);
+/* Moves every element of an f32 tensor by +-CHECK_PERTURB relative, signs from a splitmix64
+ * stream of seed and index; other dtypes are left as they are. */
+void check_perturb(const astitch_tensor_info *t, void *data, uint64_t seed, int index);
 
 /* tensor_io.c */
 /* Fills data (t->bytes bytes) with the deterministic random values of parameter number

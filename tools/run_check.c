@@ -4,6 +4,7 @@
  * that one tolerance per dtype serves outputs of any scale.
  */
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "run.h"
@@ -56,4 +57,50 @@ double check_error(const astitch_tensor_info *t, const void *out, const void *re
             worst = d / scale;
     }
     return worst;
+}
+
+/* Whether a float reference value keeps its class (finite, NaN, infinity) under perturbation. */
+static bool same_class(double b, double c)
+{
+    return isnan(b) == isnan(c) && isfinite(b) == isfinite(c) && (isfinite(b) || isnan(b) || b == c);
+}
+
+double check_error_conditioned(const astitch_tensor_info *t, const void *out, const void *ref,
+                               const void *pert)
+{
+    if (!is_float(t->dtype))
+        return check_error(t, out, ref);
+    double scale = 1, worst = 0;
+    for (int64_t i = 0; i < t->elements; i++) {
+        double b = tio_element(t->dtype, ref, i);
+        if (isfinite(b) && fabs(b) > scale)
+            scale = fabs(b);
+    }
+    for (int64_t i = 0; i < t->elements; i++) {
+        double b = tio_element(t->dtype, ref, i), c = tio_element(t->dtype, pert, i);
+        if (!same_class(b, c))
+            continue;
+        double slack = isfinite(b) ? CHECK_SLACK * fabs(b - c) / scale : 0;
+        double e = float_diff(tio_element(t->dtype, out, i), b) / scale - slack;
+        if (e > worst)
+            worst = e;
+    }
+    return worst;
+}
+
+void check_perturb(const astitch_tensor_info *t, void *data, uint64_t seed, int index)
+{
+    if (t->dtype != ASTITCH_F32)
+        return;
+    uint64_t state = seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(index + 1));
+    for (int64_t i = 0; i < t->elements; i++) {
+        uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        float v;
+        memcpy(&v, (char *)data + 4 * i, 4);
+        v *= (float)(1.0 + ((z & 1) ? CHECK_PERTURB : -CHECK_PERTURB));
+        memcpy((char *)data + 4 * i, &v, 4);
+    }
 }
