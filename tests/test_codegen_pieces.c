@@ -17,6 +17,7 @@
 #include "diff_check.h"
 #include "gen_graph.h"
 #include "passes/passes.h"
+#include "runtime/runtime.h"
 
 /* One test: the graph under construction and its plan. */
 typedef struct Piece {
@@ -612,6 +613,221 @@ static void test_sat_out_run(void **state)
     piece_check_and_end(&t, "sat-out run");
 }
 
+/* ---- redzones: a plan whose buffers do not hold what its kernels write ------------------- */
+
+/* Compiles t's host kernels again from its plan as it now stands (the test changed it). */
+static void piece_recompile(Piece *t)
+{
+    astitch_executable *x = t->x;
+    host_kernels_destroy(x->hk);
+    host_kernels_destroy(x->hk_split);
+    free(x->split);
+    x->hk = x->hk_split = NULL;
+    x->split = NULL;
+    if (exec_host_prepare(x) != ASTITCH_OK)
+        fail_msg("recompile: %s", astitch_last_error(t->ctx));
+}
+
+/* Runs t's kernels on d's inputs: they must succeed and match the reference. */
+static void piece_run_ok(Piece *t, const DiffRef *d, const char *what)
+{
+    DiffResult r;
+    if (diff_ref_check(d, t->x, &r) != ASTITCH_OK)
+        fail_msg("%s: run: %s", what, astitch_last_error(t->ctx));
+    if (!r.ok)
+        fail_msg("%s: %s", what, r.message);
+}
+
+/* Runs t's kernels on d's inputs: the run must fail with a kernel error whose message holds
+ * every string of want (NULL-terminated). */
+static void piece_run_fails(Piece *t, const DiffRef *d, const char *what, const char **want)
+{
+    DiffResult r;
+    astitch_status s = diff_ref_check(d, t->x, &r);
+    const char *msg = astitch_last_error(t->ctx);
+    printf("%s: %s\n", what, s == ASTITCH_OK ? "(ran)" : msg);
+    if (s != ASTITCH_ERR_DEVICE)
+        fail_msg("%s: status %d, not a kernel error", what, (int)s);
+    for (int i = 0; want[i]; i++)
+        if (!strstr(msg, want[i]))
+            fail_msg("%s: '%s' not in the message", what, want[i]);
+}
+
+/* The buffer of kind `kind` of kernel 0 of t's plan ending last, which the test may change. */
+static PlanBuffer *top_buffer(Piece *t, astitch_buffer_kind kind)
+{
+    PlanKernel *k = &t->x->plan->kernel[0];
+    PlanBuffer *top = NULL;
+    for (int32_t b = 0; b < k->nbuf; b++)
+        if (k->buf[b].kind == kind &&
+            (!top || k->buf[b].offset + k->buf[b].bytes > top->offset + top->bytes))
+            top = &k->buf[b];
+    if (!top)
+        fail_msg("kernel 0 has no %s buffer", astitch_buffer_kind_name(kind));
+    return top;
+}
+
+static int64_t buffer_used(const PlanBuffer *b)
+{
+    return b->elements * (int64_t)astitch_dtype_size(b->dtype);
+}
+
+/* The column-mean graph of test_global: its mean lives in a scratch buffer. */
+static void global_mean(Piece *t)
+{
+    piece_begin(t);
+    int64_t d[2] = {512, 24}, axis = 0, cols[1] = {1};
+    astitch_node x = astitch_parameter(t->g, "x", ASTITCH_F32, 2, d);
+    double inv = 1.0 / 512;
+    astitch_node mean = astitch_binary(t->g, ASTITCH_OP_MUL,
+                                       astitch_reduce(t->g, ASTITCH_REDUCE_SUM, x, 1, &axis),
+                                       astitch_constant(t->g, ASTITCH_F32, 1, &d[1], &inv, 1));
+    mean = astitch_unary(t->g, ASTITCH_OP_EXP, mean);
+    astitch_add_output(t->g, astitch_binary(t->g, ASTITCH_OP_MUL, x,
+                                            astitch_broadcast_in_dim(t->g, mean, 2, d, cols)));
+    piece_compile(t);
+}
+
+/* A scratch buffer planned smaller than the value its kernel stores (half its elements), and
+ * one placed past the end of the arena: the kernel writes the guard bytes after the buffer's
+ * elements or after the arena, which no check in the kernel sees; the run must fail naming the
+ * kernel, the buffer's node and the byte. The same kernels on the plan as made run clean, as
+ * whole kernels and as their parts (split form, SHARED values in scratch). */
+static void test_redzone_scratch(void **state)
+{
+    (void)state;
+    for (int c = 0; c < 2; c++) {
+        Piece t;
+        global_mean(&t);
+        DiffRef *d = NULL;
+        assert_int_equal(diff_ref_create(t.g, diff_fresh_seed(), false, &d), ASTITCH_OK);
+        piece_run_ok(&t, d, "scratch, plan as made");
+        setenv("ASTITCH_FORCE_SPLIT", "1", 1);
+        piece_recompile(&t);
+        piece_run_ok(&t, d, "scratch, plan as made, split form");
+        unsetenv("ASTITCH_FORCE_SPLIT");
+        PlanKernel *k = &t.x->plan->kernel[0];
+        PlanBuffer *b = top_buffer(&t, ASTITCH_BUFFER_SCRATCH);
+        char node[96], byte[64];
+        snprintf(node, sizeof node, "scratch buffer of node %d '%s'", b->node,
+                 gnode(t.x->g, b->node)->name);
+        const char *want[] = {"kernel 'stitch.0'", "scratch redzone", node, byte, NULL};
+        int64_t used = buffer_used(b);
+        if (c == 0) { /* elements [n/2, n) land in the padding after the buffer */
+            b->elements /= 2;
+            snprintf(byte, sizeof byte, "byte %lld ", (long long)(b->offset + buffer_used(b)));
+        } else { /* the last 32 bytes land past the arena */
+            b->offset = t.x->plan->scratch_bytes - used + 32;
+            snprintf(byte, sizeof byte, "byte %lld ", (long long)t.x->plan->scratch_bytes);
+        }
+        assert_true(k->scratch_bytes <= t.x->plan->scratch_bytes);
+        piece_recompile(&t);
+        piece_run_fails(&t, d, c == 0 ? "scratch buffer too small" : "scratch buffer past the arena",
+                        want);
+        diff_ref_destroy(d);
+        astitch_executable_destroy(t.x);
+        astitch_graph_destroy(t.g);
+        astitch_context_destroy(t.ctx);
+    }
+}
+
+/* A shared-memory buffer placed 16 bytes past the end of its block's shared memory: every index
+ * the kernel uses lies inside the buffer, so check_shared passes, yet the block's last 16 bytes
+ * land beyond its memory (on a GPU, in another block's or on nothing). The run must fail naming
+ * the block, the buffer's node and the byte; on the plan as made it runs clean. */
+static void test_redzone_shared(void **state)
+{
+    (void)state;
+    Piece t;
+    piece_begin(&t);
+    int64_t d[2] = {96, 50}, axis = 1;
+    astitch_node x = astitch_parameter(t.g, "x", ASTITCH_F32, 2, d);
+    astitch_node max = astitch_reduce(t.g, ASTITCH_REDUCE_MAX, x, 1, &axis);
+    astitch_node e = astitch_unary(t.g, ASTITCH_OP_EXP,
+                                   astitch_binary(t.g, ASTITCH_OP_SUB, x, broadcast_rows(t.g, max, d)));
+    astitch_node sum = astitch_reduce(t.g, ASTITCH_REDUCE_SUM, e, 1, &axis);
+    astitch_add_output(t.g, astitch_binary(t.g, ASTITCH_OP_DIV, e, broadcast_rows(t.g, sum, d)));
+    piece_compile_packing(&t, false);
+    DiffRef *ref = NULL;
+    assert_int_equal(diff_ref_create(t.g, diff_fresh_seed(), false, &ref), ASTITCH_OK);
+    piece_run_ok(&t, ref, "shared, plan as made");
+    PlanKernel *k = &t.x->plan->kernel[0];
+    PlanBuffer *b = top_buffer(&t, ASTITCH_BUFFER_SHARED);
+    b->offset = k->shared_bytes + 16 - buffer_used(b);
+    char node[96], byte[64];
+    snprintf(node, sizeof node, "shared buffer of node %d '%s'", b->node,
+             gnode(t.x->g, b->node)->name);
+    /* the first byte the block writes past its memory */
+    snprintf(byte, sizeof byte, "byte %lld ",
+             (long long)(b->offset > k->shared_bytes ? b->offset : k->shared_bytes));
+    const char *want[] = {"kernel 'stitch.0' block 0", "shared-memory redzone", node, byte, NULL};
+    piece_recompile(&t);
+    piece_run_fails(&t, ref, "shared buffer past the block's memory", want);
+    diff_ref_destroy(ref);
+    astitch_executable_destroy(t.x);
+    astitch_graph_destroy(t.g);
+    astitch_context_destroy(t.ctx);
+}
+
+/* The partial results of a split row combined in order (deterministic), with the buffer placed
+ * so that its arrival counters lie just past the scratch arena. */
+static void test_redzone_partial(void **state)
+{
+    (void)state;
+    Piece t;
+    piece_begin(&t);
+    int64_t d[2] = {2, 30000}, axis = 1;
+    astitch_node x = astitch_parameter(t.g, "x", ASTITCH_F32, 2, d);
+    astitch_add_output(t.g, astitch_reduce(t.g, ASTITCH_REDUCE_SUM, x, 1, &axis));
+    astitch_compile_options o;
+    astitch_compile_options_default(&o);
+    o.target = ASTITCH_TARGET_HOST;
+    o.plan.deterministic = true;
+    assert_int_equal(astitch_compile(t.g, &o, &t.x), ASTITCH_OK);
+    DiffRef *ref = NULL;
+    assert_int_equal(diff_ref_create(t.g, diff_fresh_seed(), false, &ref), ASTITCH_OK);
+    piece_run_ok(&t, ref, "partial, plan as made");
+    PlanBuffer *b = top_buffer(&t, ASTITCH_BUFFER_PARTIAL);
+    assert_true(t.x->plan->kernel[0].phase[0].map.rows * 4 <= 64); /* within the redzone */
+    b->offset = t.x->plan->scratch_bytes - plan_partial_counters(b);
+    char node[96];
+    snprintf(node, sizeof node, "partial buffer of node %d '%s'", b->node,
+             gnode(t.x->g, b->node)->name);
+    const char *want[] = {"kernel 'stitch.0'", "scratch redzone", "arrival counters", node, NULL};
+    piece_recompile(&t);
+    piece_run_fails(&t, ref, "partial counters past the arena", want);
+    diff_ref_destroy(ref);
+    astitch_executable_destroy(t.x);
+    astitch_graph_destroy(t.g);
+    astitch_context_destroy(t.ctx);
+}
+
+
+/* A chain of 20,000 element-wise ops in one kernel (a broadcast at its start, a 3-operand
+ * select every 2,000 ops): code generation walks it on a stack of its own (the recursive walk
+ * overflowed the thread's stack at this depth), and the kernel computes what the reference
+ * does. */
+static void test_long_chain(void **state)
+{
+    (void)state;
+    Piece t;
+    piece_begin(&t);
+    int64_t d[2] = {4, 16}, row[1] = {16}, cols[1] = {1};
+    astitch_node x = astitch_parameter(t.g, "x", ASTITCH_F32, 2, d);
+    astitch_node r = astitch_parameter(t.g, "r", ASTITCH_F32, 1, row);
+    astitch_node v = astitch_binary(t.g, ASTITCH_OP_ADD, x, astitch_broadcast_in_dim(t.g, r, 2, d, cols));
+    static const astitch_op ops[] = {ASTITCH_OP_NEG, ASTITCH_OP_TANH, ASTITCH_OP_ABS, ASTITCH_OP_SIN};
+    for (int i = 0; i < 20000; i++) {
+        v = astitch_unary(t.g, ops[i % 4], v);
+        if (i % 2000 == 1999)
+            v = astitch_select(t.g, astitch_binary(t.g, ASTITCH_OP_GT, v, x), v, x);
+    }
+    astitch_add_output(t.g, v);
+    piece_compile(&t);
+    assert_int_equal(astitch_plan_num_kernels(t.plan), 1);
+    piece_check_and_end(&t, "long chain");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -622,7 +838,9 @@ int main(void)
         cmocka_unit_test(test_tile_run),      cmocka_unit_test(test_tile_run_refused),
         cmocka_unit_test(test_tile_run_buffers), cmocka_unit_test(test_tile_run_cut),
         cmocka_unit_test(test_sat_out_run),   cmocka_unit_test(test_vector_runs),
-        cmocka_unit_test(test_power_products),
+        cmocka_unit_test(test_power_products), cmocka_unit_test(test_redzone_scratch),
+        cmocka_unit_test(test_redzone_shared), cmocka_unit_test(test_redzone_partial),
+        cmocka_unit_test(test_long_chain),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -241,6 +241,8 @@ typedef struct EmitOptions {
                                * runtime has no memory protection between blocks) */
     bool native_bf16;         /* f32 -> bf16 by LLVM's bfloat type (NVPTX sm_80 on: one
                                * cvt.rn.bf16.f32); else by integer arithmetic, same rounding */
+    int64_t spill_gap;        /* split form: bytes left free before each SHARED buffer kept in
+                               * scratch (the host's redzones between them); 0 on NVPTX */
 } EmitOptions;
 
 /* The argument list of kernel k of plan p, as emitted: its input tensors (plan order), its
@@ -248,8 +250,12 @@ typedef struct EmitOptions {
 int emit_kernel_num_args(const astitch_plan *p, int k);
 /* Scratch bytes the split form of p needs: the plan's scratch, then room for the values the
  * whole kernels keep in shared memory, which the parts keep in global memory instead (a part
- * boundary clears shared memory). */
-int64_t emit_split_scratch_bytes(const astitch_plan *p);
+ * boundary clears shared memory), each whole tensor 256-byte aligned after `gap` free bytes
+ * (EmitOptions.spill_gap). */
+int64_t emit_split_scratch_bytes(const astitch_plan *p, int64_t gap);
+/* Where the split form of kernel k keeps its SHARED buffers under that gap: spill[b] the
+ * scratch offset of buffer b, -1 for a buffer of another kind (spill holds k's nbuf entries). */
+void emit_split_spill(const astitch_plan *p, int k, int64_t gap, int64_t *spill);
 /* Parts of kernel k when split at its global barriers: 1 + the number of global barriers. */
 int emit_kernel_num_parts(const astitch_plan *p, int k);
 /* The LLVM (and PTX) function name of kernel k (part < 0) or of its part `part`: the plan name
@@ -329,6 +335,10 @@ void ev_begin_element(Emit *e, const Index *ix);
 /* Element-wise op n (convert and select included) applied to its operands' values arg[0 ..
  * nin), in register types. */
 LLVMValueRef ev_apply(Emit *e, int32_t n, LLVMValueRef *arg);
+/* The element walks' stacks of frames (emit_value.c, emit_vector.c): *frames holds *cap frames
+ * of `size` bytes, in `local` (the walk's own array) or on the heap; doubles them, moving them
+ * to the heap from local. False when out of memory (the frames stay as they were). */
+bool ev_frames_grow(void **frames, const void *local, int32_t *cap, size_t size);
 
 /* The index *sub, in the slice's operand shape `source`, of the element *ix of slice `slice`. */
 void ev_slice_source(Emit *e, const Node *slice, const Shape *source, Index *ix, Index *sub);

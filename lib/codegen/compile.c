@@ -28,7 +28,15 @@ int compile_kernel_num_args(const astitch_plan *p, int k) { return emit_kernel_n
 
 int compile_kernel_num_parts(const astitch_plan *p, int k) { return emit_kernel_num_parts(p, k); }
 
-int64_t compile_split_scratch_bytes(const astitch_plan *p) { return emit_split_scratch_bytes(p); }
+int64_t compile_split_scratch_bytes(const astitch_plan *p, bool host)
+{
+    return emit_split_scratch_bytes(p, host ? COMPILE_HOST_SPILL_GAP : 0);
+}
+
+void compile_split_spill(const astitch_plan *p, int k, bool host, int64_t *spill)
+{
+    emit_split_spill(p, k, host ? COMPILE_HOST_SPILL_GAP : 0, spill);
+}
 
 astitch_status compile_host(astitch_context *ctx, const astitch_plan *p, bool split,
                             HostKernels **out)
@@ -46,7 +54,8 @@ astitch_status compile_host(astitch_context *ctx, const astitch_plan *p, bool sp
     hk->n = p->nkernel;
     hk->split = split;
     hk->c = LLVMContextCreate();
-    EmitOptions o = {.const_addrspace = 0, .split_global = split, .check_shared = true};
+    EmitOptions o = {.const_addrspace = 0, .split_global = split, .check_shared = true,
+                     .spill_gap = COMPILE_HOST_SPILL_GAP};
     LLVMModuleRef m;
     astitch_status s = emit_plan(ctx, p, hk->c, &o, &m);
     if (s == ASTITCH_OK)

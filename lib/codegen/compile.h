@@ -38,8 +38,15 @@ astitch_status compile_llvm_text(astitch_context *ctx, const astitch_plan *p, ch
 
 /* Writes the PTX/LLVM function name of kernel k of p (part < 0) or of its part into buf. */
 char *compile_kernel_name(const astitch_plan *p, int k, int part, char *buf, size_t len);
-/* Scratch bytes the split form of p needs (more than the plan's: see codegen.h). */
-int64_t compile_split_scratch_bytes(const astitch_plan *p);
+/* Bytes the host's split form leaves free before each SHARED buffer it keeps in scratch, a
+ * redzone the runtime checks (the CUDA form leaves none). */
+#define COMPILE_HOST_SPILL_GAP 64
+/* Scratch bytes the split form of p needs for the host or CUDA (more than the plan's: see
+ * codegen.h). */
+int64_t compile_split_scratch_bytes(const astitch_plan *p, bool host);
+/* Where the host's or CUDA's split form of kernel k keeps its SHARED buffers: spill[b] the
+ * scratch offset of buffer b, -1 for a buffer of another kind (spill holds k's nbuf entries). */
+void compile_split_spill(const astitch_plan *p, int k, bool host, int64_t *spill);
 /* Parts of kernel k when split at its global barriers. */
 int compile_kernel_num_parts(const astitch_plan *p, int k);
 /* Number of pointer arguments of kernel k: inputs, outputs, scratch, barrier counter. */

@@ -33,32 +33,40 @@ char *emit_kernel_name(const astitch_plan *p, int k, int part, char *buf, size_t
     return buf;
 }
 
-/* In the split form, SHARED buffer b of kernel k lives at *at in scratch (whole tensor). */
-static int64_t spill_layout(const astitch_plan *p, const PlanKernel *k, int64_t *spill)
+/* In the split form, SHARED buffer b of kernel k lives at spill[b] in scratch (whole tensor),
+ * each after `gap` free bytes, 256-byte aligned; returns the scratch bytes the form needs. */
+static int64_t spill_layout(const astitch_plan *p, const PlanKernel *k, int64_t gap,
+                            int64_t *spill)
 {
-    int64_t at = (p->scratch_bytes + 255) & ~(int64_t)255;
+    int64_t at = p->scratch_bytes;
     for (int32_t b = 0; b < k->nbuf; b++) {
         if (spill)
             spill[b] = -1;
         if (k->buf[b].kind != ASTITCH_BUFFER_SHARED)
             continue;
         const Node *n = gnode(p->graph, k->buf[b].node);
+        at = (at + gap + 255) & ~(int64_t)255;
         if (spill)
             spill[b] = at;
-        at += (shape_elements(&n->shape) * (int64_t)astitch_dtype_size(n->dtype) + 255) & ~(int64_t)255;
+        at += shape_elements(&n->shape) * (int64_t)astitch_dtype_size(n->dtype);
     }
-    return at;
+    return (at + 255) & ~(int64_t)255;
 }
 
-int64_t emit_split_scratch_bytes(const astitch_plan *p)
+int64_t emit_split_scratch_bytes(const astitch_plan *p, int64_t gap)
 {
     int64_t most = p->scratch_bytes;
     for (int32_t k = 0; k < p->nkernel; k++) {
-        int64_t need = spill_layout(p, &p->kernel[k], NULL);
+        int64_t need = spill_layout(p, &p->kernel[k], gap, NULL);
         if (need > most)
             most = need;
     }
     return most;
+}
+
+void emit_split_spill(const astitch_plan *p, int k, int64_t gap, int64_t *spill)
+{
+    spill_layout(p, &p->kernel[k], gap, spill);
 }
 
 /* i32 indices when every index the kernel computes stays far below 2^31. */
@@ -141,7 +149,7 @@ static astitch_status emit_kernel(Emit *e, int32_t kk)
     free(e->spill);
     if (!(e->spill = malloc(((size_t)k->nbuf + 1) * sizeof *e->spill)))
         return ctx_fail(e->ctx, ASTITCH_ERR_MEMORY, "out of memory");
-    spill_layout(e->plan, k, e->spill);
+    spill_layout(e->plan, k, e->opt.spill_gap, e->spill);
     if (!e->opt.split_global)
         return emit_function(e, kk, emit_kernel_name(e->plan, kk, -1, name, sizeof name), 0,
                              k->nphase);

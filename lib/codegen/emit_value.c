@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "codegen.h"
 
@@ -540,57 +541,156 @@ void ev_slice_source(Emit *e, const Node *slice, const Shape *source, Index *ix,
     }
 }
 
-/* Concatenate: the operand holding the element along the axis, chosen by branches so that only
- * that operand is evaluated. */
-static LLVMValueRef concat_value(Emit *e, int32_t n, const Node *node, Index *ix)
+LLVMValueRef ev_apply(Emit *e, int32_t n, LLVMValueRef *arg)
 {
-    ev_axes(e, ix);
-    int axis = node->attr.axis;
+    const Node *node = gnode(e->g, n);
+    astitch_dtype from = gnode(e->g, goperand(e->g, n, 0))->dtype;
+    if (node->op == ASTITCH_OP_CONVERT)
+        return convert(e, from, node->dtype, arg[0]);
+    if (node->op == ASTITCH_OP_SELECT)
+        return LLVMBuildSelect(e->b, arg[0], arg[1], arg[2], "");
+    LLVMValueRef r = node->nin == 1 ? unary(e, node, from, arg[0]) : binary(e, node, from, arg[0], arg[1]);
+    return round_to(e, node->dtype, r);
+}
+
+/* ---- the walk over operands ----------------------------------------------------------------
+ * A value is computed from its operands' values, and they from theirs: a walk as deep as the
+ * longest chain of ops computed in the phase (tens of thousands in a long element-wise chain).
+ * It runs on a stack of frames of its own, one per node being computed, so its depth is
+ * bounded by memory rather than by the thread's stack. Each frame asks for its operands one at
+ * a time, in operand order, and each operand is finished before its consumer goes on: the code
+ * comes out in the order of a recursive walk. */
+
+/* A node being computed at an index. The index is the caller's (ix_of -1) or the `sub` of a
+ * frame below (an element-wise op passes its own on), so the lazily derived linear index and
+ * axes of one index are shared by every node evaluated at it. */
+typedef struct Frame {
+    int32_t n;
+    int32_t ix_of;         /* -1: the walk's index; else the frame whose sub is n's index */
+    bool cacheable;        /* n's value goes into the element cache when done */
+    int k;                 /* operands asked for so far */
+    LLVMValueRef arg[3];   /* element-wise: the operands' values */
+    Index sub;             /* the index the operand asked for last is evaluated at */
+    int64_t start;         /* concatenate: the first element, along the axis, of operand k */
+    LLVMBasicBlockRef done, next;
+    LLVMBasicBlockRef *from;
+    LLVMValueRef *vals;
+} Frame;
+
+enum { WALK_LOCAL = 8 };
+
+typedef struct Walk {
+    Index *ix;             /* the index of the value asked for */
+    Frame *f;              /* frames, the innermost last: local, or on the heap when deeper */
+    int32_t n, cap;
+    Frame local[WALK_LOCAL];
+} Walk;
+
+static Index *walk_ix(Walk *w, int32_t of) { return of < 0 ? w->ix : &w->f[of].sub; }
+
+bool ev_frames_grow(void **frames, const void *local, int32_t *cap, size_t size)
+{
+    size_t bytes = (size_t)*cap * size;
+    void *f = *frames == local ? malloc(2 * bytes) : realloc(*frames, 2 * bytes);
+    if (!f)
+        return false;
+    if (*frames == local)
+        memcpy(f, local, bytes);
+    *frames = f;
+    *cap *= 2;
+    return true;
+}
+
+/* A new frame on top of w (NULL when out of memory). Frames move when the stack grows: a
+ * frame's index is found again through ix_of, never kept as a pointer across a push. */
+static Frame *walk_push(Walk *w)
+{
+    if (w->n == w->cap && !ev_frames_grow((void **)&w->f, w->local, &w->cap, sizeof *w->f))
+        return NULL;
+    return &w->f[w->n++];
+}
+
+/* Frame f asks for operand x at the index of frame `of` (-1 the walk's). */
+static LLVMValueRef ask(int32_t x, int32_t of, int32_t *child, int32_t *child_ix)
+{
+    *child = x;
+    *child_ix = of;
+    return NULL;
+}
+
+/* Concatenate: the operand holding the element along the axis, chosen by branches so that only
+ * that operand is evaluated. Starts the branch of operand f->k and asks for its value. */
+static LLVMValueRef concat_take(Emit *e, Frame *f, int32_t fi, Index *ix, int32_t *child,
+                                int32_t *child_ix)
+{
+    const Node *node = gnode(e->g, f->n);
+    int axis = node->attr.axis, k = f->k;
+    const Node *x = gnode(e->g, goperand(e->g, f->n, k));
+    int64_t len = x->shape.dim[axis];
+    bool last = k == node->nin - 1;
+    LLVMBasicBlockRef take = LLVMAppendBasicBlockInContext(e->c, e->fn, "cat.take");
+    f->next = last ? NULL : LLVMAppendBasicBlockInContext(e->c, e->fn, "cat.next");
+    if (last)
+        LLVMBuildBr(e->b, take);
+    else
+        LLVMBuildCondBr(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, ix->axis[axis], ev_int(e, f->start + len), ""),
+                        take, f->next);
+    LLVMPositionBuilderAtEnd(e->b, take);
+    f->sub = (Index){.shape = &x->shape, .has_axes = true};
+    for (int i = 0; i < x->shape.rank; i++)
+        f->sub.axis[i] = i == axis ? LLVMBuildSub(e->b, ix->axis[i], ev_int(e, f->start), "") : ix->axis[i];
+    f->k++;
+    return ask(goperand(e->g, f->n, k), fi, child, child_ix);
+}
+
+/* Concatenate, as a frame: got is the value of operand f->k - 1 (NULL at the start). */
+static LLVMValueRef concat_step(Emit *e, Frame *f, int32_t fi, Index *ix, LLVMValueRef got,
+                                int32_t *child, int32_t *child_ix)
+{
+    const Node *node = gnode(e->g, f->n);
     LLVMTypeRef ty = ev_type(e, node->dtype);
-    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->c, e->fn, "cat.done");
-    LLVMBasicBlockRef *from = malloc((size_t)node->nin * sizeof *from);
-    LLVMValueRef *vals = malloc((size_t)node->nin * sizeof *vals);
-    if (!from || !vals) {
-        free(from);
-        free(vals);
-        return ev_fail(e, ty, ASTITCH_ERR_MEMORY, "out of memory");
+    if (!got) {
+        ev_axes(e, ix);
+        f->done = LLVMAppendBasicBlockInContext(e->c, e->fn, "cat.done");
+        f->from = malloc((size_t)node->nin * sizeof *f->from);
+        f->vals = malloc((size_t)node->nin * sizeof *f->vals);
+        if (!f->from || !f->vals) {
+            free(f->from);
+            free(f->vals);
+            return ev_fail(e, ty, ASTITCH_ERR_MEMORY, "out of memory");
+        }
+        f->start = 0;
+        e->branch_depth++;
+        return concat_take(e, f, fi, ix, child, child_ix);
     }
-    int64_t start = 0;
-    e->branch_depth++;
-    for (int k = 0; k < node->nin; k++) {
-        const Node *x = gnode(e->g, goperand(e->g, n, k));
-        int64_t len = x->shape.dim[axis];
-        bool last = k == node->nin - 1;
-        LLVMBasicBlockRef take = LLVMAppendBasicBlockInContext(e->c, e->fn, "cat.take");
-        LLVMBasicBlockRef next = last ? NULL : LLVMAppendBasicBlockInContext(e->c, e->fn, "cat.next");
-        if (last)
-            LLVMBuildBr(e->b, take);
-        else
-            LLVMBuildCondBr(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, ix->axis[axis], ev_int(e, start + len), ""),
-                            take, next);
-        LLVMPositionBuilderAtEnd(e->b, take);
-        Index sub = {.shape = &x->shape, .has_axes = true};
-        for (int i = 0; i < x->shape.rank; i++)
-            sub.axis[i] = i == axis ? LLVMBuildSub(e->b, ix->axis[i], ev_int(e, start), "") : ix->axis[i];
-        vals[k] = ev_value(e, goperand(e->g, n, k), &sub);
-        from[k] = LLVMGetInsertBlock(e->b);
-        LLVMBuildBr(e->b, done);
-        if (next)
-            LLVMPositionBuilderAtEnd(e->b, next);
-        start += len;
-    }
+    int k = f->k - 1;
+    f->vals[k] = got;
+    f->from[k] = LLVMGetInsertBlock(e->b);
+    LLVMBuildBr(e->b, f->done);
+    if (f->next)
+        LLVMPositionBuilderAtEnd(e->b, f->next);
+    f->start += gnode(e->g, goperand(e->g, f->n, k))->shape.dim[node->attr.axis];
+    if (f->k < node->nin)
+        return concat_take(e, f, fi, ix, child, child_ix);
     e->branch_depth--;
-    LLVMPositionBuilderAtEnd(e->b, done);
+    LLVMPositionBuilderAtEnd(e->b, f->done);
     LLVMValueRef phi = LLVMBuildPhi(e->b, ty, "cat");
-    LLVMAddIncoming(phi, vals, from, (unsigned)node->nin);
-    free(from);
-    free(vals);
+    LLVMAddIncoming(phi, f->vals, f->from, (unsigned)node->nin);
+    free(f->from);
+    free(f->vals);
     return phi;
 }
 
-/* Computes node n (an op of this kernel, or inlined) at *ix from its operands. */
-static LLVMValueRef compute(Emit *e, int32_t n, const Node *node, Index *ix)
+/* Computes node n of frame fi (an op of this kernel, or inlined) at its index from its
+ * operands: returns the value, or NULL having asked for an operand (*child at the index of
+ * frame *child_ix), whose value comes back as got in the next call (NULL in the first). */
+static LLVMValueRef compute_step(Emit *e, Walk *w, int32_t fi, LLVMValueRef got, int32_t *child,
+                                 int32_t *child_ix)
 {
+    Frame *f = &w->f[fi];
+    Index *ix = walk_ix(w, f->ix_of);
+    int32_t n = f->n;
+    const Node *node = gnode(e->g, n);
     const Node *x = node->nin > 0 ? gnode(e->g, goperand(e->g, n, 0)) : NULL;
     int32_t x0 = node->nin > 0 ? goperand(e->g, n, 0) : -1;
     switch (node->op) {
@@ -605,49 +705,57 @@ static LLVMValueRef compute(Emit *e, int32_t n, const Node *node, Index *ix)
             return round_to(e, node->dtype, LLVMBuildUIToFP(e->b, i, ev_type(e, node->dtype), ""));
         return LLVMBuildIntCast2(e->b, i, ev_type(e, node->dtype), 0, "");
     }
-    case ASTITCH_OP_BROADCAST_IN_DIM: {
+    case ASTITCH_OP_BROADCAST_IN_DIM:
+        if (got)
+            return got;
         ev_axes(e, ix);
-        Index sub = {.shape = &x->shape, .has_axes = true};
+        f->sub = (Index){.shape = &x->shape, .has_axes = true};
         for (int i = 0; i < x->shape.rank; i++)
-            sub.axis[i] = x->shape.dim[i] == 1 ? ev_int(e, 0) : ix->axis[node->attr.dims[i]];
-        return ev_value(e, x0, &sub);
-    }
-    case ASTITCH_OP_RESHAPE: {
-        Index sub = {.shape = &x->shape, .lin = ev_lin(e, ix)};
-        return ev_value(e, x0, &sub);
-    }
-    case ASTITCH_OP_TRANSPOSE: {
+            f->sub.axis[i] = x->shape.dim[i] == 1 ? ev_int(e, 0) : ix->axis[node->attr.dims[i]];
+        return ask(x0, fi, child, child_ix);
+    case ASTITCH_OP_RESHAPE:
+        if (got)
+            return got;
+        f->sub = (Index){.shape = &x->shape, .lin = ev_lin(e, ix)};
+        return ask(x0, fi, child, child_ix);
+    case ASTITCH_OP_TRANSPOSE:
+        if (got)
+            return got;
         ev_axes(e, ix);
-        Index sub = {.shape = &x->shape, .has_axes = true};
+        f->sub = (Index){.shape = &x->shape, .has_axes = true};
         for (int i = 0; i < x->shape.rank; i++)
-            sub.axis[node->attr.dims[i]] = ix->axis[i];
-        return ev_value(e, x0, &sub);
-    }
-    case ASTITCH_OP_SLICE: {
-        Index sub;
-        ev_slice_source(e, node, &x->shape, ix, &sub);
-        return ev_value(e, x0, &sub);
-    }
+            f->sub.axis[node->attr.dims[i]] = ix->axis[i];
+        return ask(x0, fi, child, child_ix);
+    case ASTITCH_OP_SLICE:
+        if (got)
+            return got;
+        ev_slice_source(e, node, &x->shape, ix, &f->sub);
+        return ask(x0, fi, child, child_ix);
     case ASTITCH_OP_CONCATENATE:
-        return concat_value(e, n, node, ix);
+        return concat_step(e, f, fi, ix, got, child, child_ix);
     case ASTITCH_OP_GATHER: {
-        int32_t ids = goperand(e->g, n, 1);
-        const Node *in = gnode(e->g, ids);
-        ev_axes(e, ix);
-        Index at = {.shape = &in->shape, .has_axes = true};
-        for (int i = 0; i < in->shape.rank; i++)
-            at.axis[i] = ix->axis[i];
-        LLVMValueRef row = ev_value(e, ids, &at);
-        row = LLVMBuildIntCast2(e->b, row, LLVMInt64TypeInContext(e->c), 1, "");
+        const Node *in = gnode(e->g, goperand(e->g, n, 1));
+        if (f->k == 0) { /* the row from the indices, at the element's leading axes */
+            ev_axes(e, ix);
+            f->sub = (Index){.shape = &in->shape, .has_axes = true};
+            for (int i = 0; i < in->shape.rank; i++)
+                f->sub.axis[i] = ix->axis[i];
+            f->k = 1;
+            return ask(goperand(e->g, n, 1), fi, child, child_ix);
+        }
+        if (f->k == 2)
+            return got;
+        LLVMValueRef row = LLVMBuildIntCast2(e->b, got, LLVMInt64TypeInContext(e->c), 1, "");
         LLVMTypeRef i64 = LLVMInt64TypeInContext(e->c);
         LLVMValueRef lo = LLVMConstInt(i64, 0, 0), hi = LLVMConstInt(i64, (unsigned long long)(x->shape.dim[0] - 1), 0);
         row = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, row, lo, ""), lo, row, "");
         row = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, row, hi, ""), hi, row, "");
-        Index tab = {.shape = &x->shape, .has_axes = true};
-        tab.axis[0] = LLVMBuildIntCast2(e->b, row, e->ix, 1, "");
+        f->sub = (Index){.shape = &x->shape, .has_axes = true};
+        f->sub.axis[0] = LLVMBuildIntCast2(e->b, row, e->ix, 1, "");
         for (int i = 1; i < x->shape.rank; i++)
-            tab.axis[i] = ix->axis[in->shape.rank + i - 1];
-        return ev_value(e, x0, &tab);
+            f->sub.axis[i] = ix->axis[in->shape.rank + i - 1];
+        f->k = 2;
+        return ask(x0, fi, child, child_ix);
     }
     default:
         break;
@@ -656,28 +764,21 @@ static LLVMValueRef compute(Emit *e, int32_t n, const Node *node, Index *ix)
         return ev_fail(e, ev_type(e, node->dtype), ASTITCH_ERR_INTERNAL,
                        "%s: node %d '%s' (%s) is needed in phase %d but not materialized",
                        e->k->name, n, node->name, astitch_op_name(node->op), e->phase);
-    LLVMValueRef arg[3];
-    for (int k = 0; k < node->nin && k < 3; k++)
-        arg[k] = ev_value(e, goperand(e->g, n, k), ix);
-    return ev_apply(e, n, arg);
+    if (got)
+        f->arg[f->k - 1] = got;
+    if (f->k < node->nin && f->k < 3) /* every operand at the element itself */
+        return ask(goperand(e->g, n, f->k++), f->ix_of, child, child_ix);
+    return ev_apply(e, n, f->arg);
 }
 
-LLVMValueRef ev_apply(Emit *e, int32_t n, LLVMValueRef *arg)
-{
-    const Node *node = gnode(e->g, n);
-    astitch_dtype from = gnode(e->g, goperand(e->g, n, 0))->dtype;
-    if (node->op == ASTITCH_OP_CONVERT)
-        return convert(e, from, node->dtype, arg[0]);
-    if (node->op == ASTITCH_OP_SELECT)
-        return LLVMBuildSelect(e->b, arg[0], arg[1], arg[2], "");
-    LLVMValueRef r = node->nin == 1 ? unary(e, node, from, arg[0]) : binary(e, node, from, arg[0], arg[1]);
-    return round_to(e, node->dtype, r);
-}
-
-LLVMValueRef ev_value(Emit *e, int32_t n, Index *ix)
+/* Starts node n at the index of frame ix_of (-1: the walk's): its value when it needs no
+ * operand (a row value of a resident run, the element cache, a load, a failure), else NULL
+ * with a frame for it pushed. */
+static LLVMValueRef enter(Emit *e, Walk *w, int32_t n, int32_t ix_of)
 {
     if (e->rowval && e->rowval[n]) /* a resident run reads its rows' values only at the row */
         return e->rowval[n];
+    Index *ix = walk_ix(w, ix_of);
     /* the cache holds values at the element cache_ix; any index with the same linear index
      * value is the same element of a node (a reshape passes its index on) */
     bool cacheable = ix == e->cache_ix || (e->cache_ix && ix->lin && ix->lin == e->cache_ix->lin);
@@ -686,18 +787,50 @@ LLVMValueRef ev_value(Emit *e, int32_t n, Index *ix)
     const Node *node = gnode(e->g, n);
     const PlanOp *op = plan_kernel_op(e->k, n);
     LLVMValueRef v;
-    if (!op)
+    if (!op) {
         v = load_materialized(e, n, NULL, ix);
-    else if (op->phase >= 0 && op->phase < e->phase)
+    } else if (op->phase >= 0 && op->phase < e->phase) {
         v = load_materialized(e, n, op, ix);
-    else if (op->phase > e->phase)
+    } else if (op->phase > e->phase) {
         v = ev_fail(e, ev_type(e, node->dtype), ASTITCH_ERR_INTERNAL,
                     "%s: node %d '%s' is read in phase %d before phase %d makes it", e->k->name, n,
                     node->name, e->phase, op->phase);
-    else
-        v = compute(e, n, node, ix);
+    } else {
+        Frame *f = walk_push(w);
+        if (f) {
+            *f = (Frame){.n = n, .ix_of = ix_of, .cacheable = cacheable};
+            return NULL;
+        }
+        v = ev_fail(e, ev_type(e, node->dtype), ASTITCH_ERR_MEMORY,
+                    "%s: out of memory computing node %d '%s'", e->k->name, n, node->name);
+    }
     if (cacheable && e->branch_depth == 0)
         e->cache[n] = v;
+    return v;
+}
+
+LLVMValueRef ev_value(Emit *e, int32_t n, Index *ix)
+{
+    Walk w;
+    w.ix = ix;
+    w.f = w.local;
+    w.n = 0;
+    w.cap = WALK_LOCAL;
+    LLVMValueRef v = enter(e, &w, n, -1);
+    while (w.n > 0) {
+        int32_t child, child_ix;
+        LLVMValueRef done = compute_step(e, &w, w.n - 1, v, &child, &child_ix);
+        if (!done) {
+            v = enter(e, &w, child, child_ix);
+            continue;
+        }
+        const Frame *f = &w.f[--w.n];
+        if (f->cacheable && e->branch_depth == 0)
+            e->cache[f->n] = done;
+        v = done;
+    }
+    if (w.f != w.local)
+        free(w.f);
     return v;
 }
 

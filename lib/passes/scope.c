@@ -5,8 +5,9 @@
  * cluster over its operand and consumer edges, through memory-intensive ops only (parameters,
  * compute ops and inlined constants bound it). An op joins only if the cluster stays convex: no
  * path may leave the cluster and come back (through a compute op or another cluster), which
- * would make the stitch op and that path depend on each other. Node ids are a topological order,
- * so the search for such a path only visits ids between the two sides.
+ * would make the stitch op and that path depend on each other. Node ids are a topological order
+ * and a finished cluster is entered as a whole, so the search for such a path stops at ids that
+ * neither reach the cluster nor a finished cluster's span of ids that might (limits in grow).
  *
  * fusion=none: one kernel per memory-intensive op.
  */
@@ -22,6 +23,11 @@ typedef struct Scope {
     int32_t *cseen;  /* cluster -> epoch in which a search entered it */
     int32_t *stack;
     int32_t *mem;    /* members of the clusters, in order; the current one at the end */
+    int32_t *span_lo, *span_hi; /* the finished clusters' id spans, overlapping ones merged,
+                                 * ascending: nspan disjoint spans */
+    int32_t nspan;
+    int32_t lo, hi;  /* the cluster being grown: a search backward (forward) never needs an id
+                      * below lo (above hi) */
 } Scope;
 
 static void push(Scope *s, int32_t *sp, int32_t y)
@@ -62,6 +68,8 @@ static bool path_to_cluster(Scope *s, int32_t v, int32_t c, bool forward)
                     return true; /* reached c through an outside node */
                 continue;
             }
+            if (forward ? y > s->hi : y < s->lo)
+                continue;
             push(s, &sp, y);
         }
     }
@@ -78,12 +86,36 @@ static bool is_member_class(const Planner *pl, int32_t v)
     return plan_is_owned_class(pl->g, v, pl->is_output);
 }
 
-/* Grows cluster c from seed; its members are appended to s->mem from s->mstart[c]. */
+/* Records the id span [lo, hi] of a finished cluster. Seeds ascend and every member-class
+ * node below a seed is clustered before it, so a cluster's lowest id is its seed: spans arrive
+ * in ascending order of their low ends and merge with the last one alone. */
+static void add_span(Scope *s, int32_t lo, int32_t hi)
+{
+    int32_t k = s->nspan - 1;
+    if (k >= 0 && lo <= s->span_hi[k]) {
+        if (hi > s->span_hi[k])
+            s->span_hi[k] = hi;
+        return;
+    }
+    s->span_lo[++k] = lo;
+    s->span_hi[k] = hi;
+    s->nspan = k + 1;
+}
+
+/* Grows cluster c from seed; its members are appended to s->mem from s->mstart[c]. Edges go
+ * to higher ids, except that entering a finished cluster reaches all of its span (merged
+ * spans included). Forward from y above c's highest id and above every finished span, no id
+ * of c is reachable: hi. Backward, c's ids are at least seed, and from y below seed and below
+ * the one span that may reach up to seed (only the last can) nothing reaches seed: lo. */
 static void grow(Scope *s, int32_t seed, int32_t c)
 {
     Planner *pl = s->pl;
     const astitch_graph *g = pl->g;
     int32_t qh = s->mstart[c], qt = qh;
+    int32_t last = s->nspan - 1, fin_hi = last >= 0 ? s->span_hi[last] : -1;
+    s->lo = last >= 0 && s->span_hi[last] >= seed ? s->span_lo[last] : seed;
+    s->hi = seed > fin_hi ? seed : fin_hi;
+    int32_t top = seed;
     s->cl[seed] = c;
     s->mem[qt++] = seed;
     s->mstart[c + 1] = qt;
@@ -103,8 +135,13 @@ static void grow(Scope *s, int32_t seed, int32_t c)
             s->cl[w] = c;
             s->mem[qt++] = w;
             s->mstart[c + 1] = qt;
+            if (w > top)
+                top = w;
+            if (w > s->hi)
+                s->hi = w;
         }
     }
+    add_span(s, seed, top);
 }
 
 static astitch_status make_kernels(Planner *pl, const int32_t *cl, int32_t ncl)
@@ -128,9 +165,10 @@ astitch_status pass_scope(Planner *pl)
     size_t sz = (size_t)n + 1;
     Scope s = {pl, malloc(sz * sizeof(int32_t)), calloc(sz + 1, sizeof(int32_t)),
                calloc(sz, sizeof(int32_t)), malloc(sz * sizeof(int32_t)),
-               malloc(sz * sizeof(int32_t))};
+               malloc(sz * sizeof(int32_t)), malloc(sz * sizeof(int32_t)),
+               malloc(sz * sizeof(int32_t)), 0, 0, 0};
     astitch_status st = ASTITCH_OK;
-    if (!s.cl || !s.mstart || !s.cseen || !s.stack || !s.mem) {
+    if (!s.cl || !s.mstart || !s.cseen || !s.stack || !s.mem || !s.span_lo || !s.span_hi) {
         st = ctx_fail(pl->g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
         goto done;
     }
@@ -145,6 +183,7 @@ astitch_status pass_scope(Planner *pl)
             s.cl[v] = ncl;
             s.mem[s.mstart[ncl]] = v;
             s.mstart[ncl + 1] = s.mstart[ncl] + 1;
+            add_span(&s, v, v);
             ncl++;
             continue;
         }
@@ -157,5 +196,7 @@ done:
     free(s.cseen);
     free(s.stack);
     free(s.mem);
+    free(s.span_lo);
+    free(s.span_hi);
     return st;
 }

@@ -12,7 +12,6 @@
  * nothing. So moved == minimal means no re-read, and moved > minimal shows one (--plan).
  */
 #include <stdlib.h>
-#include <string.h>
 
 #include "passes/passes.h"
 
@@ -30,67 +29,97 @@ static bool takes_part(const astitch_graph *g, int32_t c, int32_t x)
     return op == ASTITCH_OP_SLICE || (op == ASTITCH_OP_GATHER && goperand(g, c, 0) == x);
 }
 
-/* Sets read[x] to the part of global-memory value x that phase ph reads (0 for none), from its
- * roots through the ops it computes, in one sweep down the topological order. A value needs the
- * largest part any consumer takes whole, or the parts its slices take together (at most all of
- * it). part[] and sliced[] hold nnode zeros on entry. */
-static void phase_reads(const astitch_graph *g, const PlanKernel *k, int32_t ph, double *part,
-                        double *sliced, double *read)
+/* The nodes a kernel's phases can read or compute: its ops and its inputs (every operand of
+ * an op is one or the other), ascending in node[0 .. n). part[], sliced[] and read[] below are
+ * indexed by a node's place here, so a kernel's count costs its own size, not the graph's. */
+typedef struct Slots {
+    int32_t *node;
+    int32_t n;
+} Slots;
+
+static int32_t slot_of(const Slots *sl, int32_t x)
+{
+    int32_t lo = 0, hi = sl->n;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (sl->node[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < sl->n && sl->node[lo] == x ? lo : -1;
+}
+
+/* Sets read[] to the part of each global-memory value that phase ph reads (0 for none), from
+ * its roots through the ops it computes, in one sweep down the topological order. A value needs
+ * the largest part any consumer takes whole, or the parts its slices take together (at most all
+ * of it). part[] and sliced[] hold zeros on entry and on return. */
+static void phase_reads(const astitch_graph *g, const PlanKernel *k, const Slots *sl, int32_t ph,
+                        double *part, double *sliced, double *read)
 {
     int32_t top = -1;
     for (int32_t i = 0; i < k->phase[ph].nroot; i++) {
-        int32_t r = k->phase[ph].root[i];
+        int32_t r = slot_of(sl, k->phase[ph].root[i]);
         part[r] = 1.0;
         top = r > top ? r : top;
     }
-    for (int32_t x = top; x >= 0; x--) {
-        if (sliced[x] > part[x])
-            part[x] = sliced[x] < 1.0 ? sliced[x] : 1.0;
-        if (part[x] <= 0)
+    for (int32_t i = top; i >= 0; i--) { /* leaves part[i] and sliced[i] zero behind it */
+        int32_t x = sl->node[i];
+        double mine = part[i];
+        if (sliced[i] > mine)
+            mine = sliced[i] < 1.0 ? sliced[i] : 1.0;
+        part[i] = sliced[i] = 0;
+        if (mine <= 0)
             continue;
         const PlanOp *o = plan_kernel_op(k, x);
         if (!o || (o->phase >= 0 && o->phase < ph)) { /* a kernel input, or made earlier */
             bool in_run = o && k->phase[ph].resident && o->phase >= k->phase[ph].run_first;
             bool in_memory = !o || (!in_run && (o->buf >= 0 ? k->buf[o->buf].kind == ASTITCH_BUFFER_SCRATCH
                                                             : o->output));
-            if (in_memory && part[x] > read[x])
-                read[x] = part[x];
+            if (in_memory && mine > read[i])
+                read[i] = mine;
             continue;
         }
         for (int j = 0; j < gnode(g, x)->nin; j++) {
-            int32_t y = goperand(g, x, j);
+            int32_t y = goperand(g, x, j), sy = slot_of(sl, y);
             if (takes_part(g, x, y)) {
                 double theirs = (double)shape_elements(&gnode(g, y)->shape);
                 if (theirs > 0)
-                    sliced[y] += part[x] * (double)shape_elements(&gnode(g, x)->shape) / theirs;
-            } else if (part[x] > part[y]) {
-                part[y] = part[x];
+                    sliced[sy] += mine * (double)shape_elements(&gnode(g, x)->shape) / theirs;
+            } else if (mine > part[sy]) {
+                part[sy] = mine;
             }
         }
     }
 }
 
 /* Adds the bytes read[] marks (each node's part of its tensor) to *sum and clears the marks. */
-static void count_reads(const astitch_graph *g, double *read, int64_t *sum)
+static void count_reads(const astitch_graph *g, const Slots *sl, double *read, int64_t *sum)
 {
-    for (int32_t n = 0; n < g->nnode; n++)
-        if (read[n] > 0) {
-            *sum += (int64_t)(read[n] * (double)tensor_bytes(g, n) + 0.5);
-            read[n] = 0;
+    for (int32_t i = 0; i < sl->n; i++)
+        if (read[i] > 0) {
+            *sum += (int64_t)(read[i] * (double)tensor_bytes(g, sl->node[i]) + 0.5);
+            read[i] = 0;
         }
 }
 
 bool plan_kernel_traffic(const astitch_graph *g, PlanKernel *k)
 {
-    double *part = calloc((size_t)g->nnode + 1, sizeof *part);
-    double *sliced = calloc((size_t)g->nnode + 1, sizeof *sliced);
-    double *read = calloc((size_t)g->nnode + 1, sizeof *read);
-    if (!part || !sliced || !read) {
+    size_t m = (size_t)k->nop + (size_t)k->ninput + 1;
+    Slots sl = {malloc(m * sizeof *sl.node), 0};
+    double *part = calloc(m, sizeof *part);
+    double *sliced = calloc(m, sizeof *sliced);
+    double *read = calloc(m, sizeof *read);
+    if (!sl.node || !part || !sliced || !read) {
+        free(sl.node);
         free(part);
         free(sliced);
         free(read);
         return false;
     }
+    for (int32_t a = 0, b = 0; a < k->nop || b < k->ninput;) /* both ascending */
+        sl.node[sl.n++] = b == k->ninput || (a < k->nop && k->op[a].node < k->input[b])
+                              ? k->op[a++].node : k->input[b++];
     k->min_bytes = 0;
     for (int32_t i = 0; i < k->ninput; i++)
         k->min_bytes += tensor_bytes(g, k->input[i]);
@@ -98,19 +127,18 @@ bool plan_kernel_traffic(const astitch_graph *g, PlanKernel *k)
         k->min_bytes += tensor_bytes(g, k->output[i]);
     k->moved_bytes = 0;
     for (int32_t ph = 0; ph < k->nphase; ph++) {
-        memset(part, 0, (size_t)g->nnode * sizeof *part);
-        memset(sliced, 0, (size_t)g->nnode * sizeof *sliced);
-        phase_reads(g, k, ph, part, sliced, read);
+        phase_reads(g, k, &sl, ph, part, sliced, read);
         bool run_goes_on = ph + 1 < k->nphase && k->phase[ph].resident &&
                            k->phase[ph + 1].run_first == k->phase[ph].run_first;
         if (!run_goes_on) /* a resident run reads its inputs once, at its end here */
-            count_reads(g, read, &k->moved_bytes);
+            count_reads(g, &sl, read, &k->moved_bytes);
         for (int32_t i = 0; i < k->phase[ph].nroot; i++) {
             const PlanOp *o = plan_kernel_op(k, k->phase[ph].root[i]);
             if (o->output || (o->buf >= 0 && k->buf[o->buf].kind == ASTITCH_BUFFER_SCRATCH))
                 k->moved_bytes += tensor_bytes(g, o->node);
         }
     }
+    free(sl.node);
     free(part);
     free(sliced);
     free(read);

@@ -218,7 +218,7 @@ astitch_status exec_cuda_prepare(astitch_executable *x)
     }
     if (s == ASTITCH_OK && any_split)
         s = load_split(x, c);
-    c->scratch_need = (size_t)(any_split ? compile_split_scratch_bytes(p) : p->scratch_bytes) + 256;
+    c->scratch_need = (size_t)(any_split ? compile_split_scratch_bytes(p, false) : p->scratch_bytes) + 256;
     if (s == ASTITCH_OK && x->caller_workspace) {
         exec_cuda_use_workspace(x, 0);
         goto out;

@@ -1,6 +1,13 @@
 /* exec_host.c: an executable's steps on the host: kernels through the SIMT runtime (one fiber
  * per GPU thread, cooperative launches for kernels with grid barriers), compute ops (dot,
- * custom) through the reference interpreter. */
+ * custom) through the reference interpreter.
+ *
+ * Redzones (simt_redzone.c): every launch runs with guards in each block's shared memory and
+ * in the scratch arena, wherever the kernel's buffers leave bytes free (the padding after each
+ * buffer's elements, the gaps the split form leaves before the SHARED buffers it keeps in
+ * scratch) and SIMT_REDZONE bytes before and after each region; a guard found overwritten after
+ * a launch fails the run (ASTITCH_ERR_DEVICE) naming the kernel, the buffer and the byte. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,9 +57,105 @@ static void fill32(void *dst, uint32_t bits, int64_t n)
         p[i] = bits;
 }
 
+/* What kernel k may touch of shared memory and of the scratch arena, for its redzones. */
+typedef struct Guards {
+    SimtRange *range;    /* shared ranges first, then scratch ranges, each ascending */
+    int nshared, nscratch;
+    char (*name)[160];   /* two per buffer of the kernel: the buffer's, its counters' */
+} Guards;
+
+static int cmp_range(const void *a, const void *b)
+{
+    const SimtRange *x = a, *y = b;
+    return (x->offset > y->offset) - (x->offset < y->offset);
+}
+
+/* The ranges of kernel k's buffers, each its elements alone (not the padding the plan rounds it
+ * to): SHARED and REDUCE in shared memory, SCRATCH and PARTIAL (accumulators, then counters)
+ * in the arena; in the split form (split), SHARED buffers where the parts keep them in the
+ * arena instead. */
+static bool guards_build(const astitch_plan *p, int32_t k, bool split, Guards *gd)
+{
+    const PlanKernel *pk = &p->kernel[k];
+    size_t n = (size_t)pk->nbuf * 2 + 1;
+    SimtRange *shared = calloc(n, sizeof *shared), *scratch = calloc(n, sizeof *scratch);
+    int64_t *spill = calloc(n, sizeof *spill);
+    *gd = (Guards){.range = calloc(n, sizeof *gd->range), .name = calloc(n, sizeof *gd->name)};
+    bool ok = shared && scratch && spill && gd->range && gd->name;
+    if (ok && split)
+        compile_split_spill(p, k, true, spill);
+    for (int32_t b = 0; ok && b < pk->nbuf; b++) {
+        const PlanBuffer *pb = &pk->buf[b];
+        const Node *node = gnode(p->graph, pb->node);
+        int64_t used = pb->elements * (int64_t)astitch_dtype_size(pb->dtype);
+        bool spilled = split && pb->kind == ASTITCH_BUFFER_SHARED;
+        char *name = gd->name[2 * b], *counters = gd->name[2 * b + 1];
+        snprintf(name, sizeof gd->name[0], "%s buffer of node %d '%s'%s",
+                 astitch_buffer_kind_name(pb->kind), pb->node, node->name,
+                 spilled ? " (in scratch: split form)" : "");
+        snprintf(counters, sizeof gd->name[0], "the arrival counters of %s", name);
+        switch (pb->kind) {
+        case ASTITCH_BUFFER_SHARED:
+            if (spilled) {
+                used = shape_elements(&node->shape) * (int64_t)astitch_dtype_size(node->dtype);
+                scratch[gd->nscratch++] = (SimtRange){spill[b], used, name};
+                break;
+            }
+            /* fall through */
+        case ASTITCH_BUFFER_REDUCE:
+            shared[gd->nshared++] = (SimtRange){pb->offset, used, name};
+            break;
+        case ASTITCH_BUFFER_SCRATCH:
+            scratch[gd->nscratch++] = (SimtRange){pb->offset, used, name};
+            break;
+        case ASTITCH_BUFFER_PARTIAL: {
+            const PlanOp *op = plan_kernel_op(pk, pb->node);
+            int64_t rows = op && op->phase >= 0 ? pk->phase[op->phase].map.rows : 0;
+            scratch[gd->nscratch++] = (SimtRange){pb->offset, used, name};
+            scratch[gd->nscratch++] = (SimtRange){pb->offset + plan_partial_counters(pb),
+                                                  rows * 4, counters};
+            break;
+        }
+        }
+    }
+    if (ok) {
+        qsort(shared, (size_t)gd->nshared, sizeof *shared, cmp_range);
+        qsort(scratch, (size_t)gd->nscratch, sizeof *scratch, cmp_range);
+        memcpy(gd->range, shared, (size_t)gd->nshared * sizeof *shared);
+        memcpy(gd->range + gd->nshared, scratch, (size_t)gd->nscratch * sizeof *scratch);
+    }
+    free(shared);
+    free(scratch);
+    free(spill);
+    return ok;
+}
+
+static void guards_free(Guards *gd)
+{
+    free(gd->range);
+    free(gd->name);
+}
+
+/* After a launch of kernel k (part `part`, or -1 for the whole kernel): fails it when it
+ * overwrote a guard of the scratch arena. */
+static astitch_status check_scratch(astitch_executable *x, const PlanKernel *pk, int part,
+                                    const char *scratch, const SimtRedzones *z)
+{
+    int64_t bad;
+    if (!simt_redzone_check(scratch, z, &bad))
+        return ASTITCH_OK;
+    char where[384], what[32] = "";
+    simt_redzone_explain(z, bad, where, sizeof where);
+    if (part >= 0)
+        snprintf(what, sizeof what, " part %d", part);
+    return ctx_fail(x->ctx, ASTITCH_ERR_DEVICE,
+                    "kernel '%s'%s: scratch redzone overwritten at byte %lld of the %lld-byte "
+                    "arena (%s)", pk->name, what, (long long)bad, (long long)z->bytes, where);
+}
+
 static astitch_status run_kernel(astitch_executable *x, int32_t k, const void *const *inputs,
                                  void *const *outputs, char *temps, char *scratch,
-                                 uint32_t *counter)
+                                 int64_t scratch_bytes, uint32_t *counter)
 {
     const PlanKernel *pk = &x->plan->kernel[k];
     if (pk->grid < 1)
@@ -62,11 +165,15 @@ static astitch_status run_kernel(astitch_executable *x, int32_t k, const void *c
     void **ptrs = calloc((size_t)nargs, sizeof *ptrs);
     ffi_type **types = calloc((size_t)nargs, sizeof *types);
     SplitInit *init = calloc((size_t)pk->nop * 2 + 1, sizeof *init);
+    Guards gd = {0};
     astitch_status s = ASTITCH_OK;
-    if (!vals || !ptrs || !types || !init) {
+    if (!vals || !ptrs || !types || !init || !guards_build(x->plan, k, x->split[k], &gd)) {
         s = ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory launching %s", pk->name);
         goto out;
     }
+    SimtRedzones shared_z = {gd.range, gd.nshared, pk->shared_bytes};
+    SimtRedzones scratch_z = {gd.range + gd.nshared, gd.nscratch, scratch_bytes};
+    simt_redzone_fill(scratch, &scratch_z);
     int a = 0;
     for (int32_t i = 0; i < pk->ninput; i++)
         vals[a++] = value_ptr(x, pk->input[i], inputs, outputs, temps);
@@ -86,21 +193,26 @@ static astitch_status run_kernel(astitch_executable *x, int32_t k, const void *c
     *counter = 0;
     SimtLaunch l = {.arg_types = types, .arg_values = ptrs, .nargs = nargs, .grid = pk->grid,
                     .block = pk->block, .shared_bytes = (size_t)pk->shared_bytes,
-                    .name = pk->name};
+                    .name = pk->name, .shared_redzones = &shared_z};
     if (!x->split[k]) {
         l.fn = host_kernel(x->hk, k, -1);
         l.cooperative = pk->global_barriers > 0;
         s = simt_launch(x->ctx, &l);
+        if (s == ASTITCH_OK)
+            s = check_scratch(x, pk, -1, scratch, &scratch_z);
     }
     for (int part = 0; x->split[k] && s == ASTITCH_OK && part < compile_kernel_num_parts(x->plan, k); part++) {
         l.fn = host_kernel(x->hk_split, k, part);
         s = simt_launch(x->ctx, &l);
+        if (s == ASTITCH_OK)
+            s = check_scratch(x, pk, part, scratch, &scratch_z);
     }
 out:
     free(vals);
     free(ptrs);
     free(types);
     free(init);
+    guards_free(&gd);
     return s;
 }
 
@@ -126,8 +238,9 @@ astitch_status exec_host_run(astitch_executable *x, const void *const *inputs,
 {
     const astitch_plan *p = x->plan;
     char *temps = malloc(x->temp_bytes + 64);
-    int64_t scratch_bytes = x->hk_split ? compile_split_scratch_bytes(p) : p->scratch_bytes;
-    char *scratch = calloc(1, (size_t)scratch_bytes + 64);
+    int64_t scratch_bytes = x->hk_split ? compile_split_scratch_bytes(p, true) : p->scratch_bytes;
+    char *arena = calloc(1, (size_t)scratch_bytes + 2 * SIMT_REDZONE); /* redzones either side */
+    char *scratch = arena ? arena + SIMT_REDZONE : NULL;
     uint32_t *counter = calloc(16, sizeof *counter);
     astitch_status s = ASTITCH_OK;
     if (!temps || !scratch || !counter)
@@ -139,7 +252,8 @@ astitch_status exec_host_run(astitch_executable *x, const void *const *inputs,
             memcpy(temps + x->slot[n].offset, x->const_data[n], x->slot[n].bytes);
     for (int32_t i = 0; s == ASTITCH_OK && i < p->nstep; i++)
         s = p->step[i].kind == ASTITCH_STEP_KERNEL
-                ? run_kernel(x, p->step[i].index, inputs, outputs, temps, scratch, counter)
+                ? run_kernel(x, p->step[i].index, inputs, outputs, temps, scratch,
+                             scratch_bytes, counter)
                 : run_compute(x, p->step[i].index, inputs, outputs, temps);
     for (int32_t i = 0; s == ASTITCH_OK && i < x->g->noutput; i++) {
         int32_t n = x->g->output[i];
@@ -147,7 +261,7 @@ astitch_status exec_host_run(astitch_executable *x, const void *const *inputs,
             memcpy(outputs[i], inputs[x->g->node[n].attr.param], x->slot[n].bytes);
     }
     free(temps);
-    free(scratch);
+    free(arena);
     free(counter);
     return s;
 }

@@ -6,6 +6,7 @@
  *                 empty; a thread leaves the queue at a barrier and is queued again when the
  *                 barrier completes
  *   deadlock      the queue is empty but threads still wait: say which barrier and how many
+ *   check_shared_redzones  after a wave: did a block write a guard of its shared memory
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -144,6 +145,24 @@ static astitch_status deadlock(SimtExec *x)
     return ASTITCH_ERR_DEVICE;
 }
 
+/* After a wave: fails it when a block overwrote a guard of its shared memory. */
+static astitch_status check_shared_redzones(SimtExec *x)
+{
+    const SimtRedzones *z = x->l->shared_redzones;
+    int64_t bad;
+    for (int32_t b = 0; z && b < x->wave_blocks; b++) {
+        if (!simt_redzone_check(x->shared + (size_t)b * x->shared_stride, z, &bad))
+            continue;
+        char where[384];
+        simt_redzone_explain(z, bad, where, sizeof where);
+        snprintf(x->error, sizeof x->error,
+                 "kernel '%s' block %d: shared-memory redzone overwritten at byte %lld (%s)",
+                 x->name, x->first_block + b, (long long)bad, where);
+        return ASTITCH_ERR_DEVICE;
+    }
+    return ASTITCH_OK;
+}
+
 /* Runs the blocks first .. first + wave_blocks - 1 to completion. */
 static astitch_status run_wave(SimtExec *x, int32_t first)
 {
@@ -166,6 +185,8 @@ static astitch_status run_wave(SimtExec *x, int32_t first)
     }
     x->bar_grid = (SimtBarrier){0, x->nthreads, x->waiters + x->nthreads};
     memset(x->shared, 0xff, (size_t)x->wave_blocks * x->shared_stride);
+    for (int32_t b = 0; x->l->shared_redzones && b < x->wave_blocks; b++)
+        simt_redzone_fill(x->shared + (size_t)b * x->shared_stride, x->l->shared_redzones);
 
     while (x->qlen > 0) {
         SimtThread *t = &x->thread[queue_pop(x)];
@@ -193,7 +214,9 @@ static astitch_status run_wave(SimtExec *x, int32_t first)
             x->done++;
         }
     }
-    return x->done == x->nthreads ? ASTITCH_OK : deadlock(x);
+    if (x->done != x->nthreads)
+        return deadlock(x);
+    return check_shared_redzones(x);
 }
 
 /* Checks l; on failure writes the message into x->error. */
@@ -213,6 +236,8 @@ static astitch_status check_launch(SimtExec *x, const SimtLaunch *l)
         why = "block size out of range 1..1024";
     else if (l->shared_bytes > SIMT_MAX_SHARED)
         why = "shared memory per block exceeds 256 KiB";
+    else if (l->shared_redzones && l->shared_redzones->bytes != (int64_t)l->shared_bytes)
+        why = "shared-memory redzones laid out for another size";
     else if (l->cooperative && (int64_t)l->grid * l->block > SIMT_MAX_LIVE_THREADS) {
         snprintf(buf, sizeof buf,
                  "cooperative launch of %lld threads exceeds the %d the host runtime keeps live",
@@ -233,7 +258,10 @@ static astitch_status alloc_wave(SimtExec *x, const SimtLaunch *l)
     x->wave_blocks = l->cooperative ? l->grid : 1;
     x->nthreads = x->wave_blocks * l->block;
     x->warps = (l->block + SIMT_WARP_SIZE - 1) / SIMT_WARP_SIZE;
-    x->shared_stride = (l->shared_bytes + SIMT_SHARED_ALIGN - 1) / SIMT_SHARED_ALIGN *
+    /* Under redzones each block's part is followed by at least SIMT_REDZONE guard bytes, and
+     * the first block's is preceded by as many. */
+    size_t guard = l->shared_redzones ? SIMT_REDZONE : 0;
+    x->shared_stride = (l->shared_bytes + guard + SIMT_SHARED_ALIGN - 1) / SIMT_SHARED_ALIGN *
                        SIMT_SHARED_ALIGN;
     if (x->shared_stride == 0)
         x->shared_stride = SIMT_SHARED_ALIGN;
@@ -250,7 +278,8 @@ static astitch_status alloc_wave(SimtExec *x, const SimtLaunch *l)
     x->warp = malloc((size_t)x->wave_blocks * (size_t)x->warps * sizeof *x->warp);
     x->waiters = malloc(2 * n * sizeof *x->waiters);
     x->queue = malloc(n * sizeof *x->queue);
-    x->shared = aligned_alloc(SIMT_SHARED_ALIGN, shared);
+    x->shared_alloc = aligned_alloc(SIMT_SHARED_ALIGN, shared + guard);
+    x->shared = x->shared_alloc ? x->shared_alloc + guard : NULL;
     x->sched = simt_fiber_alloc();
     x->stacks = simt_stacks_create(l->stack_bytes);
     if (!x->thread || !x->bar_block || !x->warp || !x->waiters || !x->queue || !x->shared ||
@@ -267,7 +296,7 @@ static void free_wave(SimtExec *x)
 {
     simt_stacks_destroy(x->stacks);
     simt_fiber_free(x->sched);
-    free(x->shared);
+    free(x->shared_alloc);
     free(x->queue);
     free(x->waiters);
     free(x->warp);

@@ -4,6 +4,7 @@
  *   simt.c        launch: argument checks, waves of blocks, the scheduler, deadlock reports
  *   simt_prims.c  the primitives kernels call (astitch_simt_*), the symbol table for the JIT
  *   simt_fiber.c  fibers: stack pool with guard pages, context switch, ASan annotations
+ *   simt_redzone.c  redzones: guard bytes around and between the memory a kernel may touch
  *
  * Execution model. A launch runs a kernel (an ordinary C-ABI function returning void, called
  * through libffi with its real argument list) once per GPU thread: grid x block threads, 1-D.
@@ -25,6 +26,9 @@
  *   shuffle is a warp barrier: every live lane of the warp must reach it.
  * - Shared memory: shared_bytes per block (static plus dynamic), 64-byte aligned, filled with
  *   0xff bytes (NaN as f32, -1 as i32) at block start, since a GPU does not clear it either.
+ *   With SimtLaunch.shared_redzones, the bytes of a block's shared memory that the kernel may
+ *   not touch, and SIMT_REDZONE bytes either side of it, are guards (simt_redzone.c), checked
+ *   when the block's wave ends: a guard overwritten fails the launch with a kernel error.
  * - A failure (astitch_simt_trap, deadlock) ends the whole launch; fibers still blocked are
  *   abandoned (their stacks are unmapped; kernels own no resources).
  * - Each fiber has a small stack (SimtLaunch.stack_bytes) above a guard page: a kernel that
@@ -52,6 +56,24 @@
 #define SIMT_MAX_SHARED_TOTAL ((size_t)256 << 20) /* shared bytes of all live blocks */
 #define SIMT_MAX_ARGS 256
 #define SIMT_SHARED_ALIGN 64
+#define SIMT_REDZONE 64                  /* guard bytes before and after a redzoned region */
+#define SIMT_REDZONE_BYTE 0xa5           /* the value every guard byte holds */
+
+/* A byte range [offset, offset + bytes) of a region that a kernel may touch, named for reports
+ * ("SHARED buffer of node 3 'max.1'"). */
+typedef struct SimtRange {
+    int64_t offset, bytes;
+    const char *name;
+} SimtRange;
+
+/* A region of `bytes` bytes of which a kernel may touch only the ranges used[0 .. nused)
+ * (ascending by offset, overlapping or not; clipped to the region). Every other byte of the
+ * region and the SIMT_REDZONE bytes either side of it are its guards. */
+typedef struct SimtRedzones {
+    const SimtRange *used;
+    int nused;
+    int64_t bytes;
+} SimtRedzones;
 
 typedef struct SimtLaunch {
     void (*fn)(void);       /* the kernel; its real type is void (T0, T1, ...) */
@@ -64,6 +86,8 @@ typedef struct SimtLaunch {
     bool cooperative;       /* keep all blocks live: needed by astitch_simt_grid_barrier */
     size_t stack_bytes;     /* fiber stack size; 0 for the default (64 KiB, 256 KiB on ASan) */
     const char *name;       /* kernel name for messages; may be NULL */
+    const SimtRedzones *shared_redzones; /* the ranges of a block's shared memory the kernel
+                                          * may touch (bytes: shared_bytes); NULL: no redzones */
 } SimtLaunch;
 
 /* simt.c */
@@ -108,6 +132,19 @@ uint32_t astitch_simt_atomic_exch_u32(uint32_t *p, uint32_t v);
 void *astitch_simt_shared(void);
 /* Ends the launch with a kernel error: "kernel 'k' block B thread T: trap: msg". */
 _Noreturn void astitch_simt_trap(const char *msg);
+
+/* simt_redzone.c: guards are bytes of value SIMT_REDZONE_BYTE; a kernel that writes one
+ * wrote outside the ranges it may touch. A region at base is addressable from
+ * base - SIMT_REDZONE to base + z->bytes + SIMT_REDZONE. */
+/* Sets every guard byte of the region z at base. */
+void simt_redzone_fill(char *base, const SimtRedzones *z);
+/* The first guard byte of the region z at base that no longer holds SIMT_REDZONE_BYTE, as an
+ * offset from base (negative before it), into *bad; false when every guard holds. */
+bool simt_redzone_check(const char *base, const SimtRedzones *z, int64_t *bad);
+/* Writes into buf where offset `bad` lies among z's ranges, for a report: "4 bytes past the
+ * end of SCRATCH buffer of node 5 'exp.1' (bytes [0, 4000))", or "inside ... (bytes [a, b)),
+ * past the region's end" for a range the region does not hold. */
+void simt_redzone_explain(const SimtRedzones *z, int64_t bad, char *buf, size_t len);
 
 typedef struct SimtSymbol {
     const char *name;
@@ -170,6 +207,7 @@ typedef struct SimtExec {
     int32_t *queue;          /* ring of thread slots ready to run */
     int32_t qhead, qlen;
     char *shared;            /* wave_blocks * shared_stride bytes */
+    char *shared_alloc;      /* shared, less SIMT_REDZONE bytes before it under redzones */
     size_t shared_stride;
     SimtThread *cur;         /* the running thread */
     int32_t done;            /* threads of the wave that returned */
