@@ -869,6 +869,86 @@ static void dead_nodes_dropped(void **state)
     }
 }
 
+
+/* A graph no one kernel can take: a sum of 300 parameters whose every other partial sum is an
+ * output, and a concatenate of all 300 (a tree of concatenates of at most 64). Under every
+ * fusion mode each kernel reads and writes at most 240 tensors (with the scratch arena and the
+ * barrier counter within the 256 arguments a launcher takes), and the host target's run agrees
+ * with the reference on fresh random inputs. */
+static void wide_kernels_bounded(void **state)
+{
+    Fixture *f = *state;
+    astitch_graph *g = f->g;
+    enum { N = 300, E = 6 };
+    int64_t d[2] = {2, 3};
+    astitch_node p[N], sum = ASTITCH_NO_NODE;
+    int nout = 0;
+    for (int i = 0; i < N; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "p%d", i);
+        p[i] = astitch_parameter(g, name, ASTITCH_F32, 2, d);
+        sum = i == 0 ? p[0] : astitch_binary(g, ASTITCH_OP_ADD, sum, p[i]);
+        if (i % 2 == 1) {
+            assert_int_equal(astitch_add_output(g, sum), ASTITCH_OK);
+            nout++;
+        }
+    }
+    assert_int_equal(astitch_add_output(g, astitch_concatenate(g, N, p, 0)), ASTITCH_OK);
+    nout++;
+    float *in = malloc(sizeof(float) * N * E), *want = malloc(sizeof(float) * (nout - 1 + N) * E);
+    float *got = malloc(sizeof(float) * (nout - 1 + N) * E);
+    const void *ins[N];
+    void *wants[N], *gots[N];
+    assert_true(in && want && got);
+    uint64_t seed = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)&seed;
+    printf("# wide kernels: seed %llu\n", (unsigned long long)seed);
+    for (int i = 0; i < N * E; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        in[i] = (float)(seed >> 40) / (float)(1 << 24) * 2 - 1;
+    }
+    for (int i = 0; i < N; i++)
+        ins[i] = in + i * E;
+    for (int i = 0; i < nout; i++) { /* the concatenate last, N times the size */
+        wants[i] = want + i * E;
+        gots[i] = got + i * E;
+    }
+    assert_int_equal(astitch_run_reference(g, ins, wants), ASTITCH_OK);
+    static const astitch_fusion modes[] = {ASTITCH_FUSION_NONE, ASTITCH_FUSION_XLA, ASTITCH_FUSION_STITCH};
+    astitch_device dev = device("h100");
+    for (int m = 0; m < 3; m++) {
+        astitch_plan_options o = opts(modes[m]);
+        astitch_plan *pl = plan(f, &dev, &o);
+        int most = 0;
+        for (int k = 0; k < astitch_plan_num_kernels(pl); k++) {
+            astitch_kernel_info ki;
+            assert_int_equal(astitch_plan_kernel_info(pl, k, &ki), ASTITCH_OK);
+            if (ki.num_inputs + ki.num_outputs > most)
+                most = ki.num_inputs + ki.num_outputs;
+        }
+        printf("# wide kernels, %s: %d kernels, at most %d tensors in one\n",
+               astitch_fusion_name(modes[m]), astitch_plan_num_kernels(pl), most);
+        assert_true(most <= 240);
+        astitch_compile_options co;
+        astitch_compile_options_default(&co);
+        co.target = ASTITCH_TARGET_HOST;
+        co.plan = o;
+        astitch_executable *x = NULL;
+        if (astitch_compile(g, &co, &x) != ASTITCH_OK)
+            fail_msg("compile: %s", astitch_last_error(f->ctx));
+        memset(got, 0xff, sizeof(float) * (nout - 1 + N) * E);
+        if (astitch_execute(x, ins, gots) != ASTITCH_OK)
+            fail_msg("run: %s", astitch_last_error(f->ctx));
+        for (int i = 0; i < (nout - 1 + N) * E; i++)
+            if (!(fabsf(got[i] - want[i]) <= 1e-5f * (1 + fabsf(want[i]))))
+                fail_msg("%s: element %d: %g, reference %g", astitch_fusion_name(modes[m]), i,
+                         (double)got[i], (double)want[i]);
+        astitch_executable_destroy(x);
+    }
+    free(in);
+    free(want);
+    free(got);
+}
+
 static void api_arguments(void **state)
 {
     Fixture *f = *state;
@@ -926,6 +1006,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(remote_stitching, setup, teardown),
         cmocka_unit_test_setup_teardown(fusion_none_one_kernel_per_op, setup, teardown),
         cmocka_unit_test_setup_teardown(dead_nodes_dropped, setup, teardown),
+        cmocka_unit_test_setup_teardown(wide_kernels_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(api_arguments, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -136,9 +136,18 @@ astitch_status pass_variance(const astitch_graph *g, bool packing, astitch_graph
 astitch_status pass_prune(const astitch_graph *g, astitch_graph **out, char ***dropped,
                           int32_t *ndropped);
 void prune_free_names(char **names, int32_t n);
+/* concat_tree.c: when g has a concatenate of more than CONCAT_TREE_WIDTH operands, *out is a
+ * copy of g (owned by the caller) where each is a tree of concatenates of at most that many;
+ * else *out is NULL. Fails only on memory. */
+#define CONCAT_TREE_WIDTH 64
+astitch_status pass_concat_tree(const astitch_graph *g, astitch_graph **out);
 astitch_status pass_scope(Planner *pl);                     /* scope.c */
 astitch_status pass_xla(Planner *pl);                       /* xla.c */
 astitch_status pass_remote(Planner *pl);                    /* remote.c */
+/* bound.c: cuts every kernel with more than PLAN_KERNEL_MAX_TENSORS inputs and outputs into
+ * pieces within it (kernels renumbered by first node when any is cut); refuses (UNSUPPORTED)
+ * only an xla kernel over the bound that recomputes another kernel's op. */
+astitch_status pass_bound(Planner *pl);
 astitch_status pass_dominant(Planner *pl, PlanKernel *k);   /* dominant.c */
 astitch_status pass_mapping(Planner *pl, PlanKernel *k);    /* mapping.c */
 /* mapping.c: true when a reduction over `axes` of a tensor of shape s could keep its rows in

@@ -5,11 +5,14 @@
  *     |
  *   prune                              the plan's own copy without the nodes that feed no
  *     |                                output, when there are any
+ *   concat_tree                        ... with each concatenate of more than 64 operands as a
+ *     |                                tree of narrower ones
  *     +- fusion=stitch:      variance  one-pass variance: the plan's own rewritten copy, when
  *     |                                a sum of squared deviations would read its input twice
  *     +- fusion=stitch|none: scope     clusters of memory-intensive ops, convex (4.1)
  *     +- fusion=xla:         xla       register-only fusion, cheap producers duplicated
  *     |  fusion=stitch:      remote    merge independent stitch ops (4.1)
+ *   bound                              kernels of too many tensors cut into pieces
  *     |
  *   plan_fill                          kernel ops, inlined sources, inputs, outputs, steps
  *     |
@@ -216,6 +219,14 @@ astitch_status astitch_plan_create(astitch_graph *g, const astitch_device *dev,
     st = pass_prune(g, &p->own_graph, &p->dropped, &p->ndropped);
     if (!st && p->own_graph)
         p->graph = p->own_graph;
+    if (!st) {
+        astitch_graph *tree = NULL;
+        st = pass_concat_tree(p->graph, &tree);
+        if (!st && tree) {
+            astitch_graph_destroy(p->own_graph);
+            p->own_graph = p->graph = tree;
+        }
+    }
     if (!st && p->opt.fusion == ASTITCH_FUSION_STITCH && p->opt.one_pass_variance) {
         astitch_graph *rw = NULL;
         st = pass_variance(p->graph, p->opt.packing, &rw, &p->rewritten, &p->nrewritten);
@@ -234,6 +245,8 @@ astitch_status astitch_plan_create(astitch_graph *g, const astitch_device *dev,
         st = p->opt.fusion == ASTITCH_FUSION_XLA ? pass_xla(&pl) : pass_scope(&pl);
     if (!st && p->opt.fusion == ASTITCH_FUSION_STITCH && p->opt.remote)
         st = pass_remote(&pl);
+    if (!st)
+        st = pass_bound(&pl);
     if (!st) {
         name_kernels(p);
         st = plan_fill(&pl);

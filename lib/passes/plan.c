@@ -400,6 +400,8 @@ static astitch_status check_kernel(Planner *pl, int32_t ki, const int32_t *pos)
             return check_fail(pl, k, x, "input computed by a later step");
         }
     }
+    if (k->ninput + k->noutput > PLAN_KERNEL_MAX_TENSORS)
+        return check_fail(pl, k, -1, "more input and output tensors than a kernel takes");
     const astitch_device *d = &p->dev;
     if (k->global_barriers > 0 && !k->persistent)
         return check_fail(pl, k, -1, "global barriers in a kernel that is not persistent");

@@ -102,6 +102,11 @@ typedef struct PlanBuffer {
     bool zero_init;
 } PlanBuffer;
 
+/* The most input and output tensors one kernel has (bound.c): with the scratch arena and the
+ * barrier counter, its arguments stay within what every launcher takes (the host runtime's
+ * SIMT_MAX_ARGS, 256; CUDA's parameter space). */
+#define PLAN_KERNEL_MAX_TENSORS 240
+
 typedef struct PlanKernel {
     char name[24];
     PlanOp *op;

@@ -1,0 +1,100 @@
+/*
+ * concat_tree.c: a concatenate of many operands becomes a tree of narrow ones.
+ *
+ * A kernel takes each tensor it reads as an argument, and a kernel's arguments are bounded
+ * (PLAN_KERNEL_MAX_TENSORS); a concatenate of a thousand operands would need them all in one
+ * kernel, even alone in it. Its operands are grouped, in order, into concatenates of at most
+ * CONCAT_TREE_WIDTH operands, those again while there are more than CONCAT_TREE_WIDTH groups,
+ * and the last level keeps the node's name and its place among the outputs. The element values
+ * are the same; the argument bound (bound.c) may then give the groups kernels of their own.
+ *
+ * The rewritten graph is a copy (the caller's graph is never changed); parameters keep their
+ * order. The new nodes are named after the concatenate ("<name>.part<L>_<i>").
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "passes/passes.h"
+
+/* Names node v of d "<base>.part<level>_<i>", with a "_k" suffix when src or d has that name. */
+static astitch_node named(const astitch_graph *src, astitch_graph *d, astitch_node v,
+                          const char *base, int level, int i)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s.part%d_%d", base, level, i);
+    for (int k = 1; astitch_graph_find(src, buf) >= 0 || astitch_graph_find(d, buf) >= 0; k++)
+        snprintf(buf, sizeof buf, "%s.part%d_%d_%d", base, level, i, k);
+    if (v != ASTITCH_NO_NODE && astitch_set_name(d, v, buf) != ASTITCH_OK)
+        return ASTITCH_NO_NODE;
+    return v;
+}
+
+/* Appends to d the tree that concatenates src's node v (its operands mapped by map[]); returns
+ * the node that replaces v, named as v. Works in place on a copy of the operand list. */
+static astitch_node emit_tree(const astitch_graph *src, astitch_graph *d, int32_t v,
+                              const int32_t *map)
+{
+    const Node *n = gnode(src, v);
+    int32_t m = n->nin;
+    astitch_node *xs = malloc((size_t)m * sizeof *xs);
+    if (!xs) {
+        graph_fail(d, ASTITCH_ERR_MEMORY, "out of memory splitting concatenate '%s'", n->name);
+        return ASTITCH_NO_NODE;
+    }
+    for (int32_t j = 0; j < m; j++)
+        xs[j] = map[goperand(src, v, j)];
+    for (int level = 0; m > CONCAT_TREE_WIDTH; level++) {
+        int32_t groups = 0;
+        for (int32_t at = 0; at < m; at += CONCAT_TREE_WIDTH) {
+            int w = m - at < CONCAT_TREE_WIDTH ? (int)(m - at) : CONCAT_TREE_WIDTH;
+            astitch_node part = w == 1 ? xs[at]
+                                       : named(src, d, astitch_concatenate(d, w, xs + at, n->attr.axis),
+                                               n->name, level, (int)groups);
+            if (part == ASTITCH_NO_NODE) {
+                free(xs);
+                return ASTITCH_NO_NODE;
+            }
+            xs[groups++] = part;
+        }
+        m = groups;
+    }
+    astitch_node out = astitch_concatenate(d, (int)m, xs, n->attr.axis);
+    free(xs);
+    if (out != ASTITCH_NO_NODE && astitch_set_name(d, out, n->name) != ASTITCH_OK)
+        return ASTITCH_NO_NODE;
+    return out;
+}
+
+static bool is_wide(const astitch_graph *g, int32_t v)
+{
+    return gnode(g, v)->op == ASTITCH_OP_CONCATENATE && gnode(g, v)->nin > CONCAT_TREE_WIDTH;
+}
+
+astitch_status pass_concat_tree(const astitch_graph *g, astitch_graph **out)
+{
+    *out = NULL;
+    int32_t wide = 0;
+    for (int32_t v = 0; v < g->nnode; v++)
+        wide += is_wide(g, v);
+    if (!wide)
+        return ASTITCH_OK;
+    int32_t *map = malloc((size_t)g->nnode * sizeof *map);
+    astitch_graph *d = NULL;
+    if (!map)
+        return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "concatenate tree: out of memory");
+    astitch_status st = astitch_graph_create(g->ctx, &d);
+    for (int32_t v = 0; !st && v < g->nnode; v++) {
+        map[v] = is_wide(g, v) ? emit_tree(g, d, v, map) : graph_copy_mapped(d, g, v, map);
+        if (map[v] == ASTITCH_NO_NODE)
+            break;
+    }
+    if (!st)
+        st = graph_copy_finish(d, g, map, "concatenate tree");
+    free(map);
+    if (st) {
+        astitch_graph_destroy(d);
+        return st;
+    }
+    *out = d;
+    return ASTITCH_OK;
+}
