@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "ir.h"
 
@@ -229,6 +231,70 @@ static astitch_status check_buffers(const astitch_graph *g, const void *const *i
     return ASTITCH_OK;
 }
 
+/* The bytes the reference may hold at once: three quarters of the smallest of the machine's
+ * memory, a cgroup's limit (v2 memory.max) and the process's address-space and data limits.
+ * Past it a run would be killed by the system rather than fail: allocations succeed (memory is
+ * overcommitted) and the kill comes when the pages are touched. */
+static uint64_t memory_budget(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t most = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
+    FILE *f = fopen("/sys/fs/cgroup/memory.max", "r");
+    unsigned long long cg;
+    if (f && fscanf(f, "%llu", &cg) == 1 && cg < most) /* "max" reads as no number */
+        most = cg;
+    if (f)
+        fclose(f);
+    static const int limits[] = {RLIMIT_AS, RLIMIT_DATA};
+    for (int i = 0; i < 2; i++) {
+        struct rlimit rl;
+        if (getrlimit(limits[i], &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < most)
+            most = rl.rlim_cur;
+    }
+    return most / 4 * 3;
+}
+
+/* Refuses, before anything runs, a graph whose values live at once (each value from the node
+ * that makes it to its last reader, a dot's packed operands too) would need more than the
+ * memory budget, naming the node where they peak. */
+static astitch_status check_peak(const astitch_graph *g, const int32_t *last)
+{
+    uint64_t live = 0, peak = 0;
+    int32_t at = -1;
+    for (int32_t id = 0; id < g->nnode; id++) {
+        const Node *n = gnode(g, id);
+        uint64_t here = (uint64_t)shape_elements(&n->shape) * sizeof(Wide);
+        if (n->op == ASTITCH_OP_DOT)
+            for (int k = 0; k < 2; k++)
+                here += (uint64_t)shape_elements(&gnode(g, goperand(g, id, k))->shape) * sizeof(Wide);
+        if (live + here > peak) {
+            peak = live + here;
+            at = id;
+        }
+        live += (uint64_t)shape_elements(&n->shape) * sizeof(Wide);
+        for (int k = 0; k < n->nin; k++) {
+            int32_t x = goperand(g, id, k);
+            bool first = true; /* an operand read twice is freed once */
+            for (int j = 0; j < k; j++)
+                first &= goperand(g, id, j) != x;
+            if (last[x] == id && first)
+                live -= (uint64_t)shape_elements(&gnode(g, x)->shape) * sizeof(Wide);
+        }
+        if (last[id] == id)
+            live -= (uint64_t)shape_elements(&n->shape) * sizeof(Wide);
+    }
+    uint64_t budget = memory_budget();
+    if (peak <= budget)
+        return ASTITCH_OK;
+    char ts[160];
+    return node_fail(g, at, ASTITCH_ERR_MEMORY,
+                     "the reference would hold %" PRIu64 " bytes at once here (values of %s "
+                     "and those still to be read, 8 bytes an element), more than the %" PRIu64
+                     " bytes this process may use (three quarters of its memory limit); the "
+                     "host target runs such a graph without holding whole intermediates",
+                     peak, TS(ts, gnode(g, at)), budget);
+}
+
 /* Output buffers must not overlap input buffers: outputs are written while later nodes may
  * still read parameters. On failure the contents of the outputs are unspecified. */
 astitch_status astitch_run_reference(astitch_graph *g, const void *const *inputs,
@@ -259,6 +325,8 @@ astitch_status astitch_run_reference(astitch_graph *g, const void *const *inputs
     }
     for (int32_t i = 0; i < g->noutput && nn > 0; i++)
         outof[g->output[i]] = i;
+    if (s == ASTITCH_OK && nn > 0)
+        s = check_peak(g, last);
     for (int32_t id = 0; id < nn && s == ASTITCH_OK; id++) {
         s = run_node(g, id, val, inputs);
         const Node *n = gnode(g, id);
