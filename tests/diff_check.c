@@ -76,13 +76,15 @@ static bool compare(const astitch_tensor_info *t, int index, double tol, const v
         if (same_special)
             continue;
         bool stable = isfinite(b) == isfinite(c) && isnan(b) == isnan(c) &&
-                      (isfinite(b) || b == c);
+                      (isfinite(b) || b == c) && (b != 0 || c != 0 || signbit(b) == signbit(c));
         if (!stable)
             continue; /* the reference itself flips here: no meaningful expectation */
         double slack = isfinite(b) ? CHECK_SLACK * fabs(b - c) / scale : 0;
         if (check_tolerance(t->dtype) == 0 && b != c) /* integers and bool */
             continue;
-        double e = (isnan(a) || isnan(b) || isinf(a) || isinf(b)) ? INFINITY : fabs(a - b) / scale;
+        bool other_zero = a == 0 && b == 0 && signbit(a) != signbit(b); /* max(-0, +0) is +0 */
+        double e = (isnan(a) || isnan(b) || isinf(a) || isinf(b) || other_zero) ? INFINITY
+                                                                                : fabs(a - b) / scale;
         if (e - slack > err)
             err = e - slack;
         if (e > tol + slack) {

@@ -521,8 +521,8 @@ static void test_check_output_tolerance(void **state)
     astitch_context_destroy(ctx);
 }
 
-/* The --check comparison itself: normalization, tolerances, NaN and infinities, exact
- * integers. */
+/* The --check comparison itself: normalization, tolerances, NaN and infinities, signed zeros,
+ * exact integers. */
 static void test_check_error(void **state)
 {
     (void)state;
@@ -549,6 +549,14 @@ static void test_check_error(void **state)
     assert_true(isinf(check_error(&t, out, ref)));
     out[1] = 7;
     assert_true(isinf(check_error(&t, out, ref)));
+    out[1] = ref[1] = 0.0f; /* a zero of the other sign is wrong (max(-0, +0) is +0) */
+    assert_true(check_error(&t, out, ref) == 0);
+    out[1] = -0.0f;
+    assert_true(isinf(check_error(&t, out, ref)));
+    float pert[3] = {ref[0], -0.0f, ref[2]}; /* unless the reference's own sign flips */
+    assert_true(check_error_conditioned(&t, out, ref, pert) == 0);
+    pert[1] = 0.0f;
+    assert_true(isinf(check_error_conditioned(&t, out, ref, pert)));
 
     uint16_t h_ref[2] = {0x3c00, 0x4000}, h_out[2] = {0x3c01, 0x4000}; /* f16 1, 2; 1 + 2^-10 */
     astitch_tensor_info th = {.name = "h", .dtype = ASTITCH_F16, .elements = 2};

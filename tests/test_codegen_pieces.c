@@ -803,6 +803,59 @@ static void test_redzone_partial(void **state)
 }
 
 
+/* Signed zeros: max and min, element-wise and as row reductions, follow the documented rule
+ * (-0 orders below +0) on the host target bit for bit as in the reference, under every
+ * fusion mode; rows of all -0, all +0 and both. */
+static void test_signed_zero(void **state)
+{
+    (void)state;
+    enum { R = 4, C = 8, N = R * C };
+    float x[N], y[N];
+    for (int i = 0; i < N; i++) {
+        int row = i / C;
+        bool neg = row == 0 || (row != 2 && i % 2 == 0) || (row == 3 && i % 3 == 0);
+        x[i] = neg ? -0.0f : 0.0f;
+        y[i] = i % 5 == 0 ? x[i] : -x[i];
+    }
+    static const astitch_fusion modes[] = {ASTITCH_FUSION_NONE, ASTITCH_FUSION_XLA, ASTITCH_FUSION_STITCH};
+    for (int m = 0; m < 3; m++) {
+        Piece t;
+        piece_begin(&t);
+        int64_t d[2] = {R, C}, axis = 1;
+        astitch_node xn = astitch_parameter(t.g, "x", ASTITCH_F32, 2, d);
+        astitch_node yn = astitch_parameter(t.g, "y", ASTITCH_F32, 2, d);
+        astitch_add_output(t.g, astitch_binary(t.g, ASTITCH_OP_MAX, xn, yn));
+        astitch_add_output(t.g, astitch_binary(t.g, ASTITCH_OP_MIN, xn, yn));
+        astitch_add_output(t.g, astitch_reduce(t.g, ASTITCH_REDUCE_MAX, xn, 1, &axis));
+        astitch_add_output(t.g, astitch_reduce(t.g, ASTITCH_REDUCE_MIN, xn, 1, &axis));
+        astitch_compile_options o;
+        astitch_compile_options_default(&o);
+        o.target = ASTITCH_TARGET_HOST;
+        o.plan.fusion = modes[m];
+        assert_int_equal(astitch_compile(t.g, &o, &t.x), ASTITCH_OK);
+        float got[2 * N + 2 * R], want[2 * N + 2 * R];
+        const void *ins[2] = {x, y};
+        void *gots[4] = {got, got + N, got + 2 * N, got + 2 * N + R};
+        void *wants[4] = {want, want + N, want + 2 * N, want + 2 * N + R};
+        memset(got, 0x7f, sizeof got);
+        assert_int_equal(astitch_run_reference(t.g, ins, wants), ASTITCH_OK);
+        assert_int_equal(astitch_execute(t.x, ins, gots), ASTITCH_OK);
+        for (int i = 0; i < N; i++) { /* the reference follows the rule */
+            assert_true(!!signbit(want[i]) == (signbit(x[i]) && signbit(y[i])));
+            assert_true(!!signbit(want[N + i]) == (signbit(x[i]) || signbit(y[i])));
+        }
+        assert_true(signbit(want[2 * N]) && !signbit(want[2 * N + 2]));         /* max rows */
+        assert_true(signbit(want[2 * N + R + 1]) && !signbit(want[2 * N + R + 2])); /* min rows */
+        for (int i = 0; i < 2 * N + 2 * R; i++)
+            if (memcmp(&got[i], &want[i], sizeof got[i]) != 0)
+                fail_msg("%s: element %d of the outputs: %g, reference %g",
+                         astitch_fusion_name(modes[m]), i, (double)got[i], (double)want[i]);
+        astitch_executable_destroy(t.x);
+        astitch_graph_destroy(t.g);
+        astitch_context_destroy(t.ctx);
+    }
+}
+
 /* A chain of 20,000 element-wise ops in one kernel (a broadcast at its start, a 3-operand
  * select every 2,000 ops): code generation walks it on a stack of its own (the recursive walk
  * overflowed the thread's stack at this depth), and the kernel computes what the reference
@@ -840,7 +893,7 @@ int main(void)
         cmocka_unit_test(test_sat_out_run),   cmocka_unit_test(test_vector_runs),
         cmocka_unit_test(test_power_products), cmocka_unit_test(test_redzone_scratch),
         cmocka_unit_test(test_redzone_shared), cmocka_unit_test(test_redzone_partial),
-        cmocka_unit_test(test_long_chain),
+        cmocka_unit_test(test_signed_zero), cmocka_unit_test(test_long_chain),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

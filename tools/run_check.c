@@ -24,13 +24,16 @@ static int64_t int_element(astitch_dtype t, const void *data, int64_t i)
     }
 }
 
-/* The error of one float element pair, before normalization. */
+/* The error of one float element pair, before normalization: a zero of the other sign than
+ * the reference's is as wrong as a NaN (max(-0, +0) must be +0). */
 static double float_diff(double a, double b)
 {
     if (isnan(a) || isnan(b))
         return isnan(a) && isnan(b) ? 0 : INFINITY;
     if (isinf(a) || isinf(b))
         return a == b ? 0 : INFINITY;
+    if (a == 0 && b == 0 && signbit(a) != signbit(b))
+        return INFINITY;
     return fabs(a - b);
 }
 
@@ -59,10 +62,12 @@ double check_error(const astitch_tensor_info *t, const void *out, const void *re
     return worst;
 }
 
-/* Whether a float reference value keeps its class (finite, NaN, infinity) under perturbation. */
+/* Whether a float reference value keeps its class (finite, NaN, infinity, and a zero its sign)
+ * under perturbation. */
 static bool same_class(double b, double c)
 {
-    return isnan(b) == isnan(c) && isfinite(b) == isfinite(c) && (isfinite(b) || isnan(b) || b == c);
+    return isnan(b) == isnan(c) && isfinite(b) == isfinite(c) && (isfinite(b) || isnan(b) || b == c) &&
+           (b != 0 || c != 0 || signbit(b) == signbit(c));
 }
 
 double check_error_conditioned(const astitch_tensor_info *t, const void *out, const void *ref,
