@@ -10,6 +10,7 @@ packages=(
   libcmocka-dev        # the test suites
   libjansson-dev       # graph.json
   libzstd-dev zlib1g-dev  # what LLVM links against (needed for -Dllvm_static=true)
+  clang-19 libclang-rt-19-dev  # the fuzz target (tools/fuzz.sh): clang's libFuzzer
 )
 
 sudo=()

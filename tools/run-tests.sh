@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds astitch and runs every test suite twice: in a plain build ("build") and in a build with
-# AddressSanitizer and UndefinedBehaviorSanitizer ("build-san"). Exits non-zero when a build or
+# AddressSanitizer and UndefinedBehaviorSanitizer ("build-san"), then the fuzz target
+# (tools/fuzz.sh) for a bounded time. Exits non-zero when a build or
 # a test fails; the last line says "N passed, N failed" over both runs.
 #
 # ASTITCH_BUILD_DIR overrides where the plain build goes (default: build in the source tree);
@@ -94,6 +95,17 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export ASTITCH_DIFF_GRAPHS="${ASTITCH_DIFF_GRAPHS:-100}"
 run_suite sanitizers "$build-san" -Db_sanitize=address,undefined -Db_lundef=false \
   -Dbridge=disabled
+
+# The fuzz target (tests/fuzz): the corpus replayed, then ASTITCH_FUZZ_SECONDS (default 120) of
+# fuzzing, under clang's sanitizers; skipped where no clang with libFuzzer is installed.
+echo "=== fuzz: $build/fuzz"
+unset ASAN_OPTIONS UBSAN_OPTIONS
+"$root/tools/fuzz.sh" "$build/fuzz"
+case $? in
+  0) passed=$((passed + 1)) ;;
+  77) ;;
+  *) failed=$((failed + 1)) ;;
+esac
 
 if [ "$failed" -ne 0 ]; then
   status=1
