@@ -856,6 +856,52 @@ static void test_signed_zero(void **state)
     }
 }
 
+/* v = select(v > x, v, x) n times over a few ops, read through a slice and a concatenate:
+ * every value is read twice at the index the slice derives, once through the compare. */
+static void build_diamonds(Piece *t, int64_t cols, int n)
+{
+    int64_t d[2] = {4, cols}, lo[2] = {0, 0}, mid[2] = {0, 8}, half[2] = {4, cols - 8};
+    astitch_node x = astitch_parameter(t->g, "x", ASTITCH_F32, 2, d);
+    astitch_node v = x;
+    static const astitch_op ops[] = {ASTITCH_OP_NEG, ASTITCH_OP_TANH, ASTITCH_OP_SIN};
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < 3; k++)
+            v = astitch_unary(t->g, ops[k], v);
+        v = astitch_select(t->g, astitch_binary(t->g, ASTITCH_OP_GT, v, x), v, x);
+    }
+    astitch_node parts[2] = {astitch_slice(t->g, v, mid, d, NULL), astitch_slice(t->g, x, lo, half, NULL)};
+    astitch_add_output(t->g, astitch_concatenate(t->g, 2, parts, 1));
+}
+
+/* The walks compute each value once per index (their memo): the code grows with the number
+ * of selects, where computing a value once per path doubled it at every select (10 of them:
+ * 32 times the code of 5, not 2). Element-wise (16 columns: runs of 4) and element by element
+ * (15), checked against the reference. */
+static void test_diamonds_behind_slice(void **state)
+{
+    (void)state;
+    for (int64_t cols = 16; cols >= 15; cols--) {
+        size_t len[2];
+        Piece t;
+        for (int i = 0; i < 2; i++) {
+            piece_begin(&t);
+            build_diamonds(&t, cols, 5 * (i + 1));
+            char *ptx = h100_ptx(&t);
+            len[i] = strlen(ptx);
+            astitch_free(ptx);
+            if (i == 1)
+                break;
+            astitch_graph_destroy(t.g);
+            astitch_context_destroy(t.ctx);
+        }
+        printf("diamonds behind a slice, %lld columns: %zu bytes of PTX for 5, %zu for 10\n",
+               (long long)cols, len[0], len[1]);
+        assert_true(len[1] < 3 * len[0]);
+        piece_compile(&t);
+        piece_check_and_end(&t, cols == 16 ? "diamonds behind a slice, runs" : "diamonds behind a slice");
+    }
+}
+
 /* A chain of 20,000 element-wise ops in one kernel (a broadcast at its start, a 3-operand
  * select every 2,000 ops): code generation walks it on a stack of its own (the recursive walk
  * overflowed the thread's stack at this depth), and the kernel computes what the reference
@@ -894,6 +940,7 @@ int main(void)
         cmocka_unit_test(test_power_products), cmocka_unit_test(test_redzone_scratch),
         cmocka_unit_test(test_redzone_shared), cmocka_unit_test(test_redzone_partial),
         cmocka_unit_test(test_signed_zero), cmocka_unit_test(test_long_chain),
+        cmocka_unit_test(test_diamonds_behind_slice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

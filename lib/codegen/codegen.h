@@ -339,6 +339,20 @@ LLVMValueRef ev_apply(Emit *e, int32_t n, LLVMValueRef *arg);
  * of `size` bytes, in `local` (the walk's own array) or on the heap; doubles them, moving them
  * to the heap from local. False when out of memory (the frames stay as they were). */
 bool ev_frames_grow(void **frames, const void *local, int32_t *cap, size_t size);
+/* The element walks' memo of values computed at an index other than the element cache's: a
+ * node at the index of one generation (the walk's own index is generation 0; each index a frame
+ * derives for its operands gets a new one) maps to a slot of the walk's values. Within one
+ * generation every value is emitted where the rest of that generation's code is dominated by
+ * it, so a node read twice at one index (a select of v and a compare of v behind a slice) is
+ * computed once, not once per path (exponential in a chain of such diamonds). */
+typedef struct EvMemo {
+    uint64_t *key;  /* (generation << 32 | node) + 1; 0 for an empty entry */
+    int32_t *slot;
+    int32_t cap, n; /* cap a power of two, 0 before the first entry */
+} EvMemo;
+int32_t ev_memo_find(const EvMemo *m, int32_t node, uint32_t gen); /* the slot, or -1 */
+bool ev_memo_add(EvMemo *m, int32_t node, uint32_t gen, int32_t slot); /* false: no memory */
+void ev_memo_free(EvMemo *m);
 
 /* The index *sub, in the slice's operand shape `source`, of the element *ix of slice `slice`. */
 void ev_slice_source(Emit *e, const Node *slice, const Shape *source, Index *ix, Index *sub);

@@ -316,6 +316,18 @@ static LLVMValueRef maxmin(Emit *e, bool max, astitch_dtype t, LLVMValueRef a, L
     return LLVMBuildCall2(e->b, fty, f, (LLVMValueRef[]){a, b}, 2, "");
 }
 
+/* |x| of an f32 as the reference: the sign bit cleared, so abs(-0) is +0 and abs(-NaN) a NaN
+ * (llvm.fabs: one abs.f32 on NVPTX; a select on x < 0 kept -0). */
+static LLVMValueRef fabs_of(Emit *e, LLVMValueRef x)
+{
+    LLVMTypeRef f32 = LLVMFloatTypeInContext(e->c);
+    LLVMTypeRef fty = LLVMFunctionType(f32, (LLVMTypeRef[]){f32}, 1, 0);
+    LLVMValueRef f = LLVMGetNamedFunction(e->m, "llvm.fabs.f32");
+    if (!f)
+        f = LLVMAddFunction(e->m, "llvm.fabs.f32", fty);
+    return LLVMBuildCall2(e->b, fty, f, (LLVMValueRef[]){x}, 1, "");
+}
+
 /* Integer division and remainder: by zero gives 0, and MIN / -1 wraps (no trap). */
 static LLVMValueRef int_divrem(Emit *e, bool rem, LLVMValueRef a, LLVMValueRef b)
 {
@@ -373,8 +385,7 @@ static LLVMValueRef unary(Emit *e, const Node *n, astitch_dtype t, LLVMValueRef 
     case ASTITCH_OP_NEG: return fl ? LLVMBuildFNeg(e->b, x, "") : LLVMBuildSub(e->b, zero, x, "");
     case ASTITCH_OP_ABS:
         if (fl)
-            return LLVMBuildSelect(e->b, LLVMBuildFCmp(e->b, LLVMRealOLT, x, zero, ""),
-                                   LLVMBuildFNeg(e->b, x, ""), x, "");
+            return fabs_of(e, x);
         return LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, x, zero, ""),
                                LLVMBuildSub(e->b, zero, x, ""), x, "");
     case ASTITCH_OP_EXP: return fmath(e, MATH_EXP, x, NULL);
@@ -567,6 +578,7 @@ LLVMValueRef ev_apply(Emit *e, int32_t n, LLVMValueRef *arg)
 typedef struct Frame {
     int32_t n;
     int32_t ix_of;         /* -1: the walk's index; else the frame whose sub is n's index */
+    uint32_t gen;          /* the generation of sub (EvMemo) */
     bool cacheable;        /* n's value goes into the element cache when done */
     int k;                 /* operands asked for so far */
     LLVMValueRef arg[3];   /* element-wise: the operands' values */
@@ -583,8 +595,30 @@ typedef struct Walk {
     Index *ix;             /* the index of the value asked for */
     Frame *f;              /* frames, the innermost last: local, or on the heap when deeper */
     int32_t n, cap;
+    uint32_t gens;         /* generations of indices handed out (0: the walk's own) */
+    EvMemo memo;           /* values not in the element cache, by node and generation */
+    LLVMValueRef *val;     /* the memo's slots */
+    int32_t nval, capval;
     Frame local[WALK_LOCAL];
 } Walk;
+
+static uint32_t walk_gen(const Walk *w, int32_t of) { return of < 0 ? 0 : w->f[of].gen; }
+
+/* Remembers v as node n's value at the index of frame `of`; on no memory it is only not
+ * remembered. */
+static void walk_remember(Walk *w, int32_t n, int32_t of, LLVMValueRef v)
+{
+    if (w->nval == w->capval) {
+        int32_t cap = w->capval ? 2 * w->capval : 64;
+        LLVMValueRef *val = realloc(w->val, (size_t)cap * sizeof *val);
+        if (!val)
+            return;
+        w->val = val;
+        w->capval = cap;
+    }
+    if (ev_memo_add(&w->memo, n, walk_gen(w, of), w->nval))
+        w->val[w->nval++] = v;
+}
 
 static Index *walk_ix(Walk *w, int32_t of) { return of < 0 ? w->ix : &w->f[of].sub; }
 
@@ -599,6 +633,60 @@ bool ev_frames_grow(void **frames, const void *local, int32_t *cap, size_t size)
     *frames = f;
     *cap *= 2;
     return true;
+}
+
+static uint64_t memo_key(int32_t node, uint32_t gen) { return ((uint64_t)gen << 32 | (uint32_t)node) + 1; }
+
+static int32_t memo_at(const EvMemo *m, uint64_t key)
+{
+    uint64_t h = key * 0x9e3779b97f4a7c15ull;
+    int32_t i = (int32_t)(h >> 33) & (m->cap - 1);
+    while (m->key[i] && m->key[i] != key)
+        i = (i + 1) & (m->cap - 1);
+    return i;
+}
+
+int32_t ev_memo_find(const EvMemo *m, int32_t node, uint32_t gen)
+{
+    if (m->cap == 0)
+        return -1;
+    int32_t i = memo_at(m, memo_key(node, gen));
+    return m->key[i] ? m->slot[i] : -1;
+}
+
+bool ev_memo_add(EvMemo *m, int32_t node, uint32_t gen, int32_t slot)
+{
+    if (2 * (m->n + 1) > m->cap) {
+        EvMemo g = {calloc((size_t)(m->cap ? 2 * m->cap : 64), sizeof *g.key),
+                    malloc((size_t)(m->cap ? 2 * m->cap : 64) * sizeof *g.slot),
+                    m->cap ? 2 * m->cap : 64, m->n};
+        if (!g.key || !g.slot) {
+            free(g.key);
+            free(g.slot);
+            return false;
+        }
+        for (int32_t i = 0; i < m->cap; i++)
+            if (m->key[i]) {
+                int32_t at = memo_at(&g, m->key[i]);
+                g.key[at] = m->key[i];
+                g.slot[at] = m->slot[i];
+            }
+        ev_memo_free(m);
+        *m = g;
+    }
+    int32_t at = memo_at(m, memo_key(node, gen));
+    if (!m->key[at])
+        m->n++;
+    m->key[at] = memo_key(node, gen);
+    m->slot[at] = slot;
+    return true;
+}
+
+void ev_memo_free(EvMemo *m)
+{
+    free(m->key);
+    free(m->slot);
+    *m = (EvMemo){0};
 }
 
 /* A new frame on top of w (NULL when out of memory). Frames move when the stack grows: a
@@ -784,6 +872,9 @@ static LLVMValueRef enter(Emit *e, Walk *w, int32_t n, int32_t ix_of)
     bool cacheable = ix == e->cache_ix || (e->cache_ix && ix->lin && ix->lin == e->cache_ix->lin);
     if (cacheable && e->cache[n])
         return e->cache[n];
+    int32_t slot = cacheable ? -1 : ev_memo_find(&w->memo, n, walk_gen(w, ix_of));
+    if (slot >= 0)
+        return w->val[slot];
     const Node *node = gnode(e->g, n);
     const PlanOp *op = plan_kernel_op(e->k, n);
     LLVMValueRef v;
@@ -816,21 +907,31 @@ LLVMValueRef ev_value(Emit *e, int32_t n, Index *ix)
     w.f = w.local;
     w.n = 0;
     w.cap = WALK_LOCAL;
+    w.gens = 0;
+    w.memo = (EvMemo){0};
+    w.val = NULL;
+    w.nval = w.capval = 0;
     LLVMValueRef v = enter(e, &w, n, -1);
     while (w.n > 0) {
         int32_t child, child_ix;
         LLVMValueRef done = compute_step(e, &w, w.n - 1, v, &child, &child_ix);
         if (!done) {
+            if (child_ix == w.n - 1) /* at an index the frame just derived */
+                w.f[child_ix].gen = ++w.gens;
             v = enter(e, &w, child, child_ix);
             continue;
         }
         const Frame *f = &w.f[--w.n];
         if (f->cacheable && e->branch_depth == 0)
             e->cache[f->n] = done;
+        else if (!f->cacheable)
+            walk_remember(&w, f->n, f->ix_of, done);
         v = done;
     }
     if (w.f != w.local)
         free(w.f);
+    ev_memo_free(&w.memo);
+    free(w.val);
     return v;
 }
 

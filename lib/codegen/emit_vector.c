@@ -80,6 +80,7 @@ static bool cheap(const Emit *e, int32_t n, int *budget)
 typedef struct Frame {
     int32_t n;
     int32_t ix_of;
+    uint32_t gen;                     /* the generation of sub (EvMemo in codegen.h) */
     bool cacheable;                   /* the run goes into the run cache when done */
     int k;                            /* operands asked for so far */
     LLVMValueRef arg[3][VECTOR_MAX];  /* element-wise: the operands' runs */
@@ -101,8 +102,33 @@ typedef struct Walk {
     Frame *f;                         /* local, or on the heap when deeper */
     int32_t n, cap;
     LLVMValueRef leaf[VECTOR_MAX];    /* the run of a node entered without a frame */
+    uint32_t gens;                    /* generations of indices handed out (0: the walk's) */
+    EvMemo memo;                      /* runs not in the run cache, by node and generation */
+    LLVMValueRef (*val)[VECTOR_MAX];  /* the memo's slots */
+    int32_t nval, capval;
     Frame local[WALK_LOCAL];
 } Walk;
+
+static uint32_t walk_gen(const Walk *w, int32_t of) { return of < 0 ? 0 : w->f[of].gen; }
+
+/* Remembers run as node n's at the index of frame `of`; on no memory it is only not
+ * remembered. */
+static void walk_remember(Walk *w, int32_t n, int32_t of, const LLVMValueRef *run)
+{
+    if (w->nval == w->capval) {
+        int32_t cap = w->capval ? 2 * w->capval : 32;
+        LLVMValueRef (*val)[VECTOR_MAX] = realloc(w->val, (size_t)cap * sizeof *val);
+        if (!val)
+            return;
+        w->val = val;
+        w->capval = cap;
+    }
+    if (!ev_memo_add(&w->memo, n, walk_gen(w, of), w->nval))
+        return;
+    for (int j = 0; j < w->v; j++)
+        w->val[w->nval][j] = run[j];
+    w->nval++;
+}
 
 static Index *walk_ix(Walk *w, int32_t of) { return of < 0 ? w->ix : &w->f[of].sub; }
 
@@ -372,6 +398,9 @@ static const LLVMValueRef *enter(Emit *e, Walk *w, int32_t n, int32_t ix_of)
             out[j] = cached[j];
         return out;
     }
+    int32_t slot = cacheable ? -1 : ev_memo_find(&w->memo, n, walk_gen(w, ix_of));
+    if (slot >= 0)
+        return w->val[slot];
     const Node *node = gnode(e->g, n);
     const PlanOp *op = plan_kernel_op(e->k, n);
     bool earlier = op && op->phase >= 0 && op->phase < e->phase;
@@ -407,10 +436,16 @@ void ev_vector(Emit *e, int32_t n, Index *ix, int v, LLVMValueRef *out)
     w.f = w.local;
     w.n = 0;
     w.cap = WALK_LOCAL;
+    w.gens = 0;
+    w.memo = (EvMemo){0};
+    w.val = NULL;
+    w.nval = w.capval = 0;
     const LLVMValueRef *got = enter(e, &w, n, -1);
     while (w.n > 0) {
         int32_t child, child_ix;
         if (!compute_step(e, &w, w.n - 1, got, &child, &child_ix)) {
+            if (child_ix == w.n - 1) /* at an index the frame just derived */
+                w.f[child_ix].gen = ++w.gens;
             got = enter(e, &w, child, child_ix);
             continue;
         }
@@ -418,12 +453,16 @@ void ev_vector(Emit *e, int32_t n, Index *ix, int v, LLVMValueRef *out)
         if (f->cacheable && e->branch_depth == 0)
             for (int j = 0; j < v; j++)
                 e->vcache[(size_t)f->n * VECTOR_MAX + (size_t)j] = f->out[j];
+        else if (!f->cacheable)
+            walk_remember(&w, f->n, f->ix_of, f->out);
         got = f->out;
     }
     for (int j = 0; j < v; j++)
         out[j] = got[j];
     if (w.f != w.local)
         free(w.f);
+    ev_memo_free(&w.memo);
+    free(w.val);
 }
 
 void ev_vector_begin(Emit *e, const Index *ix)
