@@ -803,9 +803,10 @@ static void test_redzone_partial(void **state)
 }
 
 
-/* Signed zeros: max and min, element-wise and as row reductions, follow the documented rule
- * (-0 orders below +0) on the host target bit for bit as in the reference, under every
- * fusion mode; rows of all -0, all +0 and both. */
+/* Signed zeros: max, min and relu element-wise, and max, min and sum as row reductions, follow
+ * the documented rules (-0 orders below +0; relu is max(x, +0); a sum of -0 alone is -0) on the
+ * host target bit for bit as in the reference, under every fusion mode; rows of all -0, all +0
+ * and both. */
 static void test_signed_zero(void **state)
 {
     (void)state;
@@ -828,15 +829,20 @@ static void test_signed_zero(void **state)
         astitch_add_output(t.g, astitch_binary(t.g, ASTITCH_OP_MIN, xn, yn));
         astitch_add_output(t.g, astitch_reduce(t.g, ASTITCH_REDUCE_MAX, xn, 1, &axis));
         astitch_add_output(t.g, astitch_reduce(t.g, ASTITCH_REDUCE_MIN, xn, 1, &axis));
+        astitch_add_output(t.g, astitch_unary(t.g, ASTITCH_OP_RELU, xn));
+        astitch_add_output(t.g, astitch_reduce(t.g, ASTITCH_REDUCE_SUM, xn, 1, &axis));
         astitch_compile_options o;
         astitch_compile_options_default(&o);
         o.target = ASTITCH_TARGET_HOST;
         o.plan.fusion = modes[m];
         assert_int_equal(astitch_compile(t.g, &o, &t.x), ASTITCH_OK);
-        float got[2 * N + 2 * R], want[2 * N + 2 * R];
+        enum { ALL = 3 * N + 3 * R };
+        float got[ALL], want[ALL];
         const void *ins[2] = {x, y};
-        void *gots[4] = {got, got + N, got + 2 * N, got + 2 * N + R};
-        void *wants[4] = {want, want + N, want + 2 * N, want + 2 * N + R};
+        void *gots[6] = {got, got + N, got + 2 * N, got + 2 * N + R, got + 2 * N + 2 * R,
+                         got + 3 * N + 2 * R};
+        void *wants[6] = {want, want + N, want + 2 * N, want + 2 * N + R, want + 2 * N + 2 * R,
+                          want + 3 * N + 2 * R};
         memset(got, 0x7f, sizeof got);
         assert_int_equal(astitch_run_reference(t.g, ins, wants), ASTITCH_OK);
         assert_int_equal(astitch_execute(t.x, ins, gots), ASTITCH_OK);
@@ -846,7 +852,10 @@ static void test_signed_zero(void **state)
         }
         assert_true(signbit(want[2 * N]) && !signbit(want[2 * N + 2]));         /* max rows */
         assert_true(signbit(want[2 * N + R + 1]) && !signbit(want[2 * N + R + 2])); /* min rows */
-        for (int i = 0; i < 2 * N + 2 * R; i++)
+        for (int i = 0; i < N; i++) /* relu(-0) is +0 */
+            assert_true(want[2 * N + 2 * R + i] == 0 && !signbit(want[2 * N + 2 * R + i]));
+        assert_true(signbit(want[3 * N + 2 * R]) && !signbit(want[3 * N + 2 * R + 2])); /* sums */
+        for (int i = 0; i < ALL; i++)
             if (memcmp(&got[i], &want[i], sizeof got[i]) != 0)
                 fail_msg("%s: element %d of the outputs: %g, reference %g",
                          astitch_fusion_name(modes[m]), i, (double)got[i], (double)want[i]);

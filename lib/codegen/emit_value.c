@@ -417,9 +417,9 @@ static LLVMValueRef unary(Emit *e, const Node *n, astitch_dtype t, LLVMValueRef 
                             LLVMBuildZExt(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, x, zero, ""), ty, ""),
                             "");
     case ASTITCH_OP_NOT: return LLVMBuildNot(e->b, x, "");
-    case ASTITCH_OP_RELU:
+    case ASTITCH_OP_RELU: /* max(x, +0): relu(-0) is +0 and NaN stays NaN, as the reference */
         if (fl)
-            return LLVMBuildSelect(e->b, LLVMBuildFCmp(e->b, LLVMRealOLT, x, zero, ""), zero, x, "");
+            return maxmin(e, true, t, x, zero);
         return LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, x, zero, ""), zero, x, "");
     default: return ev_fail(e, ty, ASTITCH_ERR_INTERNAL, "no unary emission for %s", astitch_op_name(n->op));
     }
@@ -473,7 +473,8 @@ static LLVMValueRef binary(Emit *e, const Node *n, astitch_dtype t, LLVMValueRef
 LLVMValueRef ev_reduce_identity(Emit *e, astitch_reduce_kind k, astitch_dtype t)
 {
     switch (k) {
-    case ASTITCH_REDUCE_SUM: return tconst(e, t, 0);
+    case ASTITCH_REDUCE_SUM: /* -0 for floats: -0 + x is x for every x, +0 + -0 is +0 */
+        return dtype_is_float(t) ? fconst(e, -0.0) : tconst(e, t, 0);
     case ASTITCH_REDUCE_PROD: return tconst(e, t, 1);
     case ASTITCH_REDUCE_MAX:
         if (dtype_is_float(t))

@@ -122,8 +122,10 @@ int exec_split_inits(const astitch_plan *p, int k, SplitInit *out, int n)
                                                phase->map.rows, 0};
                 continue;
             }
-            uint32_t bits = 0;
-            if (node->attr.reduce == ASTITCH_REDUCE_MAX)
+            uint32_t bits = 0; /* f32 sum: -0, the identity (+0 would turn a sum of -0 to +0) */
+            if (node->attr.reduce == ASTITCH_REDUCE_SUM && node->dtype == ASTITCH_F32)
+                bits = 0x80000000u;
+            else if (node->attr.reduce == ASTITCH_REDUCE_MAX)
                 bits = 0xff800000u;
             else if (node->attr.reduce == ASTITCH_REDUCE_MIN)
                 bits = 0x7f800000u;
