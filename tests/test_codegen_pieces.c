@@ -865,6 +865,45 @@ static void test_signed_zero(void **state)
     }
 }
 
+/* A float sum over no elements is +0 (graph-format.md), though a sum of elements starts from
+ * -0: [4, 0] summed over its empty axis, alone and read by an add, under every fusion mode. */
+static void test_empty_sum(void **state)
+{
+    (void)state;
+    static const astitch_fusion modes[] = {ASTITCH_FUSION_NONE, ASTITCH_FUSION_XLA, ASTITCH_FUSION_STITCH};
+    for (int m = 0; m < 3; m++) {
+        Piece t;
+        piece_begin(&t);
+        int64_t d[2] = {4, 0}, r[1] = {4}, axis = 1;
+        astitch_node x = astitch_parameter(t.g, "x", ASTITCH_F32, 2, d);
+        astitch_node y = astitch_parameter(t.g, "y", ASTITCH_F32, 1, r);
+        astitch_node s = astitch_reduce(t.g, ASTITCH_REDUCE_SUM, x, 1, &axis);
+        astitch_add_output(t.g, s);
+        astitch_add_output(t.g, astitch_binary(t.g, ASTITCH_OP_ADD, s, y));
+        astitch_compile_options o;
+        astitch_compile_options_default(&o);
+        o.target = ASTITCH_TARGET_HOST;
+        o.plan.fusion = modes[m];
+        assert_int_equal(astitch_compile(t.g, &o, &t.x), ASTITCH_OK);
+        float xv[1] = {0}, yv[4] = {-0.0f, 1.5f, -2.0f, 0.0f}, got[8];
+        memset(got, 0x7f, sizeof got);
+        const void *ins[2] = {xv, yv};
+        void *outs[2] = {got, got + 4};
+        assert_int_equal(astitch_execute(t.x, ins, outs), ASTITCH_OK);
+        for (int i = 0; i < 4; i++) {
+            if (got[i] != 0 || signbit(got[i]))
+                fail_msg("%s: empty sum %d is %g", astitch_fusion_name(modes[m]), i, (double)got[i]);
+            float want = 0.0f + yv[i]; /* +0 + -0 is +0 */
+            if (memcmp(&got[4 + i], &want, sizeof want) != 0)
+                fail_msg("%s: sum + y %d is %g, want %g", astitch_fusion_name(modes[m]), i,
+                         (double)got[4 + i], (double)want);
+        }
+        astitch_executable_destroy(t.x);
+        astitch_graph_destroy(t.g);
+        astitch_context_destroy(t.ctx);
+    }
+}
+
 /* v = select(v > x, v, x) n times over a few ops, read through a slice and a concatenate:
  * every value is read twice at the index the slice derives, once through the compare. */
 static void build_diamonds(Piece *t, int64_t cols, int n)
@@ -949,7 +988,7 @@ int main(void)
         cmocka_unit_test(test_power_products), cmocka_unit_test(test_redzone_scratch),
         cmocka_unit_test(test_redzone_shared), cmocka_unit_test(test_redzone_partial),
         cmocka_unit_test(test_signed_zero), cmocka_unit_test(test_long_chain),
-        cmocka_unit_test(test_diamonds_behind_slice),
+        cmocka_unit_test(test_diamonds_behind_slice), cmocka_unit_test(test_empty_sum),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -323,6 +323,8 @@ void emit_reduce(Emit *e, const PlanPhase *p, LLVMValueRef tile_iv)
         if (n->op == ASTITCH_OP_REDUCE && n->attr.axes == m->reduce_axes &&
             shape_equal(&gnode(e->g, goperand(e->g, p->root[r], 0))->shape, &space)) {
             init[nred] = ev_reduce_identity(e, n->attr.reduce, n->dtype);
+            if (m->row_len == 0 && n->attr.reduce == ASTITCH_REDUCE_SUM && dtype_is_float(n->dtype))
+                init[nred] = LLVMConstReal(LLVMFloatTypeInContext(e->c), 0.0); /* an empty sum is +0 */
             red[nred++] = p->root[r];
         }
     }
