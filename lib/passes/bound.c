@@ -95,7 +95,7 @@ static bool surely_within(const astitch_graph *g, const PlanKernel *k)
     return most <= PLAN_KERNEL_MAX_TENSORS;
 }
 
-/* Appends piece b->cur of kernel from (a new kernel holding m[0 .. n)) to b->out. */
+/* Appends to b->out a piece of kernel `from`: a new kernel holding m[0 .. n). */
 static bool emit_piece(Bound *b, int32_t from, const int32_t *m, int32_t n)
 {
     if (b->nout == b->cap) {
@@ -128,11 +128,11 @@ static astitch_status cut(Bound *b, int32_t ki, int32_t *m, int32_t *pieces)
     for (int32_t i = 0; i < k->nop; i++)
         m[i] = k->op[i].node;
     qsort(m, (size_t)k->nop, sizeof *m, cmp_node);
-    int32_t start = 0;
+    int32_t start = 0, n = surely_within(pl->g, k) ? 0 : k->nop;
     *pieces = 1;
     b->ninput = b->noutput = 0;
     b->cur++;
-    for (int32_t i = 0; !surely_within(pl->g, k) && i < k->nop; i++) {
+    for (int32_t i = 0; i < n; i++) {
         if (i > start && join(b, m[i], false) > PLAN_KERNEL_MAX_TENSORS) {
             if (!emit_piece(b, ki, m + start, i - start))
                 return ctx_fail(pl->g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
