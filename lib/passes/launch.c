@@ -12,8 +12,8 @@
  *
  * A persistent kernel's grid must fit in one wave (global barriers need every block resident).
  * The mapping assumed a wave without shared memory; if the planned shared memory lowers
- * residency below the grid, the kernel's wave limit is lowered and the caller plans the kernel
- * again. A kernel of a block per tile keeps the residency its mapping assumed (the blocks per
+ * residency below the grid, the kernel's wave limit is lowered, *smaller_wave says so, and the
+ * caller plans the kernel again. A kernel of a block per tile keeps the residency its mapping assumed (the blocks per
  * wave mapping recorded, at most what the shared memory allows) and may run in many waves.
  */
 #include "passes/passes.h"
@@ -41,9 +41,10 @@ int64_t launch_regs_for(const astitch_device *d, int64_t block, int64_t blocks)
     return regs;
 }
 
-astitch_status pass_launch(Planner *pl, PlanKernel *k)
+astitch_status pass_launch(Planner *pl, PlanKernel *k, bool *smaller_wave)
 {
     const astitch_device *d = &pl->p->dev;
+    *smaller_wave = false;
     int64_t bps = blocks_per_sm(d, k->block, 32, k->shared_bytes);
     if (bps < 1)
         return ctx_fail(pl->g->ctx, ASTITCH_ERR_UNSUPPORTED,
@@ -53,7 +54,8 @@ astitch_status pass_launch(Planner *pl, PlanKernel *k)
     int64_t wave = bps * d->sm_count;
     if (k->persistent && k->grid > wave) {
         k->wave_limit = (int32_t)wave;
-        return ASTITCH_ERR_UNSUPPORTED;
+        *smaller_wave = true;
+        return ASTITCH_OK;
     }
     int64_t needed = (k->grid + d->sm_count - 1) / d->sm_count;
     if (!k->persistent && needed > k->blocks_per_wave / d->sm_count) /* as mapping assumed */

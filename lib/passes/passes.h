@@ -161,9 +161,10 @@ astitch_status pass_propagate(Planner *pl, PlanKernel *k);  /* propagate.c */
 bool pass_adapt(Planner *pl, PlanKernel *k);                /* adapt.c: true if maps changed */
 astitch_status pass_schemes(Planner *pl, PlanKernel *k);    /* schemes.c */
 astitch_status pass_memory(Planner *pl, PlanKernel *k);     /* memory.c */
-/* launch.c: ASTITCH_OK, or ASTITCH_ERR_UNSUPPORTED when the grid exceeds a wave at the
- * planned shared memory (k->wave_limit is lowered for another try). */
-astitch_status pass_launch(Planner *pl, PlanKernel *k);
+/* launch.c: sets k's register bound and residency. When a persistent grid exceeds a wave at the
+ * planned shared memory, sets *smaller_wave and lowers k->wave_limit for another try instead;
+ * fails (UNSUPPORTED) only when no block fits on an SM. */
+astitch_status pass_launch(Planner *pl, PlanKernel *k, bool *smaller_wave);
 /* The most registers per thread (in allocation units, at most the device's per-thread limit)
  * at which `blocks` blocks of `block` threads fit on an SM of d; also what the CUDA runtime
  * relaxes a spilling kernel to (exec_cuda.c). */

@@ -128,28 +128,28 @@ static astitch_status plan_shape(Planner *pl, PlanKernel *k)
     const astitch_device *d = &pl->p->dev;
     astitch_status st = ASTITCH_OK;
     k->wave_limit = 0;
-    for (int attempt = 0; !st; attempt++) {
+    for (int attempt = 0;; attempt++) {
+        bool smaller_wave = false;
         pl->shared_cap = d->shared_per_block;
         st = schedule(pl, k);
         if (!st)
-            st = pass_launch(pl, k);
-        if (st == ASTITCH_ERR_UNSUPPORTED && k->wave_limit > 0) {
+            st = pass_launch(pl, k, &smaller_wave);
+        if (!st && smaller_wave) {
             int64_t per_sm = ceil_div(k->grid, d->sm_count);
             int64_t cap = per_sm > 0 ? d->shared_per_sm / per_sm : d->shared_per_block;
             pl->shared_cap = cap < d->shared_per_block ? cap : d->shared_per_block;
             st = pass_memory(pl, k);
             if (!st)
-                st = pass_launch(pl, k);
+                st = pass_launch(pl, k, &smaller_wave);
         }
-        if (st != ASTITCH_ERR_UNSUPPORTED || k->wave_limit == 0)
+        if (st || !smaller_wave)
             break;
         if (attempt == 3) {
             st = ctx_fail(pl->g->ctx, ASTITCH_ERR_UNSUPPORTED,
                           "planner: kernel %s does not fit in one wave of device '%s'",
                           k->name, d->name);
             break;
-        }
-        st = ASTITCH_OK; /* again, for the wave launch found */
+        } /* again, for the wave launch found */
     }
     return st;
 }
