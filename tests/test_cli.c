@@ -652,6 +652,7 @@ static void test_check_conditioned_run(void **state)
                               "slack, tolerance %lf: FAIL", &err, &beyond, &tol) != 3)
         fail_msg("no conditioned check line in:\n%s", r.out);
     assert_true(err > 1e-3 && beyond > 1e-4 && beyond <= err && tol == 1e-4);
+    result_free(&r);
 }
 
 /* The small graph at seed 7: printed outputs and --outputs files agree with each other and
