@@ -2,11 +2,14 @@
  * passes.h: the stitching planner, private to libastitch. A map of lib/passes:
  *
  *   pipeline.c   astitch_plan_create: the pass pipeline (diagram at its head)
+ *   prune.c      nodes that feed no output left out: the plan's own copy of the graph
+ *   concat_tree.c  concatenates of more than 64 operands as trees: a graph rewrite
  *   variance.c   one-pass variance: a graph rewrite ahead of scoping (fusion=stitch)
  *   scope.c      stitch scopes: BFS clusters of memory-intensive ops, no cycles (or one
  *                kernel per op under fusion=none)                          paper 4.1
  *   xla.c        fusion=xla scopes: register-only fusion with duplication  paper 2.3.1
  *   remote.c     remote stitching: merge independent stitch ops            paper 4.1
+ *   bound.c      kernels of more input and output tensors than a launch takes cut in pieces
  *   dominant.c   candidates, dominant merging, groups                     paper 4.3 step 1
  *   mapping.c    adaptive thread mapping of each dominant                  paper 3.3, 4.3 step 2
  *   propagate.c  schedule propagation: roots, phases, reads                paper 4.2 obs. A
