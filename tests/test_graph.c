@@ -79,6 +79,13 @@ static void test_layernorm_like_graph_builds(void **state)
     assert_int_equal(astitch_node_num_operands(g, -1), -1);
     assert_int_equal(astitch_node_num_operands(NULL, 0), -1);
     assert_int_equal(astitch_node_operand(NULL, 0, 0), ASTITCH_NO_NODE);
+    /* the documented sentinels of the other accessors */
+    assert_int_equal(astitch_node_op(g, 99), ASTITCH_OP_COUNT);
+    assert_int_equal(astitch_node_op(NULL, 0), ASTITCH_OP_COUNT);
+    assert_int_equal(astitch_graph_parameter(g, -1), ASTITCH_NO_NODE);
+    assert_int_equal(astitch_graph_parameter(g, astitch_graph_num_parameters(g)), ASTITCH_NO_NODE);
+    assert_int_equal(astitch_graph_output(g, 99), ASTITCH_NO_NODE);
+    assert_int_equal(astitch_graph_num_nodes(NULL), 0);
 }
 
 static void test_shapes_of_data_movement(void **state)

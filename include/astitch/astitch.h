@@ -219,13 +219,16 @@ typedef struct astitch_tensor_info {
     size_t bytes;
 } astitch_tensor_info;
 
+/* Counts of g's nodes, parameters and outputs (0 for a NULL g). */
 ASTITCH_API int astitch_graph_num_nodes(const astitch_graph *g);
 ASTITCH_API int astitch_graph_num_parameters(const astitch_graph *g);
 ASTITCH_API int astitch_graph_num_outputs(const astitch_graph *g);
+/* Parameter i (in input order) and output i: ASTITCH_NO_NODE when i is out of range. */
 ASTITCH_API astitch_node astitch_graph_parameter(const astitch_graph *g, int i);
 ASTITCH_API astitch_node astitch_graph_output(const astitch_graph *g, int i);
 /* ASTITCH_NO_NODE when no node has that name. */
 ASTITCH_API astitch_node astitch_graph_find(const astitch_graph *g, const char *name);
+/* The op of node n: ASTITCH_OP_COUNT when n is no node of g. */
 ASTITCH_API astitch_op astitch_node_op(const astitch_graph *g, astitch_node n);
 ASTITCH_API astitch_status astitch_node_info(const astitch_graph *g, astitch_node n,
                                              astitch_tensor_info *info);
