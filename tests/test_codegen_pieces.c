@@ -63,6 +63,14 @@ static void piece_compile_packing(Piece *t, bool packing)
 }
 static void piece_compile(Piece *t) { piece_compile_packing(t, true); }
 
+/* Frees t's executable, graph and context. */
+static void piece_end(Piece *t)
+{
+    astitch_executable_destroy(t->x);
+    astitch_graph_destroy(t->g);
+    astitch_context_destroy(t->ctx);
+}
+
 /* Runs the kernels on fresh random inputs against the reference, then frees everything. */
 static void piece_check_and_end(Piece *t, const char *what)
 {
@@ -79,9 +87,7 @@ static void piece_check_and_end(Piece *t, const char *what)
     if (!r.ok)
         fail_msg("%s (seed %llu): %s", what, (unsigned long long)seed, r.message);
     diff_ref_destroy(d);
-    astitch_executable_destroy(t->x);
-    astitch_graph_destroy(t->g);
-    astitch_context_destroy(t->ctx);
+    piece_end(t);
 }
 
 static astitch_op_info op_info(const Piece *t, astitch_node n)
@@ -725,9 +731,7 @@ static void test_redzone_scratch(void **state)
         piece_run_fails(&t, d, c == 0 ? "scratch buffer too small" : "scratch buffer past the arena",
                         want);
         diff_ref_destroy(d);
-        astitch_executable_destroy(t.x);
-        astitch_graph_destroy(t.g);
-        astitch_context_destroy(t.ctx);
+        piece_end(&t);
     }
 }
 
@@ -764,9 +768,7 @@ static void test_redzone_shared(void **state)
     piece_recompile(&t);
     piece_run_fails(&t, ref, "shared buffer past the block's memory", want);
     diff_ref_destroy(ref);
-    astitch_executable_destroy(t.x);
-    astitch_graph_destroy(t.g);
-    astitch_context_destroy(t.ctx);
+    piece_end(&t);
 }
 
 /* The partial results of a split row combined in order (deterministic), with the buffer placed
@@ -797,9 +799,7 @@ static void test_redzone_partial(void **state)
     piece_recompile(&t);
     piece_run_fails(&t, ref, "partial counters past the arena", want);
     diff_ref_destroy(ref);
-    astitch_executable_destroy(t.x);
-    astitch_graph_destroy(t.g);
-    astitch_context_destroy(t.ctx);
+    piece_end(&t);
 }
 
 
@@ -859,9 +859,7 @@ static void test_signed_zero(void **state)
             if (memcmp(&got[i], &want[i], sizeof got[i]) != 0)
                 fail_msg("%s: element %d of the outputs: %g, reference %g",
                          astitch_fusion_name(modes[m]), i, (double)got[i], (double)want[i]);
-        astitch_executable_destroy(t.x);
-        astitch_graph_destroy(t.g);
-        astitch_context_destroy(t.ctx);
+        piece_end(&t);
     }
 }
 
@@ -898,9 +896,7 @@ static void test_empty_sum(void **state)
                 fail_msg("%s: sum + y %d is %g, want %g", astitch_fusion_name(modes[m]), i,
                          (double)got[4 + i], (double)want);
         }
-        astitch_executable_destroy(t.x);
-        astitch_graph_destroy(t.g);
-        astitch_context_destroy(t.ctx);
+        piece_end(&t);
     }
 }
 
