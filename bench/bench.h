@@ -34,6 +34,7 @@ typedef struct BenchMode {
     bool remote, merge, packing;
     bool persistent; /* every kernel one persistent wave */
     int form;        /* BenchForm: how a graph with a variant choice runs */
+    bool column_vectors; /* plan option column_vectors on */
 } BenchMode;
 
 /* The form a graph with a variant choice (docs/codegen.md, *Variant search*) runs in. */

@@ -1,9 +1,10 @@
 /* test_ptxas.c: the PTX of every example and of many random graphs, planned for the h100 model
- * under fusion none, xla and stitch, assembled with `ptxas -arch=sm_90 -v`: every kernel
- * assembles, uses at most the plan's register bound, spills nothing and has no static shared
- * memory (the shared memory the plan sizes is dynamic, given at launch, and not in ptxas's
- * count). ASTITCH_PTXAS_GRAPHS sets the number of random graphs (default 120: fixed seeds
- * 1..N-1 and one fresh seed, printed). Exit 77 (skip) when there is no ptxas. */
+ * under fusion none, xla and stitch, each with the plan option column_vectors off and on,
+ * assembled with `ptxas -arch=sm_90 -v`: every kernel assembles, uses at most the plan's
+ * register bound, spills nothing and has no static shared memory (the shared memory the plan
+ * sizes is dynamic, given at launch, and not in ptxas's count). ASTITCH_PTXAS_GRAPHS sets the
+ * number of random graphs (default 120: fixed seeds 1..N-1 and one fresh seed, printed). Exit
+ * 77 (skip) when there is no ptxas. */
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,7 +25,8 @@ static const astitch_fusion fusions[] = {ASTITCH_FUSION_NONE, ASTITCH_FUSION_XLA
 
 /* Plans g under fusion f, compiles it to PTX and checks what ptxas says about each kernel;
  * prints every failure and returns their number. *kernels counts the kernels checked. */
-static int check_fusion(astitch_graph *g, astitch_fusion f, const char *what, int *kernels)
+static int check_fusion(astitch_graph *g, astitch_fusion f, bool column_vectors, const char *what,
+                        int *kernels)
 {
     astitch_context *ctx = astitch_graph_context(g);
     astitch_device dev;
@@ -32,10 +34,13 @@ static int check_fusion(astitch_graph *g, astitch_fusion f, const char *what, in
     astitch_plan_options po;
     astitch_plan_options_default(&po);
     po.fusion = f;
+    po.column_vectors = column_vectors;
     astitch_plan *p = NULL;
     char *ptx = NULL;
     PtxasReport r = {0};
-    const char *fname = astitch_fusion_name(f);
+    char fname[64];
+    snprintf(fname, sizeof fname, "%s%s", astitch_fusion_name(f),
+             column_vectors ? " (column vectors)" : "");
     int failures = 0;
     if (astitch_plan_create(g, &dev, &po, &p) != ASTITCH_OK ||
         compile_ptx(ctx, p, 90, false, &ptx) != ASTITCH_OK ||
@@ -73,7 +78,8 @@ static int check_graph(astitch_graph *g, const char *what, int *kernels)
 {
     int failures = 0;
     for (size_t f = 0; f < sizeof fusions / sizeof fusions[0]; f++)
-        failures += check_fusion(g, fusions[f], what, kernels);
+        for (int cv = 0; cv < 2; cv++)
+            failures += check_fusion(g, fusions[f], cv, what, kernels);
     return failures;
 }
 
@@ -104,7 +110,7 @@ static void test_examples(void **state)
         astitch_context_destroy(ctx);
     }
     closedir(d);
-    printf("examples: %d graphs x 3 fusions, %d kernels, %d failures\n", count, kernels,
+    printf("examples: %d graphs x 3 fusions x 2, %d kernels, %d failures\n", count, kernels,
            failures);
     assert_true(count >= 10);
     assert_int_equal(failures, 0);
@@ -148,7 +154,7 @@ static void test_random_graphs(void **state)
         astitch_graph_destroy(g);
         astitch_context_destroy(ctx);
     }
-    printf("random graphs: %d x 3 fusions, %d kernels, %d failures\n", total, kernels, failures);
+    printf("random graphs: %d x 3 fusions x 2, %d kernels, %d failures\n", total, kernels, failures);
     assert_int_equal(failures, 0);
 }
 

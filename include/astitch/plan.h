@@ -79,10 +79,16 @@ typedef struct astitch_plan_options {
                      * partial results through shared memory); off, one warp holds it, up to
                      * 32 elements per lane. Neither wins everywhere: the cuda target times
                      * both where they differ (astitch_compile_options.variant_search) */
+    bool column_vectors; /* a thread of a column reduction whose kept elements are innermost
+                          * takes 16 bytes of adjacent columns per access (4 f32, 8 f16/bf16)
+                          * where the shapes and the kernel's registers allow (docs/codegen.md,
+                          * *Reduce phase*); off, one column per thread. Code generation alone:
+                          * the plan is the same either way. Off by default until measured on
+                          * the GPU (bench mode stitch-colvec) */
 } astitch_plan_options;
 
 /* Fills *o with the defaults: fusion=stitch, every switch on (one_pass_variance included),
- * deterministic, persistent and wide_rows off. */
+ * deterministic, persistent, wide_rows and column_vectors off. */
 ASTITCH_API void astitch_plan_options_default(astitch_plan_options *o);
 /* "none", "xla", "stitch"; NULL for an out-of-range value. */
 ASTITCH_API const char *astitch_fusion_name(astitch_fusion f);

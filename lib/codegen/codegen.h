@@ -223,6 +223,7 @@ void ptxas_report_free(PtxasReport *r); /* accepts NULL; leaves *r empty */
  *   emit.c         the module, each kernel's arguments and its phases in order
  *   emit_phase.c   a phase's thread-mapping loops and stores of its roots
  *   emit_reduce.c  a reduce phase: the lanes' walk over rows, their combine, the results
+ *   emit_column.c  the vector form of a column reduce phase: runs of adjacent rows per thread
  *   emit_resident.c  a resident tile run: rows kept in registers across its phases
  *   emit_value.c   the value of an op at an element: index propagation, element-wise math,
  *                  loads from kernel inputs and from earlier phases' buffers
@@ -399,6 +400,10 @@ LLVMValueRef ev_fail(Emit *e, LLVMTypeRef ty, astitch_status s, const char *fmt,
  * first one waits for: one phase as the plan maps it, a tile run (PlanPhase.run_first) as one
  * walk over the block's tiles, or a resident run (emit_resident_run). */
 void emit_phase_run(Emit *e, int32_t first, int32_t end);
+/* Elements in 16 bytes of the narrowest tensor phase p reads or writes at the elements of
+ * space (its kernel inputs of that shape and its roots), counting sizes below 2 bytes as 2:
+ * 4 for f32, 8 for f16/bf16 and narrower. */
+int emit_access_elements(const Emit *e, const PlanPhase *p, const Shape *space);
 
 /* emit_reduce.c */
 /* Emits reduce phase p: over every tile of the block in a loop of its own, or, with tile_iv,
@@ -408,6 +413,33 @@ void emit_reduce(Emit *e, const PlanPhase *p, LLVMValueRef tile_iv);
 LLVMValueRef emit_shfl_xor(Emit *e, LLVMValueRef v, int mask);
 /* The type reduction accumulators of dtype t are kept in: f32 for floats, else t. */
 astitch_dtype emit_acc_dtype(astitch_dtype t);
+/* Stores sum, the result of reduce root `root` at row `row` of mapping m, to its destinations
+ * (a split row: combined with the other split blocks', emit_split_store). */
+void emit_reduce_store(Emit *e, const astitch_mapping *m, int32_t root, LLVMValueRef row,
+                       LLVMValueRef sum);
+
+/* emit_column.c */
+/* Rows per thread of reduce phase p over space: v > 1 for the vector form of a column mapping
+ * (plan option column_vectors; kept elements innermost; 16 bytes of the narrowest tensor read
+ * or written at the space's elements, halved until runs of v rows tile the blocks), else 1.
+ * The thread of lane l and group g (tid = l * rows_per_block / v + g) takes rows
+ * [g * v, g * v + v) of each tile and reduced indices l, l + threads_per_row * v, ... */
+int emit_column_vector(Emit *e, const PlanPhase *p, const Shape *space);
+/* The roots of p at the run of v rows from row (a multiple of v) at reduced index j: each
+ * tensor read with v-element accesses; the reduce roots red fold into next[q * v + u] =
+ * acc[q * v + u] combined with row u's value; the other roots are stored (one vector store to
+ * an output tensor). */
+void emit_column_run(Emit *e, const PlanPhase *p, const Shape *space, LLVMValueRef row,
+                     LLVMValueRef j, int v, int32_t nred, const int32_t *red,
+                     const LLVMValueRef *acc, LLVMValueRef *next);
+/* Combines acc[u] (u < v, every thread's accumulators of reduce root `root`) across the lanes
+ * of each group and stores row tile_first + g * v + u's result (emit_reduce_store), for rows
+ * in the mapping and, with tile_in_chunk (the tile's first row within the block's chunk; NULL
+ * for a split row), in the block's chunk. Row by row through the root's reduction buffer (one
+ * slot per thread) and warp shuffles; all threads of the block must arrive. */
+void emit_column_combine(Emit *e, const astitch_mapping *m, int32_t root, int v,
+                         const LLVMValueRef *acc, LLVMValueRef tile_first,
+                         LLVMValueRef tile_in_chunk);
 
 /* emit_resident.c */
 /* Emits the resident run [first, end) (PlanPhase.resident): one walk over the block's tiles;

@@ -58,15 +58,8 @@ static LLVMValueRef and3(Emit *e, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c
     return LLVMBuildAnd(e->b, LLVMBuildAnd(e->b, a, b, ""), c, "");
 }
 
-/* Elements per thread task of an element-wise phase: as many consecutive elements as fill 16
- * bytes of the narrowest tensor the phase loads or stores at its elements (4 for f32, 8 for
- * f16/bf16, 8 for narrower ones too), halved until every task of every block is whole (the block's chunk and the
- * element count are multiples of it). A block covers the same elements either way; only which
- * of its threads takes which element changes, and nothing reads another thread's values before
- * a barrier. */
-static int elementwise_vector(Emit *e, const PlanPhase *p, const Shape *space)
+int emit_access_elements(const Emit *e, const PlanPhase *p, const Shape *space)
 {
-    const astitch_mapping *m = &p->map;
     int64_t least = 4;
     for (int32_t i = 0; i < e->k->ninput; i++) {
         const Node *in = gnode(e->g, e->k->input[i]);
@@ -78,7 +71,19 @@ static int elementwise_vector(Emit *e, const PlanPhase *p, const Shape *space)
         if ((int64_t)astitch_dtype_size(root->dtype) < least)
             least = (int64_t)astitch_dtype_size(root->dtype);
     }
-    int v = (int)(16 / (least < 2 ? 2 : least > 4 ? 4 : least)); /* at most 8 per thread */
+    return (int)(16 / (least < 2 ? 2 : least)); /* at most 8 */
+}
+
+/* Elements per thread task of an element-wise phase: as many consecutive elements as fill 16
+ * bytes of the narrowest tensor the phase loads or stores at its elements
+ * (emit_access_elements), halved until every task of every block is whole (the block's chunk
+ * and the element count are multiples of it). A block covers the same elements either way;
+ * only which of its threads takes which element changes, and nothing reads another thread's
+ * values before a barrier. */
+static int elementwise_vector(Emit *e, const PlanPhase *p, const Shape *space)
+{
+    const astitch_mapping *m = &p->map;
+    int v = emit_access_elements(e, p, space);
     while (v > 1 && (m->chunk % v || m->rows % v))
         v /= 2;
     return v;

@@ -250,20 +250,36 @@ static LLVMValueRef element_at(Emit *e, LLVMValueRef last, int64_t tpr, LLVMValu
     return last ? LLVMBuildSub(e->b, last, LLVMBuildMul(e->b, iv, ev_int(e, tpr), ""), "") : iv;
 }
 
-/* One thread's walk over its elements of the rows, at reduced-axis indices start, start + tpr,
- * ... below end, in groups of column_unroll (column mappings) and then one at a time: the
- * reduce roots red fold them into accumulators that start at init and end in acc (next: the
- * loop's scratch). A column phase without reductions after another phase of its kernel walks
- * backwards, from its last element: the earlier phase's last reads (of the same inputs, as a
- * batch norm's normalization reads x after its statistics) are still in L2 when it starts
- * (H100: batchnorm_train 128.6 -> 122.6 us). */
+/* count elements of the thread's rows from reduced index j (step apart), or with v > 1 the
+ * run of v rows from row at j (emit_column_run): reduce_elements or emit_column_run. */
+static void step_elements(Emit *e, const PlanPhase *p, const Shape *space, LLVMValueRef row,
+                          int v, LLVMValueRef j, int64_t step, int count, int32_t nred,
+                          const int32_t *red, LLVMValueRef *acc, LLVMValueRef *next)
+{
+    if (v > 1)
+        emit_column_run(e, p, space, row, j, v, nred, red, acc, next);
+    else
+        reduce_elements(e, p, space, row, j, step, count, nred, red, acc, next);
+}
+
+/* One thread's walk over its elements of the rows, at reduced-axis indices start, start +
+ * lanes, ... below end (lanes: threads_per_row, times v for the vector form of a column
+ * mapping, whose thread takes the run of v rows from row), in groups of column_unroll (column
+ * mappings, one row per thread) and then one at a time: the reduce roots red fold them into
+ * accumulators (v per reduce, acc[q * v + u] for row u of the run) that start at init and end
+ * in acc (next: the loop's scratch). A column phase without reductions after another phase of
+ * its kernel walks backwards, from its last element: the earlier phase's last reads (of the
+ * same inputs, as a batch norm's normalization reads x after its statistics) are still in L2
+ * when it starts (H100: batchnorm_train 128.6 -> 122.6 us). */
 static void walk_elements(Emit *e, const PlanPhase *p, const Shape *space, LLVMValueRef row,
-                          LLVMValueRef start, LLVMValueRef end, int32_t nred, const int32_t *red,
-                          LLVMValueRef *init, LLVMValueRef *acc, LLVMValueRef *next)
+                          int v, LLVMValueRef start, LLVMValueRef end, int32_t nred,
+                          const int32_t *red, LLVMValueRef *init, LLVMValueRef *acc,
+                          LLVMValueRef *next)
 {
     bool column = p->map.kind == ASTITCH_MAP_COLUMN_REDUCE;
-    int64_t tpr = p->map.threads_per_row;
-    int unroll = column ? column_unroll(e, p) : 1;
+    int64_t tpr = (int64_t)p->map.threads_per_row * v;
+    int nacc = nred * v;
+    int unroll = column && v == 1 ? column_unroll(e, p) : 1;
     bool reverse = column && nred == 0 && e->phase > e->part_first;
     /* the loops count iv from lo below hi by unit: forward iv is the element's index itself;
      * backward iv = k counts the thread's n elements, element k at last - k * tpr */
@@ -283,19 +299,30 @@ static void walk_elements(Emit *e, const PlanPhase *p, const Shape *space, LLVMV
     if (unroll > 1) {
         Loop group;
         loop_begin(e, &group, lo, LLVMBuildSub(e->b, hi, ev_int(e, (unroll - 1) * unit), ""), init,
-                   nred, acc);
-        reduce_elements(e, p, space, row, element_at(e, last, tpr, group.iv), step, unroll, nred,
-                        red, group.carried, next);
+                   nacc, acc);
+        step_elements(e, p, space, row, v, element_at(e, last, tpr, group.iv), step, unroll,
+                      nred, red, group.carried, next);
         loop_end(e, &group, ev_int(e, unroll * unit), next);
         lo = group.iv;
-        for (int q = 0; q < nred; q++)
+        for (int q = 0; q < nacc; q++)
             init[q] = group.carried[q]; /* before the next loop reuses acc for its phis */
     }
     Loop el;
-    loop_begin(e, &el, lo, hi, init, nred, acc);
-    reduce_elements(e, p, space, row, element_at(e, last, tpr, el.iv), step, 1, nred, red,
-                    el.carried, next);
+    loop_begin(e, &el, lo, hi, init, nacc, acc);
+    step_elements(e, p, space, row, v, element_at(e, last, tpr, el.iv), step, 1, nred, red,
+                  el.carried, next);
     loop_end(e, &el, ev_int(e, unit), next);
+}
+
+void emit_reduce_store(Emit *e, const astitch_mapping *m, int32_t root, LLVMValueRef row,
+                       LLVMValueRef sum)
+{
+    if (m->split > 1) {
+        emit_split_store(e, m, root, row, sum);
+        return;
+    }
+    Index out = {.shape = &gnode(e->g, root)->shape, .lin = row};
+    ev_store_root(e, root, &out, sum);
 }
 
 void emit_reduce(Emit *e, const PlanPhase *p, LLVMValueRef tile_iv)
@@ -306,14 +333,19 @@ void emit_reduce(Emit *e, const PlanPhase *p, LLVMValueRef tile_iv)
         space.dim[i] = m->dims[i];
     bool column = m->kind == ASTITCH_MAP_COLUMN_REDUCE;
     int tpr = m->threads_per_row, rpb = m->rows_per_block;
-    LLVMValueRef row_in_tile = column ? LLVMBuildURem(e->b, e->tid, ev_int(e, rpb), "")
+    /* a column thread takes the run of v rows from row_in_tile (v = 1: one row) */
+    int v = emit_column_vector(e, p, &space);
+    LLVMValueRef row_in_tile = column ? LLVMBuildURem(e->b, e->tid, ev_int(e, rpb / v), "")
                                       : LLVMBuildUDiv(e->b, e->tid, ev_int(e, tpr), "");
-    LLVMValueRef lane = column ? LLVMBuildUDiv(e->b, e->tid, ev_int(e, rpb), "")
+    if (v > 1)
+        row_in_tile = LLVMBuildMul(e->b, row_in_tile, ev_int(e, v), "");
+    LLVMValueRef lane = column ? LLVMBuildUDiv(e->b, e->tid, ev_int(e, rpb / v), "")
                                : LLVMBuildURem(e->b, e->tid, ev_int(e, tpr), "");
+    size_t nacc = (size_t)p->nroot * (size_t)v;
     int32_t nred = 0, *red = malloc((size_t)p->nroot * sizeof *red);
-    LLVMValueRef *init = malloc((size_t)p->nroot * sizeof *init);
-    LLVMValueRef *acc = malloc((size_t)p->nroot * sizeof *acc);
-    LLVMValueRef *next = malloc((size_t)p->nroot * sizeof *next);
+    LLVMValueRef *init = malloc(nacc * sizeof *init);
+    LLVMValueRef *acc = malloc(nacc * sizeof *acc);
+    LLVMValueRef *next = malloc(nacc * sizeof *next);
     if (!red || !init || !acc || !next) {
         ev_fail(e, e->ix, ASTITCH_ERR_MEMORY, "out of memory");
         goto out;
@@ -322,9 +354,11 @@ void emit_reduce(Emit *e, const PlanPhase *p, LLVMValueRef tile_iv)
         const Node *n = gnode(e->g, p->root[r]);
         if (n->op == ASTITCH_OP_REDUCE && n->attr.axes == m->reduce_axes &&
             shape_equal(&gnode(e->g, goperand(e->g, p->root[r], 0))->shape, &space)) {
-            init[nred] = ev_reduce_identity(e, n->attr.reduce, n->dtype);
+            LLVMValueRef id = ev_reduce_identity(e, n->attr.reduce, n->dtype);
             if (m->row_len == 0 && n->attr.reduce == ASTITCH_REDUCE_SUM && dtype_is_float(n->dtype))
-                init[nred] = LLVMConstReal(LLVMFloatTypeInContext(e->c), 0.0); /* an empty sum is +0 */
+                id = LLVMConstReal(LLVMFloatTypeInContext(e->c), 0.0); /* an empty sum is +0 */
+            for (int u = 0; u < v; u++)
+                init[nred * v + u] = id;
             red[nred++] = p->root[r];
         }
     }
@@ -336,7 +370,7 @@ void emit_reduce(Emit *e, const PlanPhase *p, LLVMValueRef tile_iv)
     } else {
         tile.head = NULL;
     }
-    LLVMValueRef tile_base, jlo, jhi, in_chunk;
+    LLVMValueRef tile_base, jlo, jhi, in_chunk, t0 = NULL;
     if (m->split > 1) {
         LLVMValueRef part = LLVMBuildURem(e->b, e->ctaid, ev_int(e, m->split), "");
         tile_base = LLVMBuildMul(e->b, LLVMBuildUDiv(e->b, e->ctaid, ev_int(e, m->split), ""), ev_int(e, rpb), "");
@@ -344,7 +378,7 @@ void emit_reduce(Emit *e, const PlanPhase *p, LLVMValueRef tile_iv)
         jhi = imin(e, LLVMBuildAdd(e->b, jlo, ev_int(e, m->split_len), ""), ev_int(e, m->row_len));
         in_chunk = row_in_tile;
     } else {
-        LLVMValueRef t0 = LLVMBuildMul(e->b, tile_iv, ev_int(e, rpb), "");
+        t0 = LLVMBuildMul(e->b, tile_iv, ev_int(e, rpb), "");
         tile_base = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, e->ctaid, ev_int(e, m->chunk), ""), t0, "");
         jlo = ev_int(e, 0);
         jhi = ev_int(e, m->row_len);
@@ -358,18 +392,16 @@ void emit_reduce(Emit *e, const PlanPhase *p, LLVMValueRef tile_iv)
     /* invalid threads run an empty element loop but still join the combine */
     LLVMValueRef end = LLVMBuildSelect(e->b, valid, jhi, ev_int(e, 0), "");
     LLVMValueRef start = LLVMBuildAdd(e->b, jlo, lane, "");
-    walk_elements(e, p, &space, row, start, end, nred, red, init, acc, next);
+    walk_elements(e, p, &space, row, v, start, end, nred, red, init, acc, next);
     for (int q = 0; q < nred; q++) {
+        if (v > 1) {
+            emit_column_combine(e, m, red[q], v, &acc[q * v], tile_base, t0);
+            continue;
+        }
         LLVMValueRef sum = combine_lanes(e, m, red[q], acc[q], row_in_tile);
         LLVMBasicBlockRef merge = if_begin(e, LLVMBuildAnd(e->b, valid,
                                   LLVMBuildICmp(e->b, LLVMIntEQ, lane, ev_int(e, 0), ""), ""));
-        const Node *node = gnode(e->g, red[q]);
-        if (m->split > 1) {
-            emit_split_store(e, m, red[q], row, sum);
-        } else {
-            Index out = {.shape = &node->shape, .lin = row};
-            ev_store_root(e, red[q], &out, sum);
-        }
+        emit_reduce_store(e, m, red[q], row, sum);
         if_end(e, merge);
     }
     if (tile.head)

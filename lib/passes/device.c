@@ -43,6 +43,7 @@ void astitch_plan_options_default(astitch_plan_options *o)
     o->persistent = false;
     o->one_pass_variance = true;
     o->wide_rows = false;
+    o->column_vectors = false;
 }
 
 static const char *const fusion_names[] = {"none", "xla", "stitch"};

@@ -106,7 +106,7 @@ astitch_status astitch_plan_write_text(const astitch_plan *p, FILE *f)
         return ASTITCH_ERR_ARGUMENT;
     const astitch_device *d = &p->dev;
     fprintf(f, "plan: device %s (%d SMs, %d threads/block, %lld B shared/block), fusion %s, "
-               "remote %s, merge %s, packing %s%s%s%s%s\n",
+               "remote %s, merge %s, packing %s%s%s%s%s%s\n",
             d->name, d->sm_count, d->max_threads_per_block, (long long)d->shared_per_block,
             astitch_fusion_name(p->opt.fusion), p->opt.remote ? "on" : "off",
             p->opt.merge ? "on" : "off", p->opt.packing ? "on" : "off",
@@ -114,7 +114,8 @@ astitch_status astitch_plan_write_text(const astitch_plan *p, FILE *f)
             p->opt.fusion == ASTITCH_FUSION_STITCH && !p->opt.one_pass_variance
                 ? ", one-pass variance off"
                 : "",
-            p->opt.wide_rows ? ", wide rows" : "");
+            p->opt.wide_rows ? ", wide rows" : "",
+            p->opt.column_vectors ? ", column vectors" : "");
     if (p->ndropped > 0) {
         fprintf(f, "dropped (feed no output, not planned):");
         for (int32_t i = 0; i < p->ndropped; i++)

@@ -85,6 +85,7 @@ static void plans(astitch_context *ctx, astitch_graph *g, uint64_t h)
             o.persistent = bits & 16;
             o.one_pass_variance = !(bits & 32);
             o.wide_rows = bits & 64;
+            o.column_vectors = bits & 128;
             astitch_plan *p = NULL;
             astitch_status s = astitch_plan_create(g, &dev, &o, &p);
             expect_no_internal(ctx, s, "plan");

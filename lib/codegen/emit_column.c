@@ -1,0 +1,179 @@
+/* emit_column.c: the vector form of a column reduction (docs/codegen.md, *Reduce phase*). Where
+ * the kept elements are innermost, element (row, j) of the reduction lies at j * rows + row, so
+ * v adjacent rows at one reduced index are v adjacent elements in memory: a thread takes a run
+ * of v rows, reads each tensor with one access of v elements per reduced index (16 bytes of
+ * f32 at v = 4) and keeps v accumulators per reduce; the block combines them row by row. */
+#define ASTITCH_EMIT_INTERNAL
+#include <stdlib.h>
+
+#include "codegen.h"
+
+/* True when m's reduced axes are its leading ones and at least one axis is kept. */
+static bool kept_innermost(const astitch_mapping *m)
+{
+    uint32_t leading = 0;
+    for (int i = 0; i < m->rank && (m->reduce_axes >> i & 1); i++)
+        leading |= 1u << i;
+    uint32_t all = m->rank >= 32 ? ~0u : (1u << m->rank) - 1;
+    return m->reduce_axes == leading && (all & ~leading) != 0;
+}
+
+/* True when runs of v rows tile m's blocks: whole runs in the innermost axis (inner), in a
+ * tile and in a block's chunk, the block's threads exactly groups of lanes, and the lanes a
+ * power of two up to a warp or whole warps (the combine's shuffles). */
+static bool runs_fit(const astitch_mapping *m, int64_t inner, int v)
+{
+    if (inner % v || m->rows_per_block % v || m->chunk % v)
+        return false;
+    int64_t groups = m->rows_per_block / v, lanes = (int64_t)m->threads_per_row * v;
+    if (groups * lanes != m->block)
+        return false;
+    return lanes >= 32 ? lanes % 32 == 0 : (lanes & (lanes - 1)) == 0;
+}
+
+/* True when every reduce root of p over m's axes has a reduction buffer of a slot per thread
+ * (the planner gives none where a row's lanes need no combine: one lane per row). */
+static bool combine_buffers(const Emit *e, const PlanPhase *p)
+{
+    const astitch_mapping *m = &p->map;
+    for (int32_t r = 0; r < p->nroot; r++) {
+        const Node *n = gnode(e->g, p->root[r]);
+        if (n->op != ASTITCH_OP_REDUCE || n->attr.axes != m->reduce_axes)
+            continue;
+        const PlanBuffer *buf = plan_kernel_buffer(e->k, ASTITCH_BUFFER_REDUCE, p->root[r]);
+        if (!buf || buf->bytes < (int64_t)m->block * (int64_t)astitch_dtype_size(emit_acc_dtype(n->dtype)))
+            return false;
+    }
+    return true;
+}
+
+/* The least register bound of a kernel whose column phases take runs: below it the kernel
+ * holds a block of 1024 threads twice per SM (32 registers), the scalar form then has as many
+ * loads in flight per SM as runs would, and runs of 4 spill there (batchnorm_train's statistics
+ * phase with three sums: 12 accumulators; its normalization: mean, rstd, gamma and beta of 4
+ * columns), which a kernel of grid barriers cannot relax. */
+enum { COLUMN_VECTOR_MIN_REGS = 64 };
+
+int emit_column_vector(Emit *e, const PlanPhase *p, const Shape *space)
+{
+    const astitch_mapping *m = &p->map;
+    if (!e->plan->opt.column_vectors || m->kind != ASTITCH_MAP_COLUMN_REDUCE ||
+        !kept_innermost(m) || space->rank == 0 || e->k->regs < COLUMN_VECTOR_MIN_REGS ||
+        !combine_buffers(e, p))
+        return 1;
+    int v = emit_access_elements(e, p, space);
+    while (v > 1 && !runs_fit(m, space->dim[space->rank - 1], v))
+        v /= 2;
+    return v;
+}
+
+void emit_column_run(Emit *e, const PlanPhase *p, const Shape *space, LLVMValueRef row,
+                     LLVMValueRef j, int v, int32_t nred, const int32_t *red,
+                     const LLVMValueRef *acc, LLVMValueRef *next)
+{
+    LLVMValueRef *val = malloc((size_t)p->nroot * (size_t)v * sizeof *val);
+    if (!val) {
+        ev_fail(e, e->ix, ASTITCH_ERR_MEMORY, "out of memory");
+        return;
+    }
+    LLVMValueRef lin = LLVMBuildNSWAdd(e->b, LLVMBuildNSWMul(e->b, j, ev_int(e, p->map.rows), ""),
+                                       row, "");
+    Index run = {.shape = space, .lin = lin}; /* its innermost axis a multiple of v: say so */
+    ev_axes(e, &run);
+    int last = space->rank - 1;
+    run.axis[last] = LLVMBuildAnd(e->b, run.axis[last], ev_int(e, -(int64_t)v), "");
+    ev_vector_begin(e, &run);
+    for (int r = 0, q = 0; r < p->nroot; r++) {
+        int32_t n = p->root[r];
+        const Node *node = gnode(e->g, n);
+        Index own = {.shape = &node->shape, .lin = lin};
+        if (q < nred && red[q] == n) {
+            ev_vector(e, goperand(e->g, n, 0), &run, v, &val[r * v]);
+            q++;
+        } else if (shape_equal(&node->shape, space)) {
+            ev_vector(e, n, &run, v, &val[r * v]);
+        } else if (node->shape.rank > 0 && node->shape.dim[node->shape.rank - 1] % v == 0) {
+            ev_vector(e, n, &own, v, &val[r * v]);
+        } else {
+            for (int u = 0; u < v; u++) {
+                Index el = {.shape = &node->shape, .lin = LLVMBuildNSWAdd(e->b, lin, ev_int(e, u), "")};
+                val[r * v + u] = ev_value(e, n, &el);
+            }
+        }
+    }
+    for (int r = 0, q = 0; r < p->nroot; r++) {
+        int32_t n = p->root[r];
+        const Node *node = gnode(e->g, n);
+        if (q < nred && red[q] == n) {
+            for (int u = 0; u < v; u++)
+                next[q * v + u] = ev_reduce_combine(e, node->attr.reduce, node->dtype,
+                                                    acc[q * v + u], val[r * v + u]);
+            q++;
+            continue;
+        }
+        for (int u = 0; u < v; u++) {
+            Index el = {.shape = &node->shape, .lin = LLVMBuildNSWAdd(e->b, lin, ev_int(e, u), "")};
+            ev_store_root_buffer(e, n, &el, val[r * v + u]);
+        }
+        if (plan_kernel_op(e->k, n)->output && e->tensor[n])
+            ev_store_vector(e, e->tensor[n], node->dtype, lin, v, &val[r * v]);
+    }
+    free(val);
+}
+
+void emit_column_combine(Emit *e, const astitch_mapping *m, int32_t root, int v,
+                         const LLVMValueRef *acc, LLVMValueRef tile_first,
+                         LLVMValueRef tile_in_chunk)
+{
+    const Node *node = gnode(e->g, root);
+    astitch_reduce_kind kind = node->attr.reduce;
+    astitch_dtype t = emit_acc_dtype(node->dtype);
+    const PlanBuffer *buf = plan_kernel_buffer(e->k, ASTITCH_BUFFER_REDUCE, root);
+    int64_t need = (int64_t)m->block * (int64_t)astitch_dtype_size(t);
+    if (!buf || buf->bytes < need) {
+        ev_fail(e, e->ix, ASTITCH_ERR_UNSUPPORTED,
+                "%s: reduce node %d '%s': a column combine of %d threads needs a %lld-byte "
+                "reduction buffer, the plan gives %lld", e->k->name, root, node->name,
+                (int)m->block, (long long)need, (long long)(buf ? buf->bytes : 0));
+        return;
+    }
+    int64_t groups = m->rows_per_block / v, lanes = (int64_t)m->threads_per_row * v;
+    int64_t q = lanes < 32 ? lanes : 32; /* threads folding one group */
+    LLVMValueRef base = ev_buffer_base(e, buf);
+    LLVMValueRef group = LLVMBuildUDiv(e->b, e->tid, ev_int(e, q), "");
+    LLVMValueRef part = LLVMBuildURem(e->b, e->tid, ev_int(e, q), "");
+    LLVMValueRef has_group = LLVMBuildICmp(e->b, LLVMIntULT, group, ev_int(e, groups), "");
+    LLVMValueRef first = LLVMBuildNSWAdd(e->b, tile_first,
+                                         LLVMBuildNSWMul(e->b, group, ev_int(e, v), ""), "");
+    LLVMValueRef ok = LLVMBuildAnd(e->b, has_group,
+                                   LLVMBuildICmp(e->b, LLVMIntSLT, first, ev_int(e, m->rows), ""), "");
+    if (tile_in_chunk) {
+        LLVMValueRef at = LLVMBuildNSWAdd(e->b, tile_in_chunk,
+                                          LLVMBuildNSWMul(e->b, group, ev_int(e, v), ""), "");
+        ok = LLVMBuildAnd(e->b, ok, LLVMBuildICmp(e->b, LLVMIntSLT, at, ev_int(e, m->chunk), ""), "");
+    }
+    /* a thread past the last group folds group 0's slots and stores nothing */
+    LLVMValueRef g = LLVMBuildSelect(e->b, has_group, group, ev_int(e, 0), "");
+    for (int u = 0; u < v; u++) {
+        ev_check_shared(e, buf, e->tid);
+        ev_store(e, base, t, e->tid, acc[u]);
+        prim_call(e->b, e->m, PRIM_BARRIER_BLOCK, NULL, 0);
+        /* slot of lane l of group g: l * groups + g; this thread folds lanes part + k * q */
+        LLVMValueRef sum = NULL;
+        for (int64_t k = 0; k < lanes / q; k++) {
+            LLVMValueRef l = LLVMBuildNSWAdd(e->b, part, ev_int(e, k * q), "");
+            LLVMValueRef slot = LLVMBuildNSWAdd(e->b, LLVMBuildNSWMul(e->b, l, ev_int(e, groups), ""),
+                                                g, "");
+            ev_check_shared(e, buf, slot);
+            LLVMValueRef x = ev_load(e, base, t, slot);
+            sum = sum ? ev_reduce_combine(e, kind, node->dtype, sum, x) : x;
+        }
+        for (int off = (int)q / 2; off >= 1; off /= 2)
+            sum = ev_reduce_combine(e, kind, node->dtype, sum, emit_shfl_xor(e, sum, off));
+        LLVMBasicBlockRef merge = if_begin(e, LLVMBuildAnd(e->b, ok,
+            LLVMBuildICmp(e->b, LLVMIntEQ, part, ev_int(e, 0), ""), ""));
+        emit_reduce_store(e, m, root, LLVMBuildNSWAdd(e->b, first, ev_int(e, u), ""), sum);
+        if_end(e, merge);
+        prim_call(e->b, e->m, PRIM_BARRIER_BLOCK, NULL, 0); /* the slots free again */
+    }
+}
