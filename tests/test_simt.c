@@ -806,7 +806,7 @@ static void test_symbols(void **state)
     (void)state;
     int n;
     const SimtSymbol *s = simt_symbols(&n);
-    assert_int_equal(n, 20);
+    assert_int_equal(n, 22);
     for (int i = 0; i < n; i++) {
         assert_non_null(s[i].addr);
         assert_int_equal(strncmp(s[i].name, "astitch_simt_", 13), 0);

@@ -126,7 +126,7 @@ static void run_host(astitch_context *ctx, LLVMModuleRef m, const char *kernel, 
                      int nargs, int grid, int block, size_t shared, bool cooperative)
 {
     HostModule *hm = NULL;
-    astitch_status st = host_compile(ctx, m, &hm);
+    astitch_status st = host_compile(ctx, m, simt_host_primitives(), &hm);
     if (st)
         print_error("host_compile: %s\n", astitch_last_error(ctx));
     assert_int_equal(st, ASTITCH_OK);
@@ -268,7 +268,8 @@ static void test_malformed(void **state)
     assert_non_null(strstr(astitch_last_error(ctx), "does not have terminator"));
 
     HostModule *hm = NULL;
-    assert_int_equal(host_compile(ctx, build_malformed(c), &hm), ASTITCH_ERR_COMPILE);
+    assert_int_equal(host_compile(ctx, build_malformed(c), simt_host_primitives(), &hm),
+                     ASTITCH_ERR_COMPILE);
     assert_null(hm);
     assert_non_null(strstr(astitch_last_error(ctx), "does not have terminator"));
     LLVMContextDispose(c);
@@ -286,16 +287,26 @@ static void test_unresolved(void **state)
     assert_non_null(strstr(astitch_last_error(ctx), "__nv_nosuchf"));
 
     HostModule *hm = NULL;
-    assert_int_equal(host_compile(ctx, build_unresolved(c), &hm), ASTITCH_ERR_COMPILE);
+    assert_int_equal(host_compile(ctx, build_unresolved(c), simt_host_primitives(), &hm),
+                     ASTITCH_ERR_COMPILE);
     printf("# %s\n", astitch_last_error(ctx));
     assert_non_null(strstr(astitch_last_error(ctx), "__nv_nosuchf"));
+
+    /* a runtime that gives no thread index: the kernel's call to it is refused by name */
+    HostPrimitives partial = *simt_host_primitives();
+    partial.tid_x = NULL;
+    assert_int_equal(host_compile(ctx, build_vector_add(c, 8), &partial, &hm), ASTITCH_ERR_COMPILE);
+    printf("# %s\n", astitch_last_error(ctx));
+    assert_non_null(strstr(astitch_last_error(ctx), "astitch_tid_x"));
+    assert_int_equal(host_compile(ctx, build_vector_add(c, 8), NULL, &hm), ASTITCH_ERR_ARGUMENT);
 
     NvptxKernel missing = {"absent", 0, 0, 0};
     o.kernel = &missing;
     assert_int_equal(nvptx_compile(ctx, build_vector_add(c, 8), &o, &ptx), ASTITCH_ERR_ARGUMENT);
     assert_non_null(strstr(astitch_last_error(ctx), "'absent'"));
 
-    assert_int_equal(host_compile(ctx, build_vector_add(c, 8), &hm), ASTITCH_OK);
+    assert_int_equal(host_compile(ctx, build_vector_add(c, 8), simt_host_primitives(), &hm),
+                     ASTITCH_OK);
     assert_null(host_lookup(hm, ctx, "absent"));
     assert_non_null(host_lookup(hm, ctx, "vadd"));
     host_module_destroy(hm);
@@ -339,8 +350,8 @@ static void test_ptxas_parse(void **state)
 static void test_host_symbols(void **state)
 {
     (void)state;
-    int n;
-    const HostSymbol *s = host_symbols(&n);
+    HostSymbol s[HOST_SYMBOLS_MAX];
+    int n = host_symbols(simt_host_primitives(), s);
     for (int id = 0; id < PRIM_COUNT + 2 * MATH_COUNT; id++) {
         char name[32];
         if (id < PRIM_COUNT)

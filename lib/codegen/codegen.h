@@ -28,6 +28,7 @@
 #include <llvm-c/TargetMachine.h>
 
 #include "astitch/astitch.h"
+#include "compile.h"
 #include "prims.h"
 
 typedef enum PrimId {
@@ -163,9 +164,10 @@ const char *prims_nvptx_ir(void);
 typedef struct HostModule HostModule;
 
 /* Compiles kernel module m (consumed) for this machine into a new LLJIT: primitives bound to
- * the SIMT runtime, math functions to libm, O2. On success *out owns the JIT. Errors:
+ * rt's functions, math functions to libm, O2. On success *out owns the JIT. Errors:
  * ASTITCH_ERR_COMPILE with LLVM's message (verifier, passes, unresolved symbols at lookup). */
-astitch_status host_compile(astitch_context *ctx, LLVMModuleRef m, HostModule **out);
+astitch_status host_compile(astitch_context *ctx, LLVMModuleRef m, const HostPrimitives *rt,
+                            HostModule **out);
 /* The address of kernel `name`, NULL when hm has no such function (the reason is recorded on
  * ctx, which may be NULL). Valid until host_module_destroy. */
 void *host_lookup(HostModule *hm, astitch_context *ctx, const char *name);
@@ -178,10 +180,12 @@ typedef struct HostSymbol {
     void (*fn)(void); /* cast back to its real type before calling */
 } HostSymbol;
 
-/* The functions host kernels may call, a constant table (*n entries): every primitive (the SIMT
- * runtime), every math function under its libdevice and its libm name, memcpy, memmove,
- * memset. */
-const HostSymbol *host_symbols(int *n);
+enum { HOST_SYMBOLS_MAX = PRIM_COUNT + 4 * MATH_COUNT + 3 };
+
+/* The functions host kernels may call, written to out (returns the count, at most
+ * HOST_SYMBOLS_MAX): every primitive (rt's functions, where set; fence and fdiv here), every
+ * math function under its libdevice and its libm name, memcpy, memmove, memset. */
+int host_symbols(const HostPrimitives *rt, HostSymbol *out);
 
 /* ---- ptxas.c ----------------------------------------------------------------------------- */
 

@@ -5,7 +5,6 @@
 
 #include <llvm-c/Core.h>
 
-#include "astitch/runtime.h"
 #include "codegen.h"
 #include "compile.h"
 #include "passes/plan.h"
@@ -39,7 +38,7 @@ void compile_split_spill(const astitch_plan *p, int k, bool host, int64_t *spill
 }
 
 astitch_status compile_host(astitch_context *ctx, const astitch_plan *p, bool split,
-                            HostKernels **out)
+                            const HostPrimitives *rt, HostKernels **out)
 {
     *out = NULL;
     int nfn = 0;
@@ -59,7 +58,7 @@ astitch_status compile_host(astitch_context *ctx, const astitch_plan *p, bool sp
     LLVMModuleRef m;
     astitch_status s = emit_plan(ctx, p, hk->c, &o, &m);
     if (s == ASTITCH_OK)
-        s = host_compile(ctx, m, &hk->hm);
+        s = host_compile(ctx, m, rt, &hk->hm);
     for (int k = 0, f = 0; s == ASTITCH_OK && k < p->nkernel; k++) {
         hk->first[k] = f;
         int parts = split ? emit_kernel_num_parts(p, k) : 1;
@@ -105,7 +104,7 @@ astitch_status compile_ptx(astitch_context *ctx, const astitch_plan *p, int sm, 
     for (int k = 0; k < p->nkernel; k++)
         nfn += split ? emit_kernel_num_parts(p, k) : 1;
     LLVMContextRef c = LLVMContextCreate();
-    EmitOptions o = {.const_addrspace = 1, .split_global = split, .tensor_align = ASTITCH_TENSOR_ALIGN,
+    EmitOptions o = {.const_addrspace = 1, .split_global = split, .tensor_align = COMPILE_TENSOR_ALIGN,
                      .native_bf16 = (sm ? sm : 90) >= 80};
     LLVMModuleRef m;
     astitch_status s = emit_plan(ctx, p, c, &o, &m);

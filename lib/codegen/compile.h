@@ -6,16 +6,45 @@
 #define ASTITCH_COMPILE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "astitch/astitch.h"
 #include "astitch/plan.h"
 
+/* The alignment in bytes that compiled kernels assume of every tensor and scratch argument
+ * (NVPTX: 16-byte vector accesses); whoever launches them guarantees at least this. */
+#define COMPILE_TENSOR_ALIGN 16
+
+/* The SIMT primitives of prims.h as the host target calls them: C functions of the runtime
+ * that runs host kernels (lib/runtime/simt.h), one per primitive, given to compile_host. The
+ * others (fence, fdiv, math) codegen binds itself. */
+typedef struct HostPrimitives {
+    int32_t (*tid_x)(void);
+    int32_t (*ntid_x)(void);
+    int32_t (*ctaid_x)(void);
+    int32_t (*nctaid_x)(void);
+    void (*barrier_block)(void);
+    void (*barrier_grid)(uint32_t *counter);
+    float (*shfl_down_f32)(float v, int32_t delta);
+    float (*shfl_xor_f32)(float v, int32_t mask);
+    int32_t (*shfl_down_i32)(int32_t v, int32_t delta);
+    int32_t (*shfl_xor_i32)(int32_t v, int32_t mask);
+    float (*atomic_add_f32)(float *p, float v);
+    int32_t (*atomic_add_i32)(int32_t *p, int32_t v);
+    int32_t (*atomic_cas_i32)(int32_t *p, int32_t expected, int32_t desired);
+    float (*atomic_max_f32)(float *p, float v); /* NaN wins, -0 < +0 (llvm.maximum) */
+    float (*atomic_min_f32)(float *p, float v);
+    void *(*shared_base)(void);
+    void (*trap)(const char *message);
+} HostPrimitives;
+
 typedef struct HostKernels HostKernels;
 
-/* Emits the kernels of p and compiles them for this machine (ORC JIT). With split, every
- * kernel is compiled as its parts cut at the global barriers (see compile_kernel_num_parts). */
+/* Emits the kernels of p and compiles them for this machine (ORC JIT), their primitives bound
+ * to rt (which must outlive the kernels). With split, every kernel is compiled as its parts
+ * cut at the global barriers (see compile_kernel_num_parts). */
 astitch_status compile_host(astitch_context *ctx, const astitch_plan *p, bool split,
-                            HostKernels **out);
+                            const HostPrimitives *rt, HostKernels **out);
 /* Kernel k of the plan (part < 0), or its part `part` when compiled split; callable with its
  * argument list through the SIMT runtime. */
 void (*host_kernel(const HostKernels *hk, int k, int part))(void);

@@ -9,9 +9,9 @@
  *   NVPTX (target_nvptx.c): links a small module that defines each primitive with NVVM
  *     intrinsics or inline PTX (always_inline), links libdevice, marks kernels with the PTX
  *     kernel calling convention and nvvm.annotations, runs O3, emits PTX.
- *   host (target_host.c): resolves each primitive to a C function of the SIMT runtime
- *     (lib/runtime/simt.h, prefix astitch_simt_) and the math functions to libm, through
- *     absolute symbols in an ORC LLJIT.
+ *   host (target_host.c): resolves each primitive to a C function the runtime gives
+ *     (HostPrimitives in compile.h; lib/runtime/simt.h) and the math functions to libm,
+ *     through absolute symbols in an ORC LLJIT.
  *
  *   name                          LLVM type                           meaning
  *   astitch_tid_x                 i32 ()                              thread index in block

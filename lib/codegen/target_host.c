@@ -5,8 +5,8 @@
  *   move         into the JIT's own context (through bitcode: the module's context is the
  *                caller's, and LLVM 19's C API cannot wrap a foreign one)
  *   target       the JIT's triple and data layout; O2 for the host CPU
- *   bind         host_symbols.c's table as absolute symbols: primitives -> the SIMT runtime,
- *                math -> libm
+ *   bind         host_symbols.c's table as absolute symbols: primitives -> the functions the
+ *                runtime gives (HostPrimitives), math -> libm
  *   materialize  every external function is looked up at once, so compile and link errors
  *                show here, not at the first launch
  */
@@ -58,10 +58,11 @@ static LLVMOrcCSymbolMapPair symbol(LLVMOrcLLJITRef jit, const HostSymbol *s)
     return p;
 }
 
-static astitch_status bind_symbols(astitch_context *ctx, LLVMOrcLLJITRef jit)
+static astitch_status bind_symbols(astitch_context *ctx, LLVMOrcLLJITRef jit,
+                                   const HostPrimitives *rt)
 {
-    int n;
-    const HostSymbol *s = host_symbols(&n);
+    HostSymbol s[HOST_SYMBOLS_MAX];
+    int n = host_symbols(rt, s);
     LLVMOrcCSymbolMapPair *sym = malloc(sizeof *sym * (size_t)n);
     if (!sym)
         return ctx_fail(ctx, ASTITCH_ERR_MEMORY, "host: out of memory");
@@ -78,10 +79,10 @@ static astitch_status bind_symbols(astitch_context *ctx, LLVMOrcLLJITRef jit)
 }
 
 /* Every function m calls is an intrinsic, defined in m, or one of host_symbols. */
-static astitch_status check_calls(astitch_context *ctx, LLVMModuleRef m)
+static astitch_status check_calls(astitch_context *ctx, LLVMModuleRef m, const HostPrimitives *rt)
 {
-    int n;
-    const HostSymbol *s = host_symbols(&n);
+    HostSymbol s[HOST_SYMBOLS_MAX];
+    int n = host_symbols(rt, s);
     for (LLVMValueRef f = LLVMGetFirstFunction(m); f; f = LLVMGetNextFunction(f)) {
         const char *name = LLVMGetValueName(f);
         if (!LLVMIsDeclaration(f) || !LLVMGetFirstUse(f) || strncmp(name, "llvm.", 5) == 0)
@@ -89,10 +90,16 @@ static astitch_status check_calls(astitch_context *ctx, LLVMModuleRef m)
         int i = 0;
         while (i < n && strcmp(s[i].name, name) != 0)
             i++;
-        if (i == n)
-            return ctx_fail(ctx, ASTITCH_ERR_COMPILE,
-                            "host: call to '%s', which is neither a primitive nor a math function",
-                            name);
+        if (i < n)
+            continue;
+        for (int id = 0; id < PRIM_COUNT; id++)
+            if (strcmp(prim_name((PrimId)id), name) == 0)
+                return ctx_fail(ctx, ASTITCH_ERR_COMPILE,
+                                "host: call to primitive '%s', which the runtime does not give",
+                                name);
+        return ctx_fail(ctx, ASTITCH_ERR_COMPILE,
+                        "host: call to '%s', which is neither a primitive nor a math function",
+                        name);
     }
     return ASTITCH_OK;
 }
@@ -195,10 +202,12 @@ static void keep_report(void *arg, LLVMErrorRef err)
     LLVMDisposeErrorMessage(msg);
 }
 
-static astitch_status compile(astitch_context *ctx, LLVMModuleRef m, HostModule *hm)
+static astitch_status compile(astitch_context *ctx, LLVMModuleRef m, const HostPrimitives *rt,
+                              HostModule *hm)
 {
     astitch_status st;
-    if ((st = llvm_verify(ctx, m, "host: invalid kernel module")) || (st = check_calls(ctx, m)))
+    if ((st = llvm_verify(ctx, m, "host: invalid kernel module")) ||
+        (st = check_calls(ctx, m, rt)))
         return st;
     LLVMErrorRef err = LLVMOrcCreateLLJIT(&hm->jit, NULL);
     if (err)
@@ -215,7 +224,7 @@ static astitch_status compile(astitch_context *ctx, LLVMModuleRef m, HostModule 
     if (!st)
         st = list_functions(ctx, jm, hm);
     if (!st)
-        st = bind_symbols(ctx, hm->jit);
+        st = bind_symbols(ctx, hm->jit, rt);
     if (st) {
         if (jm)
             LLVMDisposeModule(jm);
@@ -235,12 +244,16 @@ static astitch_status compile(astitch_context *ctx, LLVMModuleRef m, HostModule 
     return st;
 }
 
-astitch_status host_compile(astitch_context *ctx, LLVMModuleRef m, HostModule **out)
+astitch_status host_compile(astitch_context *ctx, LLVMModuleRef m, const HostPrimitives *rt,
+                            HostModule **out)
 {
     if (out)
         *out = NULL;
-    if (!m)
-        return ctx_fail(ctx, ASTITCH_ERR_ARGUMENT, "host: no module");
+    if (!m || !rt) {
+        if (m)
+            LLVMDisposeModule(m);
+        return ctx_fail(ctx, ASTITCH_ERR_ARGUMENT, "host: no %s", m ? "runtime primitives" : "module");
+    }
     HostModule *hm = out ? calloc(1, sizeof *hm) : NULL;
     if (!hm) {
         LLVMDisposeModule(m);
@@ -248,7 +261,7 @@ astitch_status host_compile(astitch_context *ctx, LLVMModuleRef m, HostModule **
                    : ctx_fail(ctx, ASTITCH_ERR_ARGUMENT, "host: no output");
     }
     pthread_once(&host_once, host_init);
-    astitch_status st = compile(ctx, m, hm);
+    astitch_status st = compile(ctx, m, rt, hm);
     LLVMDisposeModule(m);
     if (st) {
         host_module_destroy(hm);

@@ -4,6 +4,10 @@
 
 #include "runtime.h"
 
+/* The runtime guarantees what compiled kernels assume of their tensor arguments. */
+_Static_assert(ASTITCH_TENSOR_ALIGN % COMPILE_TENSOR_ALIGN == 0,
+               "tensor alignment below what the kernels assume");
+
 const char *astitch_target_name(astitch_target t)
 {
     switch (t) {

@@ -31,9 +31,9 @@ astitch_status exec_host_prepare(astitch_executable *x)
                       (force || (int64_t)pk->grid * pk->block > SIMT_MAX_LIVE_THREADS);
         any |= x->split[k];
     }
-    astitch_status s = compile_host(x->ctx, p, false, &x->hk);
+    astitch_status s = compile_host(x->ctx, p, false, simt_host_primitives(), &x->hk);
     if (s == ASTITCH_OK && any)
-        s = compile_host(x->ctx, p, true, &x->hk_split);
+        s = compile_host(x->ctx, p, true, simt_host_primitives(), &x->hk_split);
     return s;
 }
 

@@ -2,7 +2,8 @@
  * simt.h: the host SIMT runtime, private to libastitch. It runs GPU-style kernels on the CPU.
  *
  *   simt.c        launch: argument checks, waves of blocks, the scheduler, deadlock reports
- *   simt_prims.c  the primitives kernels call (astitch_simt_*), the symbol table for the JIT
+ *   simt_prims.c  the primitives kernels call (astitch_simt_*), as host kernels bind them
+ *                 (simt_host_primitives) and by name (simt_symbols)
  *   simt_fiber.c  fibers: stack pool with guard pages, context switch, ASan annotations
  *   simt_redzone.c  redzones: guard bytes around and between the memory a kernel may touch
  *
@@ -48,6 +49,7 @@
 #include <ffi.h>
 
 #include "astitch/astitch.h"
+#include "codegen/compile.h"
 
 #define SIMT_WARP_SIZE 32
 #define SIMT_MAX_BLOCK 1024              /* threads per block */
@@ -128,6 +130,9 @@ int32_t astitch_simt_atomic_cas_i32(int32_t *p, int32_t expected, int32_t desire
 uint32_t astitch_simt_atomic_cas_u32(uint32_t *p, uint32_t expected, uint32_t desired);
 int32_t astitch_simt_atomic_exch_i32(int32_t *p, int32_t v);
 uint32_t astitch_simt_atomic_exch_u32(uint32_t *p, uint32_t v);
+/* Ordered as llvm.maximum/minimum: NaN wins, -0 < +0; return the old value. */
+float astitch_simt_atomic_max_f32(float *p, float v);
+float astitch_simt_atomic_min_f32(float *p, float v);
 /* Base of this block's shared memory (shared_bytes of the launch, 64-byte aligned). */
 void *astitch_simt_shared(void);
 /* Ends the launch with a kernel error: "kernel 'k' block B thread T: trap: msg". */
@@ -154,6 +159,8 @@ typedef struct SimtSymbol {
 /* The primitives by name, for binding as absolute symbols into a JIT; *n gets the count. The
  * table is constant. */
 const SimtSymbol *simt_symbols(int *n);
+/* The primitives as host kernels call them (compile_host); constant. */
+const HostPrimitives *simt_host_primitives(void);
 
 /* ---- internals shared by the simt files -------------------------------------------------- */
 

@@ -4,6 +4,7 @@
  * Atomics use __atomic builtins with sequential consistency although fibers of one launch
  * never run in parallel: kernels may share memory with other OS threads, and it costs little.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,6 +161,68 @@ uint32_t astitch_simt_atomic_exch_u32(uint32_t *p, uint32_t v)
     return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST);
 }
 
+/* max/min as llvm.maximum/minimum and the reference interpreter: NaN wins, -0 < +0. */
+static float ordered_pick(float a, float b, bool max)
+{
+    if (isnan(a) || isnan(b))
+        return isnan(a) ? a : b;
+    if (a == b) /* equal numbers, or zeros of either sign */
+        return (signbit(a) != 0) == max ? b : a;
+    return (a > b) == max ? a : b;
+}
+
+static float atomic_pick_f32(float *p, float v, bool max)
+{
+    uint32_t *u = (uint32_t *)p, old = *u;
+    for (;;) {
+        float f, pick;
+        memcpy(&f, &old, sizeof f);
+        pick = ordered_pick(f, v, max);
+        uint32_t want;
+        memcpy(&want, &pick, sizeof want);
+        if (want == old)
+            return f;
+        uint32_t seen = astitch_simt_atomic_cas_u32(u, old, want);
+        if (seen == old)
+            return f;
+        old = seen;
+    }
+}
+
+float astitch_simt_atomic_max_f32(float *p, float v) { return atomic_pick_f32(p, v, true); }
+
+float astitch_simt_atomic_min_f32(float *p, float v) { return atomic_pick_f32(p, v, false); }
+
+/* ---- the primitives as host kernels call them --------------------------------------------- */
+
+static void grid_barrier_at(uint32_t *counter)
+{
+    (void)counter; /* the runtime's grid barrier keeps its own state */
+    astitch_simt_grid_barrier();
+}
+
+static const HostPrimitives host_primitives = {
+    .tid_x = astitch_simt_thread_idx_x,
+    .ntid_x = astitch_simt_block_dim_x,
+    .ctaid_x = astitch_simt_block_idx_x,
+    .nctaid_x = astitch_simt_grid_dim_x,
+    .barrier_block = astitch_simt_barrier,
+    .barrier_grid = grid_barrier_at,
+    .shfl_down_f32 = astitch_simt_shfl_down_f32,
+    .shfl_xor_f32 = astitch_simt_shfl_xor_f32,
+    .shfl_down_i32 = astitch_simt_shfl_down_i32,
+    .shfl_xor_i32 = astitch_simt_shfl_xor_i32,
+    .atomic_add_f32 = astitch_simt_atomic_add_f32,
+    .atomic_add_i32 = astitch_simt_atomic_add_i32,
+    .atomic_cas_i32 = astitch_simt_atomic_cas_i32,
+    .atomic_max_f32 = astitch_simt_atomic_max_f32,
+    .atomic_min_f32 = astitch_simt_atomic_min_f32,
+    .shared_base = astitch_simt_shared,
+    .trap = astitch_simt_trap,
+};
+
+const HostPrimitives *simt_host_primitives(void) { return &host_primitives; }
+
 /* ---- the table ---------------------------------------------------------------------------- */
 
 #define SYM(f) {#f, (void (*)(void))f}
@@ -173,6 +236,7 @@ static const SimtSymbol symbols[] = {
     SYM(astitch_simt_atomic_add_f32), SYM(astitch_simt_atomic_add_i32),
     SYM(astitch_simt_atomic_cas_i32), SYM(astitch_simt_atomic_cas_u32),
     SYM(astitch_simt_atomic_exch_i32), SYM(astitch_simt_atomic_exch_u32),
+    SYM(astitch_simt_atomic_max_f32), SYM(astitch_simt_atomic_min_f32),
     SYM(astitch_simt_shared),         SYM(astitch_simt_trap),
 };
 #undef SYM
