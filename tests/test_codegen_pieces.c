@@ -583,7 +583,7 @@ static void test_tile_run_cut(void **state)
         {.barrier = ASTITCH_BARRIER_BLOCK, .run_first = 4},
     };
     PlanKernel k = {.phase = ph, .nphase = 5};
-    plan_tile_runs_cut(&k);
+    pass_tiles_cut(&k);
     const int32_t want[5] = {0, 0, 2, 3, 4};
     for (int i = 0; i < 5; i++)
         assert_int_equal(ph[i].run_first, want[i]);

@@ -10,16 +10,17 @@
  * Reuse: a kernel is straight-line code, so a phase dominates every later one; a buffer's range
  * can be reused by a buffer first written in a later phase once a barrier that covers the
  * memory (any barrier for shared memory, a global barrier for scratch) separates the last read
- * of the one from the first write of the other. Phases of one tile run (tiles.c) count as one:
- * they interleave tile by tile, so their buffers are all live across the run. Offsets are assigned first-fit in order of
- * first write, skipping only ranges of buffers that are still live.
+ * of the one from the first write of the other. Phases of one tile run (tiles.c, the step
+ * before this one) count as one: they interleave tile by tile, so their buffers are all live
+ * across the run. Offsets are assigned first-fit in order of first write, skipping only ranges
+ * of buffers that are still live.
  *
  * A regional root of a resident tile run (PlanPhase.resident) that only phases of its own run
  * read has no buffer: every lane of the row holds it in registers (emit_resident.c).
  *
  * If the shared memory of a block exceeds the limit (the device's, or a lower one from launch
  * feedback), the regional root with the largest shared buffer turns global, one at a time, until
- * it fits (barriers are recomputed each time).
+ * it fits (barriers are recomputed and tile runs cut each time: this pass's own feedback).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -253,7 +254,6 @@ static int64_t place(PlanKernel *k, bool shared)
 astitch_status pass_memory(Planner *pl, PlanKernel *k)
 {
     const astitch_graph *g = pl->g;
-    plan_tile_runs(g, k);
     for (;;) {
         if (!collect(pl, k))
             return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
@@ -278,6 +278,6 @@ astitch_status pass_memory(Planner *pl, PlanKernel *k)
                             k->name, (long long)shared, pl->p->dev.name, (long long)cap);
         k->op[pl->kidx[k->buf[victim].node]].scheme = ASTITCH_SCHEME_GLOBAL;
         sched_barriers(pl, k);
-        plan_tile_runs_cut(k);
+        pass_tiles_cut(k);
     }
 }

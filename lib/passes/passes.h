@@ -25,7 +25,8 @@
  *   device.c     built-in device models, default options, fusion names
  *   plan.c       plan storage, kernel fill (ops, inputs, outputs, steps), checker
  *   plan_api.c   public accessors and names
- *   plan_text.c  printers: text (astitch_plan_write_text) and Graphviz (astitch_plan_write_dot)
+ *   plan_text.c  printers: text (astitch_plan_write_text; plan_kernel_text, one kernel as far
+ *                as it is planned) and Graphviz (astitch_plan_write_dot)
  *   plan_json.c  printer: JSON (astitch_plan_write_json)
  *   plan.h       the plan's structures, as codegen reads them
  *
@@ -66,6 +67,7 @@ typedef struct Planner {
     Read *read;           /* reads of the current kernel (propagate.c) */
     int32_t nread, capread;
     int64_t shared_cap;   /* shared bytes per block memory.c may plan (launch feedback) */
+    const char *dump_after; /* ASTITCH_DUMP_PLAN=after:<step>: that step's name, else NULL */
 } Planner;
 
 /* Derivation of a root's mapping from its group's dominant (sched.c). */
@@ -76,13 +78,35 @@ typedef enum Derive {
     DERIVE_QUOTIENT   /* element-wise over leading dims of an element-wise dominant's space */
 } Derive;
 
+/* How far planning has brought a kernel; the invariants of each stage hold from it on, until a
+ * step that invalidates them (adapt: the phases, until propagate runs again). */
+typedef enum PlanStage {
+    PLAN_STAGE_FILLED,  /* plan_fill: sorted ops; inlined ops, and only they, not owned */
+    PLAN_STAGE_GROUPS,  /* dominant: every owned op in a group (mapping keeps it) */
+    PLAN_STAGE_PHASES,  /* propagate, schemes, barriers, tiles: the dominants and
+                         * sub-dominants have phases, outputs among them, each root listed
+                         * in its own phase */
+    PLAN_STAGE_MEMORY,  /* memory: regional and global ops have buffers, every buffer inside
+                         * the kernel's shared or scratch bytes */
+    PLAN_STAGE_LAUNCH,  /* launch: the launch shape within the device and every phase's
+                         * mapping within it */
+    PLAN_STAGE_DONE     /* traffic, the kernel planned: persistent if it has global barriers
+                         * (a first shape may not be: planned again, persistent), inputs and
+                         * outputs within PLAN_KERNEL_MAX_TENSORS */
+} PlanStage;
+
 /* plan.c */
 /* Rebuilds every kernel's sorted ops, roles of inlined ops, inputs, outputs and the plan's
  * steps from the kernels' op lists and p->owner. Fails only on memory. */
 astitch_status plan_fill(Planner *pl);
-/* Checks the invariants of a finished plan (coverage, acyclic order, launch limits); returns
- * ASTITCH_ERR_INTERNAL with a message naming the kernel and node on a violation. */
+/* Checks the invariants of a finished plan (coverage, acyclic order, each kernel at
+ * PLAN_STAGE_DONE); returns ASTITCH_ERR_INTERNAL with a message naming the kernel and node
+ * on a violation. */
 astitch_status plan_check(Planner *pl);
+/* Checks kernel k (of pl's plan, indexed) against the invariants of `stage` and every stage
+ * before it; ASTITCH_ERR_INTERNAL naming the kernel and node on a violation. The pipeline
+ * runs it after each step in builds with plan checks (ASTITCH_PLAN_CHECKS). */
+astitch_status plan_check_kernel(Planner *pl, const PlanKernel *k, PlanStage stage);
 /* Appends node n to kernel k's op list (unsorted until plan_fill). */
 bool plan_kernel_add(PlanKernel *k, int32_t n);
 /* Sets pl->kidx for the ops of k (and clears it for k = NULL's previous kernel). */
@@ -109,16 +133,19 @@ void sched_space(const astitch_graph *g, int32_t r, Shape *s, uint32_t *axes);
 bool sched_map_equal(const astitch_mapping *a, const astitch_mapping *b);
 /* tiles.c: sets run_first of every phase of k: the phases after a reduce phase that share its
  * mapping (or run over its rows), wait only for block barriers, and read what the run's earlier
- * phases made at their own rows alone join its tile run. */
-void plan_tile_runs(const astitch_graph *g, PlanKernel *k);
+ * phases made at their own rows alone join its tile run. Requires phases and barriers. */
+void pass_tiles(const astitch_graph *g, PlanKernel *k);
 /* After barriers changed (a regional root turned global): a run whose phase now waits for
  * another barrier than a block barrier ends before it, and the run's later phases run alone.
  * Both set PlanPhase.resident from each run's first mapping. */
-void plan_tile_runs_cut(PlanKernel *k);
+void pass_tiles_cut(PlanKernel *k);
+/* plan_text.c: kernel k of p as astitch_plan_write_text prints it, as far as it is planned. */
+void plan_kernel_text(FILE *f, const astitch_plan *p, const PlanKernel *k);
 /* traffic.c: sets k->min_bytes and k->moved_bytes from the finished kernel (false when out of
  * memory). */
 bool plan_kernel_traffic(const astitch_graph *g, PlanKernel *k);
-/* Recomputes phase barriers and barrier counts of k from its roots' schemes and pl->read. */
+/* Recomputes phase barriers and barrier counts of k from its roots' schemes and pl->read (the
+ * pipeline's step `barriers`, after schemes). */
 void sched_barriers(Planner *pl, PlanKernel *k);
 int64_t sched_elements(const astitch_graph *g, int32_t n);
 int64_t pow2_ceil(int64_t x);
@@ -144,15 +171,25 @@ void prune_free_names(char **names, int32_t n);
  * else *out is NULL. Fails only on memory. */
 #define CONCAT_TREE_WIDTH 64
 astitch_status pass_concat_tree(const astitch_graph *g, astitch_graph **out);
-astitch_status pass_scope(Planner *pl);                     /* scope.c */
-astitch_status pass_xla(Planner *pl);                       /* xla.c */
-astitch_status pass_remote(Planner *pl);                    /* remote.c */
+/* scope.c (fusion stitch or none) and xla.c (fusion xla): split the graph's memory-intensive
+ * ops into kernels (p->kernel, their op lists; p->owner), no cycle between kernels. Require
+ * a fresh Planner; fail only on memory. */
+astitch_status pass_scope(Planner *pl);
+astitch_status pass_xla(Planner *pl);
+/* remote.c: merges independent kernels (no path between them) where that pays; keeps
+ * p->owner and the op lists consistent. Fails only on memory. */
+astitch_status pass_remote(Planner *pl);
 /* bound.c: cuts every kernel with more than PLAN_KERNEL_MAX_TENSORS inputs and outputs into
  * pieces within it (kernels renumbered by first node when any is cut); refuses (UNSUPPORTED)
  * only an xla kernel over the bound that recomputes another kernel's op. */
 astitch_status pass_bound(Planner *pl);
-astitch_status pass_dominant(Planner *pl, PlanKernel *k);   /* dominant.c */
-astitch_status pass_mapping(Planner *pl, PlanKernel *k);    /* mapping.c */
+/* The steps on one kernel (pl->kidx indexed for it), in pipeline order; each may fail with
+ * UNSUPPORTED naming what the device cannot do, or on memory.
+ * dominant.c: roles, groups and each group's dominant (PLAN_STAGE_GROUPS). */
+astitch_status pass_dominant(Planner *pl, PlanKernel *k);
+/* mapping.c: each group's thread mapping from its dominant, within k->wave_limit when set;
+ * invalidates the phases (propagate makes them again). */
+astitch_status pass_mapping(Planner *pl, PlanKernel *k);
 /* mapping.c: true when a reduction over `axes` of a tensor of shape s could keep its rows in
  * registers (trailing axes, a row no longer than a resident row may be). */
 bool mapping_rows_may_reside(const Shape *s, uint32_t axes);
@@ -160,10 +197,19 @@ bool mapping_rows_may_reside(const Shape *s, uint32_t axes);
  * differently (a warp holds it at more than the goal of elements per lane): the one choice of
  * launch shape the cost model leaves to a measurement (the runtime's variant search). */
 bool mapping_wide_alternative(const astitch_plan *p);
-astitch_status pass_propagate(Planner *pl, PlanKernel *k);  /* propagate.c */
-bool pass_adapt(Planner *pl, PlanKernel *k);                /* adapt.c: true if maps changed */
-astitch_status pass_schemes(Planner *pl, PlanKernel *k);    /* schemes.c */
-astitch_status pass_memory(Planner *pl, PlanKernel *k);     /* memory.c */
+/* propagate.c: roots, phases in dependence order and pl->read from the groups' mappings
+ * (PLAN_STAGE_PHASES but for schemes and barriers). */
+astitch_status pass_propagate(Planner *pl, PlanKernel *k);
+/* adapt.c: true when it changed a group's mapping (block locality), which invalidates the
+ * phases: propagate again. */
+bool pass_adapt(Planner *pl, PlanKernel *k);
+/* schemes.c: each materialized op's scheme and zero-init from the phases and pl->read; the
+ * barriers step follows. */
+astitch_status pass_schemes(Planner *pl, PlanKernel *k);
+/* memory.c: buffers, their offsets, k->shared_bytes and k->scratch_bytes within
+ * pl->shared_cap; over the cap, regional ops turn global (barriers and tile runs cut again)
+ * until it fits (PLAN_STAGE_MEMORY). Requires tile runs. */
+astitch_status pass_memory(Planner *pl, PlanKernel *k);
 /* launch.c: sets k's register bound and residency. When a persistent grid exceeds a wave at the
  * planned shared memory, sets *smaller_wave and lowers k->wave_limit for another try instead;
  * fails (UNSUPPORTED) only when no block fits on an SM. */

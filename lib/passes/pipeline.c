@@ -14,29 +14,71 @@
  *     |  fusion=stitch:      remote    merge independent stitch ops (4.1)
  *   bound                              kernels of too many tensors cut into pieces
  *     |
- *   plan_fill                          kernel ops, inlined sources, inputs, outputs, steps
+ *   fill                               kernel ops, inlined sources, inputs, outputs, steps
  *     |
  *     | for every kernel:
  *     |   dominant                     candidates, merging, groups (4.3 step 1)
  *     |   +-> mapping                  thread mapping of each dominant (3.3, 4.3 step 2)
  *     |   |   propagate                roots, phases, reads (4.2 observation A)
  *     |   |   adapt -> propagate       proactive block-locality adaptation (4.3 step 3)
- *     |   |   schemes                  passive locality check, schemes, barriers (4.3 step 3)
+ *     |   |   schemes                  passive locality check, schemes (4.3 step 3)
+ *     |   |   barriers                 block and global barriers from the schemes
+ *     |   |   tiles                    tile runs: phases that run tile by tile
  *     |   |   memory                   shared/scratch buffers, regional->global fallback (4.4)
  *     |   +-- launch                   assume-relax-apply (4.5); if shared memory leaves too
- *     |                                few blocks resident: memory again under a lower cap,
- *     |                                else mapping again for the smaller wave
+ *     |                                few blocks resident: tiles and memory again under a
+ *     |                                lower cap, else mapping again for the smaller wave
  *     |   traffic                      bytes moved beside the minimal bytes
  *     |
- *   plan_check                         coverage, order, launch limits
+ *   check                              coverage, order, launch limits
  *
- * Setting ASTITCH_DUMP_PLAN=1 in the environment prints the finished plan (text) to stderr.
+ * Each line is a step. In builds with plan checks (ASTITCH_PLAN_CHECKS: buildtype debug or
+ * debugoptimized) the plan checker runs after every step on what that step leaves
+ * (plan_check_kernel, PlanStage). ASTITCH_DUMP_PLAN=1 in the environment prints the finished
+ * plan (text) to stderr; ASTITCH_DUMP_PLAN=after:<step> prints, after each run of that step,
+ * the kernel it planned (whole-plan steps: every kernel; graph rewrites: the graph's size).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "astitch_config.h"
 #include "passes/passes.h"
+
+/* The steps as ASTITCH_DUMP_PLAN=after:<step> names them, in pipeline order. */
+static const char *const step_names[] = {
+    "prune",    "concat_tree", "variance", "scope",   "xla",    "remote", "bound",
+    "fill",     "dominant",    "mapping",  "propagate", "adapt", "schemes", "barriers",
+    "tiles",    "memory",      "launch",   "traffic", "check",
+};
+
+/* What ASTITCH_DUMP_PLAN asks of one planning: the finished plan, or the plan after a step. */
+typedef struct Dump {
+    bool final;
+    const char *after; /* a step name, or NULL */
+} Dump;
+
+static Dump dump_request(void)
+{
+    Dump d = {0};
+    const char *v = getenv("ASTITCH_DUMP_PLAN");
+    if (!v || !*v || strcmp(v, "0") == 0)
+        return d;
+    if (strncmp(v, "after:", 6) != 0) {
+        d.final = true;
+        return d;
+    }
+    for (size_t i = 0; i < sizeof step_names / sizeof step_names[0]; i++)
+        if (strcmp(v + 6, step_names[i]) == 0)
+            d.after = step_names[i];
+    if (!d.after) {
+        fprintf(stderr, "astitch: ASTITCH_DUMP_PLAN=%s: no such step; the steps are", v);
+        for (size_t i = 0; i < sizeof step_names / sizeof step_names[0]; i++)
+            fprintf(stderr, " %s", step_names[i]);
+        fputc('\n', stderr);
+    }
+    return d;
+}
 
 static void planner_free(Planner *pl)
 {
@@ -104,19 +146,70 @@ static astitch_status planner_init(Planner *pl, astitch_plan *p)
     return ASTITCH_OK;
 }
 
+/* Ends step `name` on kernel k (NULL: on every kernel), which returned st: checks what the
+ * step leaves against the invariants of `stage` (builds with plan checks; stage < 0: nothing
+ * to check yet) and prints the kernels when ASTITCH_DUMP_PLAN=after:<name>. */
+static astitch_status step(Planner *pl, PlanKernel *k, const char *name, int stage,
+                           astitch_status st)
+{
+    astitch_plan *p = pl->p;
+    int32_t lo = k ? (int32_t)(k - p->kernel) : 0, hi = k ? lo + 1 : p->nkernel;
+#if ASTITCH_PLAN_CHECKS
+    for (int32_t i = lo; !st && stage >= 0 && i < hi; i++)
+        st = plan_check_kernel(pl, &p->kernel[i], (PlanStage)stage);
+#else
+    (void)stage;
+#endif
+    if (pl->dump_after && strcmp(pl->dump_after, name) == 0) {
+        fprintf(stderr, "astitch: plan after %s%s%s:\n", name, k ? " of kernel " : "",
+                k ? k->name : "");
+        for (int32_t i = lo; i < hi; i++)
+            plan_kernel_text(stderr, p, &p->kernel[i]);
+    }
+    return st;
+}
+
+/* A graph rewrite ahead of planning: prints the graph's size after it when asked. */
+static void rewrite_done(const Dump *d, const char *name, const astitch_graph *g)
+{
+    if (d->after && strcmp(d->after, name) == 0)
+        fprintf(stderr, "astitch: graph after %s: %d nodes, %d outputs\n", name, (int)g->nnode,
+                (int)g->noutput);
+}
+
 /* Mapping to memory for kernel k (the part that launch feedback repeats). */
 static astitch_status schedule(Planner *pl, PlanKernel *k)
 {
-    astitch_status st = pass_mapping(pl, k);
+    astitch_status st = step(pl, k, "mapping", PLAN_STAGE_GROUPS, pass_mapping(pl, k));
     if (!st)
-        st = pass_propagate(pl, k);
-    for (int round = 0; !st && round < 3 && pass_adapt(pl, k); round++)
-        st = pass_propagate(pl, k);
+        st = step(pl, k, "propagate", PLAN_STAGE_PHASES, pass_propagate(pl, k));
+    for (int round = 0; !st && round < 3; round++) {
+        bool changed = pass_adapt(pl, k);
+        st = step(pl, k, "adapt", PLAN_STAGE_GROUPS, ASTITCH_OK);
+        if (st || !changed)
+            break;
+        st = step(pl, k, "propagate", PLAN_STAGE_PHASES, pass_propagate(pl, k));
+    }
     if (!st)
-        st = pass_schemes(pl, k);
+        st = step(pl, k, "schemes", PLAN_STAGE_PHASES, pass_schemes(pl, k));
+    if (!st) {
+        sched_barriers(pl, k);
+        st = step(pl, k, "barriers", PLAN_STAGE_PHASES, ASTITCH_OK);
+    }
+    if (!st) {
+        pass_tiles(pl->g, k);
+        st = step(pl, k, "tiles", PLAN_STAGE_PHASES, ASTITCH_OK);
+    }
     if (!st)
-        st = pass_memory(pl, k);
+        st = step(pl, k, "memory", PLAN_STAGE_MEMORY, pass_memory(pl, k));
     return st;
+}
+
+/* launch on kernel k: sets *smaller_wave (the kernel is not finished then: no check). */
+static astitch_status launch(Planner *pl, PlanKernel *k, bool *smaller_wave)
+{
+    astitch_status st = pass_launch(pl, k, smaller_wave);
+    return step(pl, k, "launch", *smaller_wave ? -1 : PLAN_STAGE_LAUNCH, st);
 }
 
 /* Plans kernel k (its groups made) from mapping to launch shape. For a persistent kernel, when
@@ -133,14 +226,17 @@ static astitch_status plan_shape(Planner *pl, PlanKernel *k)
         pl->shared_cap = d->shared_per_block;
         st = schedule(pl, k);
         if (!st)
-            st = pass_launch(pl, k, &smaller_wave);
+            st = launch(pl, k, &smaller_wave);
         if (!st && smaller_wave) {
             int64_t per_sm = ceil_div(k->grid, d->sm_count);
             int64_t cap = per_sm > 0 ? d->shared_per_sm / per_sm : d->shared_per_block;
             pl->shared_cap = cap < d->shared_per_block ? cap : d->shared_per_block;
-            st = pass_memory(pl, k);
+            pass_tiles(pl->g, k);
+            st = step(pl, k, "tiles", PLAN_STAGE_PHASES, ASTITCH_OK);
             if (!st)
-                st = pass_launch(pl, k, &smaller_wave);
+                st = step(pl, k, "memory", PLAN_STAGE_MEMORY, pass_memory(pl, k));
+            if (!st)
+                st = launch(pl, k, &smaller_wave);
         }
         if (st || !smaller_wave)
             break;
@@ -159,7 +255,7 @@ static astitch_status plan_shape(Planner *pl, PlanKernel *k)
 static astitch_status plan_kernel(Planner *pl, PlanKernel *k)
 {
     plan_index_kernel(pl, k);
-    astitch_status st = pass_dominant(pl, k);
+    astitch_status st = step(pl, k, "dominant", PLAN_STAGE_GROUPS, pass_dominant(pl, k));
     k->persistent = pl->p->opt.persistent;
     if (!st)
         st = plan_shape(pl, k);
@@ -169,6 +265,8 @@ static astitch_status plan_kernel(Planner *pl, PlanKernel *k)
     }
     if (!st && !plan_kernel_traffic(pl->g, k))
         st = ctx_fail(pl->g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
+    if (!st)
+        st = step(pl, k, "traffic", PLAN_STAGE_DONE, ASTITCH_OK);
     plan_unindex_kernel(pl, k);
     return st;
 }
@@ -216,10 +314,12 @@ astitch_status astitch_plan_create(astitch_graph *g, const astitch_device *dev,
         p->opt = *opts;
     else
         astitch_plan_options_default(&p->opt);
+    Dump dump = dump_request();
     st = pass_prune(g, &p->own_graph, &p->dropped, &p->ndropped);
     if (!st && p->own_graph)
         p->graph = p->own_graph;
     if (!st) {
+        rewrite_done(&dump, "prune", p->graph);
         astitch_graph *tree = NULL;
         st = pass_concat_tree(p->graph, &tree);
         if (!st && tree) {
@@ -227,6 +327,8 @@ astitch_status astitch_plan_create(astitch_graph *g, const astitch_device *dev,
             p->own_graph = p->graph = tree;
         }
     }
+    if (!st)
+        rewrite_done(&dump, "concat_tree", p->graph);
     if (!st && p->opt.fusion == ASTITCH_FUSION_STITCH && p->opt.one_pass_variance) {
         astitch_graph *rw = NULL;
         st = pass_variance(p->graph, p->opt.packing, &rw, &p->rewritten, &p->nrewritten);
@@ -234,6 +336,8 @@ astitch_status astitch_plan_create(astitch_graph *g, const astitch_device *dev,
             astitch_graph_destroy(p->own_graph);
             p->own_graph = p->graph = rw;
         }
+        if (!st)
+            rewrite_done(&dump, "variance", p->graph);
     }
     if (st) {
         astitch_plan_destroy(p);
@@ -241,15 +345,18 @@ astitch_status astitch_plan_create(astitch_graph *g, const astitch_device *dev,
     }
     Planner pl;
     st = planner_init(&pl, p);
-    if (!st)
-        st = p->opt.fusion == ASTITCH_FUSION_XLA ? pass_xla(&pl) : pass_scope(&pl);
+    pl.dump_after = dump.after;
+    if (!st && p->opt.fusion == ASTITCH_FUSION_XLA)
+        st = step(&pl, NULL, "xla", -1, pass_xla(&pl));
+    else if (!st)
+        st = step(&pl, NULL, "scope", -1, pass_scope(&pl));
     if (!st && p->opt.fusion == ASTITCH_FUSION_STITCH && p->opt.remote)
-        st = pass_remote(&pl);
+        st = step(&pl, NULL, "remote", -1, pass_remote(&pl));
     if (!st)
-        st = pass_bound(&pl);
+        st = step(&pl, NULL, "bound", -1, pass_bound(&pl));
     if (!st) {
         name_kernels(p);
-        st = plan_fill(&pl);
+        st = step(&pl, NULL, "fill", PLAN_STAGE_FILLED, plan_fill(&pl));
     }
     for (int32_t k = 0; !st && k < p->nkernel; k++)
         st = plan_kernel(&pl, &p->kernel[k]);
@@ -257,15 +364,14 @@ astitch_status astitch_plan_create(astitch_graph *g, const astitch_device *dev,
         for (int32_t k = 0; k < p->nkernel; k++)
             if (p->kernel[k].scratch_bytes > p->scratch_bytes)
                 p->scratch_bytes = p->kernel[k].scratch_bytes;
-        st = plan_check(&pl);
+        st = step(&pl, NULL, "check", -1, plan_check(&pl));
     }
     planner_free(&pl);
     if (st) {
         astitch_plan_destroy(p);
         return st;
     }
-    const char *dump = getenv("ASTITCH_DUMP_PLAN");
-    if (dump && *dump && strcmp(dump, "0") != 0)
+    if (dump.final)
         astitch_plan_write_text(p, stderr);
     *out = p;
     return ASTITCH_OK;

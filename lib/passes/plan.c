@@ -362,28 +362,100 @@ static astitch_status check_fail(Planner *pl, const PlanKernel *k, int32_t v, co
                     k ? k->name : "-", what);
 }
 
-static astitch_status check_kernel(Planner *pl, int32_t ki, const int32_t *pos)
+/* The ops of kernel k against the invariants of `stage` and the stages before it. */
+static astitch_status check_ops(Planner *pl, const PlanKernel *k, int32_t ki, PlanStage stage)
 {
     const astitch_plan *p = pl->p;
-    const astitch_graph *g = pl->g;
-    const PlanKernel *k = &p->kernel[ki];
     for (int32_t i = 0; i < k->nop; i++) {
         const PlanOp *o = &k->op[i];
         bool owned = p->owner[o->node] == ki;
         if (owned == (o->role == ASTITCH_ROLE_INLINED))
             return check_fail(pl, k, o->node, "role does not match ownership");
+        if (stage < PLAN_STAGE_GROUPS)
+            continue;
         if (owned && (o->group < 0 || o->group >= k->ngroup))
             return check_fail(pl, k, o->node, "owned op outside every group");
+        if (stage < PLAN_STAGE_PHASES)
+            continue;
         if ((o->role == ASTITCH_ROLE_DOMINANT || o->role == ASTITCH_ROLE_SUB_DOMINANT) !=
             (o->phase >= 0))
             return check_fail(pl, k, o->node, "materialized ops and phases disagree");
+        if (o->phase >= k->nphase)
+            return check_fail(pl, k, o->node, "phase past the kernel's phases");
         if (o->output && o->phase < 0)
             return check_fail(pl, k, o->node, "an output is not materialized");
+        if (stage < PLAN_STAGE_MEMORY)
+            continue;
         if (o->phase >= 0 && o->scheme != ASTITCH_SCHEME_LOCAL && o->scheme != ASTITCH_SCHEME_INDEPENDENT &&
             !o->output && o->buf < 0 &&
             !(o->scheme == ASTITCH_SCHEME_REGIONAL && k->phase[o->phase].resident))
             return check_fail(pl, k, o->node, "a regional or global op has no buffer");
+        if (o->buf >= k->nbuf)
+            return check_fail(pl, k, o->node, "buffer past the kernel's buffers");
     }
+    return ASTITCH_OK;
+}
+
+/* Every buffer of k inside the memory the kernel plans: shared ones in its shared bytes,
+ * scratch ones in its scratch bytes. */
+static astitch_status check_buffers(Planner *pl, const PlanKernel *k)
+{
+    for (int32_t i = 0; i < k->nbuf; i++) {
+        const PlanBuffer *b = &k->buf[i];
+        bool shared = b->kind == ASTITCH_BUFFER_SHARED || b->kind == ASTITCH_BUFFER_REDUCE;
+        int64_t top = shared ? k->shared_bytes : k->scratch_bytes;
+        if (b->offset < 0 || b->bytes < 0 || b->offset + b->bytes > top)
+            return check_fail(pl, k, b->node, shared ? "buffer outside the shared memory"
+                                                     : "buffer outside the scratch bytes");
+    }
+    return ASTITCH_OK;
+}
+
+/* Launch shape within the device and every phase's mapping within the launch shape. */
+static astitch_status check_launch(Planner *pl, const PlanKernel *k)
+{
+    const astitch_device *d = &pl->p->dev;
+    if (k->block < 1 || k->block > d->max_threads_per_block || k->grid < 1 ||
+        (k->persistent && k->grid > k->blocks_per_wave) || k->shared_bytes > d->shared_per_block ||
+        k->regs < 32 || k->regs > d->max_regs_per_thread)
+        return check_fail(pl, k, -1, "launch shape outside the device limits");
+    for (int32_t i = 0; i < k->nphase; i++) {
+        const PlanPhase *ph = &k->phase[i];
+        if (ph->map.grid > k->grid || ph->map.block != k->block)
+            return check_fail(pl, k, -1, "a phase's mapping exceeds the launch shape");
+    }
+    return ASTITCH_OK;
+}
+
+astitch_status plan_check_kernel(Planner *pl, const PlanKernel *k, PlanStage stage)
+{
+    int32_t ki = (int32_t)(k - pl->p->kernel);
+    astitch_status st = check_ops(pl, k, ki, stage);
+    for (int32_t i = 0; !st && stage >= PLAN_STAGE_PHASES && i < k->nphase; i++) {
+        const PlanPhase *ph = &k->phase[i];
+        for (int32_t r = 0; !st && r < ph->nroot; r++) {
+            const PlanOp *o = plan_kernel_op(k, ph->root[r]);
+            if (!o || o->phase != i)
+                st = check_fail(pl, k, ph->root[r], "root listed in another phase");
+        }
+    }
+    if (!st && stage >= PLAN_STAGE_MEMORY)
+        st = check_buffers(pl, k);
+    if (!st && stage >= PLAN_STAGE_LAUNCH)
+        st = check_launch(pl, k);
+    if (!st && stage >= PLAN_STAGE_DONE && k->ninput + k->noutput > PLAN_KERNEL_MAX_TENSORS)
+        st = check_fail(pl, k, -1, "more input and output tensors than a kernel takes");
+    if (!st && stage >= PLAN_STAGE_DONE && k->global_barriers > 0 && !k->persistent)
+        st = check_fail(pl, k, -1, "global barriers in a kernel that is not persistent");
+    return st;
+}
+
+/* The inputs of kernel ki: made by an earlier step that writes them, or parameters. */
+static astitch_status check_inputs(Planner *pl, int32_t ki, const int32_t *pos)
+{
+    const astitch_plan *p = pl->p;
+    const astitch_graph *g = pl->g;
+    const PlanKernel *k = &p->kernel[ki];
     for (int32_t i = 0; i < k->ninput; i++) {
         int32_t x = k->input[i];
         int32_t ow = p->owner[x];
@@ -399,23 +471,6 @@ static astitch_status check_kernel(Planner *pl, int32_t ki, const int32_t *pos)
         } else if (c == ASTITCH_CLASS_COMPUTE && pos[p->nkernel + x] >= pos[ki]) {
             return check_fail(pl, k, x, "input computed by a later step");
         }
-    }
-    if (k->ninput + k->noutput > PLAN_KERNEL_MAX_TENSORS)
-        return check_fail(pl, k, -1, "more input and output tensors than a kernel takes");
-    const astitch_device *d = &p->dev;
-    if (k->global_barriers > 0 && !k->persistent)
-        return check_fail(pl, k, -1, "global barriers in a kernel that is not persistent");
-    if (k->block < 1 || k->block > d->max_threads_per_block || k->grid < 1 ||
-        (k->persistent && k->grid > k->blocks_per_wave) || k->shared_bytes > d->shared_per_block ||
-        k->regs < 32 || k->regs > d->max_regs_per_thread)
-        return check_fail(pl, k, -1, "launch shape outside the device limits");
-    for (int32_t i = 0; i < k->nphase; i++) {
-        const PlanPhase *ph = &k->phase[i];
-        if (ph->map.grid > k->grid || ph->map.block != k->block)
-            return check_fail(pl, k, -1, "a phase's mapping exceeds the launch shape");
-        for (int32_t r = 0; r < ph->nroot; r++)
-            if (plan_kernel_op(k, ph->root[r])->phase != i)
-                return check_fail(pl, k, ph->root[r], "root listed in another phase");
     }
     return ASTITCH_OK;
 }
@@ -456,8 +511,11 @@ astitch_status plan_check(Planner *pl)
             goto done;
         }
     }
-    for (int32_t k = 0; !st && k < p->nkernel; k++)
-        st = check_kernel(pl, k, pos);
+    for (int32_t k = 0; !st && k < p->nkernel; k++) {
+        st = check_inputs(pl, k, pos);
+        if (!st)
+            st = plan_check_kernel(pl, &p->kernel[k], PLAN_STAGE_DONE);
+    }
 done:
     free(pos);
     return st;

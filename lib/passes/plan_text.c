@@ -32,7 +32,7 @@ static void mapping(FILE *f, const astitch_mapping *m)
     fprintf(f, ", %lld elements/thread", (long long)astitch_mapping_elements_per_thread(m));
 }
 
-static void kernel_text(FILE *f, const astitch_plan *p, const PlanKernel *k)
+void plan_kernel_text(FILE *f, const astitch_plan *p, const PlanKernel *k)
 {
     const astitch_graph *g = p->graph;
     fprintf(f, "kernel %s: block %d, grid %d (%s), shared %lld B, scratch %lld B, regs %d, "
@@ -138,7 +138,7 @@ astitch_status astitch_plan_write_text(const astitch_plan *p, FILE *f)
     }
     fputc('\n', f);
     for (int32_t k = 0; k < p->nkernel; k++)
-        kernel_text(f, p, &p->kernel[k]);
+        plan_kernel_text(f, p, &p->kernel[k]);
     return ferror(f) ? ASTITCH_ERR_IO : ASTITCH_OK;
 }
 

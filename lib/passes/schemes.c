@@ -6,7 +6,8 @@
  * phases is regional when every such read finds its elements in the reading block's own part
  * of the root (sched_regional: the reader's block ownership equals the producer's through the
  * read's index map), and global otherwise. A split reduce is always global: its split blocks
- * combine their results across blocks in global memory, read or not. Barriers follow from the schemes (sched_barriers).
+ * combine their results across blocks in global memory, read or not. Barriers follow from the
+ * schemes: the pipeline's next step (sched_barriers).
  */
 #include <stdlib.h>
 
@@ -60,6 +61,5 @@ astitch_status pass_schemes(Planner *pl, PlanKernel *k)
             o->scheme = flags[i] & READ_SAME ? ASTITCH_SCHEME_LOCAL : ASTITCH_SCHEME_INDEPENDENT;
     }
     free(flags);
-    sched_barriers(pl, k);
     return ASTITCH_OK;
 }

@@ -177,7 +177,7 @@ static void mark_resident(PlanKernel *k)
     }
 }
 
-void plan_tile_runs(const astitch_graph *g, PlanKernel *k)
+void pass_tiles(const astitch_graph *g, PlanKernel *k)
 {
     /* per node, zero outside the kernel's ops throughout; reset per check for its ops */
     Check c = {.g = g, .k = k};
@@ -194,7 +194,7 @@ void plan_tile_runs(const astitch_graph *g, PlanKernel *k)
     mark_resident(k);
 }
 
-void plan_tile_runs_cut(PlanKernel *k)
+void pass_tiles_cut(PlanKernel *k)
 {
     int32_t cut = -1; /* a run cut at a phase before: its later phases run alone */
     for (int32_t ph = 0; ph < k->nphase; ph++) {

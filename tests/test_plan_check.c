@@ -1,0 +1,166 @@
+/* test_plan_check.c: the planner's checks between its steps (lib/passes/plan.c,
+ * plan_check_kernel) and ASTITCH_DUMP_PLAN=after:<step> (lib/passes/pipeline.c). Each check is
+ * shown to catch a plan broken in the one way it guards against, at its own stage and not
+ * before it; the dump names the step and prints the kernel, and a step name that does not
+ * exist is refused with the list of steps. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "passes/passes.h"
+
+/* Fig. 7 of the paper (examples/fig7_subgraph.json), planned for the h100 model. */
+static astitch_plan *fig7_plan(astitch_context *ctx, astitch_graph **g)
+{
+    const char *root = getenv("ASTITCH_SOURCE_ROOT");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/examples/fig7_subgraph.json", root ? root : ".");
+    if (astitch_graph_load_json(ctx, path, g) != ASTITCH_OK)
+        fail_msg("%s: %s", path, astitch_last_error(ctx));
+    astitch_device dev;
+    assert_int_equal(astitch_device_builtin("h100", &dev), ASTITCH_OK);
+    astitch_plan *p = NULL;
+    if (astitch_plan_create(*g, &dev, NULL, &p) != ASTITCH_OK)
+        fail_msg("plan: %s", astitch_last_error(ctx));
+    return p;
+}
+
+/* k must pass the checks of every stage before `broken` and fail those from it on with a
+ * message holding `want`. */
+static void fails_from(Planner *pl, const PlanKernel *k, PlanStage broken, const char *want)
+{
+    for (int s = PLAN_STAGE_FILLED; s <= PLAN_STAGE_DONE; s++) {
+        astitch_status st = plan_check_kernel(pl, k, (PlanStage)s);
+        const char *msg = astitch_last_error(pl->g->ctx);
+        if (s < (int)broken && st != ASTITCH_OK)
+            fail_msg("stage %d: failed before stage %d: %s", s, (int)broken, msg);
+        if (s >= (int)broken && st != ASTITCH_ERR_INTERNAL)
+            fail_msg("stage %d: '%s' not caught (status %d)", s, want, (int)st);
+        if (s >= (int)broken && !strstr(msg, want))
+            fail_msg("stage %d: '%s' not in '%s'", s, want, msg);
+    }
+    printf("caught from stage %d: %s\n", (int)broken, astitch_last_error(pl->g->ctx));
+}
+
+static void test_stages(void **state)
+{
+    (void)state;
+    astitch_context *ctx = NULL;
+    astitch_graph *g = NULL;
+    assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
+    astitch_plan *p = fig7_plan(ctx, &g);
+    Planner pl = {.p = p, .g = p->graph, .n = p->graph->nnode};
+    PlanKernel *k = &p->kernel[0];
+    for (int s = PLAN_STAGE_FILLED; s <= PLAN_STAGE_DONE; s++)
+        assert_int_equal(plan_check_kernel(&pl, k, (PlanStage)s), ASTITCH_OK);
+
+    PlanOp *owned = NULL;
+    for (int32_t i = 0; i < k->nop && !owned; i++)
+        if (k->op[i].role == ASTITCH_ROLE_MEMBER)
+            owned = &k->op[i];
+    assert_non_null(owned);
+    int32_t group = owned->group;
+    owned->group = k->ngroup;
+    fails_from(&pl, k, PLAN_STAGE_GROUPS, "owned op outside every group");
+    owned->group = group;
+
+    PlanPhase *ph = &k->phase[0];
+    int32_t root = ph->root[0];
+    ph->root[0] = k->phase[1].root[0];
+    fails_from(&pl, k, PLAN_STAGE_PHASES, "root listed in another phase");
+    ph->root[0] = root;
+
+    assert_true(k->nbuf > 0);
+    int64_t offset = k->buf[0].offset;
+    k->buf[0].offset = (k->buf[0].kind == ASTITCH_BUFFER_SHARED ||
+                        k->buf[0].kind == ASTITCH_BUFFER_REDUCE ? k->shared_bytes
+                                                                : k->scratch_bytes) + 4;
+    fails_from(&pl, k, PLAN_STAGE_MEMORY, "buffer outside the");
+    k->buf[0].offset = offset;
+
+    int32_t block = k->block;
+    k->block = p->dev.max_threads_per_block * 2;
+    fails_from(&pl, k, PLAN_STAGE_LAUNCH, "launch shape outside the device limits");
+    k->block = block;
+
+    assert_true(k->global_barriers > 0 && k->persistent);
+    k->persistent = false;
+    fails_from(&pl, k, PLAN_STAGE_DONE, "global barriers in a kernel that is not persistent");
+    k->persistent = true;
+
+    for (int s = PLAN_STAGE_FILLED; s <= PLAN_STAGE_DONE; s++)
+        assert_int_equal(plan_check_kernel(&pl, k, (PlanStage)s), ASTITCH_OK);
+    astitch_plan_destroy(p);
+    astitch_graph_destroy(g);
+    astitch_context_destroy(ctx);
+}
+
+/* What planning fig7 under ASTITCH_DUMP_PLAN=value writes to stderr (malloc'd). */
+static char *dump_of(const char *value)
+{
+    char path[] = "/tmp/astitch_dump_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    assert_true(saved >= 0 && dup2(fd, STDERR_FILENO) >= 0);
+    setenv("ASTITCH_DUMP_PLAN", value, 1);
+    astitch_context *ctx = NULL;
+    astitch_graph *g = NULL;
+    assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
+    astitch_plan *p = fig7_plan(ctx, &g);
+    fflush(stderr);
+    unsetenv("ASTITCH_DUMP_PLAN");
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    astitch_plan_destroy(p);
+    astitch_graph_destroy(g);
+    astitch_context_destroy(ctx);
+    FILE *f = fdopen(fd, "r");
+    assert_non_null(f);
+    rewind(f);
+    char *text = calloc(1, 1 << 20);
+    assert_non_null(text);
+    size_t n = fread(text, 1, (1 << 20) - 1, f);
+    text[n] = 0;
+    fclose(f);
+    unlink(path);
+    return text;
+}
+
+static void test_dump_after(void **state)
+{
+    (void)state;
+    char *t = dump_of("after:memory");
+    assert_non_null(strstr(t, "astitch: plan after memory of kernel stitch.0:"));
+    assert_non_null(strstr(t, "buffer 0:"));
+    free(t);
+    t = dump_of("after:scope");
+    assert_non_null(strstr(t, "astitch: plan after scope:"));
+    free(t);
+    t = dump_of("after:prune");
+    assert_non_null(strstr(t, "astitch: graph after prune:"));
+    free(t);
+    t = dump_of("after:nosuchstep");
+    assert_non_null(strstr(t, "ASTITCH_DUMP_PLAN=after:nosuchstep: no such step"));
+    assert_non_null(strstr(t, " tiles "));
+    free(t);
+    t = dump_of("1");
+    assert_non_null(strstr(t, "plan: device h100"));
+    free(t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stages),
+        cmocka_unit_test(test_dump_after),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
