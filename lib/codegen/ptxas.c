@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "codegen.h"
+#include "ir/config.h"
 #include "ir/ir.h"
 
 extern char **environ;
@@ -32,7 +33,7 @@ static char *executable(const char *dir, const char *name)
 char *ptxas_find(void)
 {
     char *bin = executable(cuda_toolkit_path(), "bin/ptxas");
-    const char *path = getenv("PATH");
+    const char *path = config_search_path();
     if (bin || !path)
         return bin;
     char *dirs = graph_strdup(path), *save = NULL;
@@ -204,10 +205,10 @@ astitch_status ptxas_run(astitch_context *ctx, const char *ptx, int sm, PtxasRep
     if (!exe)
         return ctx_fail(ctx, ASTITCH_ERR_UNSUPPORTED, "ptxas: not found in %s/bin nor on PATH",
                         cuda_toolkit_path());
-    const char *tmp = getenv("TMPDIR");
+    const char *tmp = config_tmpdir();
     char in[4096], log[4096], arch[32];
-    snprintf(in, sizeof in, "%s/astitch-XXXXXX.ptx", tmp && *tmp ? tmp : "/tmp");
-    snprintf(log, sizeof log, "%s/astitch-XXXXXX.log", tmp && *tmp ? tmp : "/tmp");
+    snprintf(in, sizeof in, "%s/astitch-XXXXXX.ptx", tmp);
+    snprintf(log, sizeof log, "%s/astitch-XXXXXX.log", tmp);
     snprintf(arch, sizeof arch, "-arch=sm_%d", sm ? sm : 90);
     int in_fd = mkstemps(in, 4), log_fd = in_fd >= 0 ? mkstemps(log, 4) : -1;
     astitch_status st = ASTITCH_OK;

@@ -28,6 +28,7 @@
 
 #include "astitch_config.h"
 #include "codegen.h"
+#include "ir/config.h"
 #include "ir/ir.h"
 
 #define NVPTX_TRIPLE "nvptx64-nvidia-cuda"
@@ -47,8 +48,8 @@ static void nvptx_init(void)
 
 const char *cuda_toolkit_path(void)
 {
-    const char *env = getenv("ASTITCH_CUDA_PATH");
-    return env && *env ? env : ASTITCH_CUDA_PATH;
+    const char *env = config_cuda_path();
+    return env ? env : ASTITCH_CUDA_PATH;
 }
 
 /* The architectures LLVM 19 and PTX 8.0 both know. */

@@ -42,7 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "astitch_config.h"
+#include "ir/config.h"
 #include "passes/passes.h"
 
 /* The steps as ASTITCH_DUMP_PLAN=after:<step> names them, in pipeline order. */
@@ -61,8 +61,8 @@ typedef struct Dump {
 static Dump dump_request(void)
 {
     Dump d = {0};
-    const char *v = getenv("ASTITCH_DUMP_PLAN");
-    if (!v || !*v || strcmp(v, "0") == 0)
+    const char *v = config_dump_plan();
+    if (!v)
         return d;
     if (strncmp(v, "after:", 6) != 0) {
         d.final = true;
@@ -154,7 +154,7 @@ static astitch_status step(Planner *pl, PlanKernel *k, const char *name, int sta
 {
     astitch_plan *p = pl->p;
     int32_t lo = k ? (int32_t)(k - p->kernel) : 0, hi = k ? lo + 1 : p->nkernel;
-#if ASTITCH_PLAN_CHECKS
+#ifdef ASTITCH_PLAN_CHECKS
     for (int32_t i = lo; !st && stage >= 0 && i < hi; i++)
         st = plan_check_kernel(pl, &p->kernel[i], (PlanStage)stage);
 #else

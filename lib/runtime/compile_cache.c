@@ -18,6 +18,7 @@
 
 #include "codegen/compile.h"
 #include "compile_cache.h"
+#include "ir/config.h"
 
 #define MEM_ENTRIES 64
 #define MEM_BYTES ((size_t)64 << 20)
@@ -77,7 +78,7 @@ static bool key_make(const char *kind, const astitch_plan *p, int sm, bool split
 {
     *k = (CacheKey){0};
     char *graph = NULL, *plan = NULL;
-    const char *cuda = getenv("ASTITCH_CUDA_PATH");
+    const char *cuda = config_cuda_path();
     pthread_once(&build_once, build_id_init);
     FILE *f = NULL;
     bool ok = astitch_graph_write_json(astitch_plan_graph(p), &graph) == ASTITCH_OK &&
@@ -236,11 +237,7 @@ static void store(const CacheKey *k, const char *text, size_t n)
 
 /* ---- entry points -------------------------------------------------------------------------- */
 
-static bool cache_on(void)
-{
-    const char *v = getenv("ASTITCH_CACHE");
-    return !v || (strcmp(v, "0") != 0 && strcmp(v, "off") != 0);
-}
+static bool cache_on(void) { return config_cache_on(); }
 
 astitch_status cached_compile_ptx(astitch_context *ctx, const astitch_plan *p, int sm,
                                   bool split, char **ptx)

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "compile_cache.h"
+#include "ir/config.h"
 
 #define ENTRY_MAGIC "ASTITCHC"
 #define ENTRY_FORMAT 1
@@ -30,21 +31,9 @@
 /* Writes the disk cache's directory and k's entry path; false when the disk cache is off. */
 bool cache_disk_paths(const CacheKey *k, char *dir, char *path)
 {
-    const char *d = getenv("ASTITCH_CACHE_DIR"), *base = getenv("XDG_CACHE_HOME");
-    int n;
-    if (d && (!*d || strcmp(d, "off") == 0 || strcmp(d, "0") == 0))
+    if (!config_cache_dir(dir, CACHE_PATH_BYTES))
         return false;
-    if (d)
-        n = snprintf(dir, CACHE_PATH_BYTES, "%s", d);
-    else if (base && base[0] == '/')
-        n = snprintf(dir, CACHE_PATH_BYTES, "%s/astitch", base);
-    else if ((base = getenv("HOME")) && *base)
-        n = snprintf(dir, CACHE_PATH_BYTES, "%s/.cache/astitch", base);
-    else
-        return false;
-    if (n < 0 || n >= CACHE_PATH_BYTES)
-        return false;
-    n = snprintf(path, CACHE_PATH_BYTES, "%s/%s-%016" PRIx64 "%016" PRIx64, dir,
+    int n = snprintf(path, CACHE_PATH_BYTES, "%s/%s-%016" PRIx64 "%016" PRIx64, dir,
                  k->kind ? k->kind : "ptx", k->hash[0], k->hash[1]);
     return n > 0 && n < CACHE_PATH_BYTES;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cuda_driver.h"
+#include "ir/config.h"
 #include "ir/ir.h"
 
 typedef CUresult (*GetProcAddressFn)(const char *symbol, void **pfn, int version,
@@ -139,9 +140,7 @@ static astitch_status open_fail(astitch_context *ctx, CudaDriver *d, CUresult r,
 astitch_status cuda_driver_open(astitch_context *ctx, CudaDriver *d)
 {
     memset(d, 0, sizeof *d);
-    const char *path = getenv("ASTITCH_LIBCUDA");
-    if (!path || !*path)
-        path = "libcuda.so.1";
+    const char *path = config_libcuda();
     d->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!d->lib) {
         const char *why = dlerror();

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/config.h"
 #include "runtime.h"
 
 /* The runtime guarantees what compiled kernels assume of their tensor arguments. */
@@ -98,11 +99,7 @@ static astitch_status layout(astitch_executable *x)
     return ASTITCH_OK;
 }
 
-bool exec_force_split(void)
-{
-    const char *v = getenv("ASTITCH_FORCE_SPLIT");
-    return v && *v && strcmp(v, "0") != 0;
-}
+bool exec_force_split(void) { return config_force_split(); }
 
 int exec_split_inits(const astitch_plan *p, int k, SplitInit *out, int n)
 {
