@@ -1,11 +1,14 @@
 /*
  * astitch/ops.h: the one table of operations.
  *
- * Every property of an op is listed here once. X(ID, name, arity, class):
- *   ID     suffix of the enumerator ASTITCH_OP_<ID>
- *   name   the spelling in graph.json and in messages
- *   arity  number of operands, or -1 for a variable number (at least one)
- *   class  ASTITCH_CLASS_<class>, how the stitching passes treat the op
+ * Every property of an op is listed here once. X(ID, name, arity, class, operands):
+ *   ID        suffix of the enumerator ASTITCH_OP_<ID>
+ *   name      the spelling in graph.json and in messages
+ *   arity     number of operands, or -1 for a variable number (at least one)
+ *   class     ASTITCH_CLASS_<class>, how the stitching passes treat the op
+ *   operands  the dtypes an element-wise op is defined on (its first operand; select: its
+ *             values): ANY, LOGICAL (bool or integer), NUMERIC (float or integer), FLOAT;
+ *             ANY for the others, whose rules are their own (docs/graph-format.md)
  *
  * Classes:
  *   SOURCE     produces values without operands (parameter, constant, iota)
@@ -19,61 +22,61 @@
 #ifndef ASTITCH_OPS_H
 #define ASTITCH_OPS_H
 
-#define ASTITCH_OP_LIST(X)                          \
-    X(PARAMETER, "parameter", 0, SOURCE)            \
-    X(CONSTANT, "constant", 0, SOURCE)              \
-    X(IOTA, "iota", 0, SOURCE)                      \
-    /* unary element-wise */                        \
-    X(NEG, "neg", 1, LIGHT)                         \
-    X(ABS, "abs", 1, LIGHT)                         \
-    X(EXP, "exp", 1, HEAVY)                         \
-    X(LOG, "log", 1, HEAVY)                         \
-    X(LOG1P, "log1p", 1, HEAVY)                     \
-    X(EXPM1, "expm1", 1, HEAVY)                     \
-    X(SQRT, "sqrt", 1, HEAVY)                       \
-    X(RSQRT, "rsqrt", 1, HEAVY)                     \
-    X(TANH, "tanh", 1, HEAVY)                       \
-    X(SIGMOID, "sigmoid", 1, HEAVY)                 \
-    X(ERF, "erf", 1, HEAVY)                         \
-    X(SIN, "sin", 1, HEAVY)                         \
-    X(COS, "cos", 1, HEAVY)                         \
-    X(FLOOR, "floor", 1, LIGHT)                     \
-    X(CEIL, "ceil", 1, LIGHT)                       \
-    X(ROUND, "round", 1, LIGHT)                     \
-    X(SIGN, "sign", 1, LIGHT)                       \
-    X(NOT, "not", 1, LIGHT)                         \
-    X(RELU, "relu", 1, LIGHT)                       \
-    X(CONVERT, "convert", 1, LIGHT)                 \
-    /* binary element-wise */                       \
-    X(ADD, "add", 2, LIGHT)                         \
-    X(SUB, "sub", 2, LIGHT)                         \
-    X(MUL, "mul", 2, LIGHT)                         \
-    X(DIV, "div", 2, HEAVY)                         \
-    X(POW, "pow", 2, HEAVY)                         \
-    X(MAX, "max", 2, LIGHT)                         \
-    X(MIN, "min", 2, LIGHT)                         \
-    X(REM, "rem", 2, HEAVY)                         \
-    X(AND, "and", 2, LIGHT)                         \
-    X(OR, "or", 2, LIGHT)                           \
-    X(EQ, "eq", 2, LIGHT)                           \
-    X(NE, "ne", 2, LIGHT)                           \
-    X(LT, "lt", 2, LIGHT)                           \
-    X(LE, "le", 2, LIGHT)                           \
-    X(GT, "gt", 2, LIGHT)                           \
-    X(GE, "ge", 2, LIGHT)                           \
-    X(SELECT, "select", 3, LIGHT)                   \
-    /* data movement */                             \
-    X(BROADCAST_IN_DIM, "broadcast_in_dim", 1, BROADCAST) \
-    X(RESHAPE, "reshape", 1, SHAPE)                 \
-    X(TRANSPOSE, "transpose", 1, SHAPE)             \
-    X(SLICE, "slice", 1, SHAPE)                     \
-    X(CONCATENATE, "concatenate", -1, SHAPE)        \
-    X(GATHER, "gather", 2, SHAPE)                   \
-    /* reductions */                                \
-    X(REDUCE, "reduce", 1, REDUCE)                  \
-    /* compute-intensive: bound stitch scopes */    \
-    X(DOT, "dot", 2, COMPUTE)                       \
-    X(CUSTOM, "custom", -1, COMPUTE)
+#define ASTITCH_OP_LIST(X)                              \
+    X(PARAMETER, "parameter", 0, SOURCE, ANY)           \
+    X(CONSTANT, "constant", 0, SOURCE, ANY)             \
+    X(IOTA, "iota", 0, SOURCE, ANY)                     \
+    /* unary element-wise */                            \
+    X(NEG, "neg", 1, LIGHT, NUMERIC)                    \
+    X(ABS, "abs", 1, LIGHT, NUMERIC)                    \
+    X(EXP, "exp", 1, HEAVY, FLOAT)                      \
+    X(LOG, "log", 1, HEAVY, FLOAT)                      \
+    X(LOG1P, "log1p", 1, HEAVY, FLOAT)                  \
+    X(EXPM1, "expm1", 1, HEAVY, FLOAT)                  \
+    X(SQRT, "sqrt", 1, HEAVY, FLOAT)                    \
+    X(RSQRT, "rsqrt", 1, HEAVY, FLOAT)                  \
+    X(TANH, "tanh", 1, HEAVY, FLOAT)                    \
+    X(SIGMOID, "sigmoid", 1, HEAVY, FLOAT)              \
+    X(ERF, "erf", 1, HEAVY, FLOAT)                      \
+    X(SIN, "sin", 1, HEAVY, FLOAT)                      \
+    X(COS, "cos", 1, HEAVY, FLOAT)                      \
+    X(FLOOR, "floor", 1, LIGHT, FLOAT)                  \
+    X(CEIL, "ceil", 1, LIGHT, FLOAT)                    \
+    X(ROUND, "round", 1, LIGHT, FLOAT)                  \
+    X(SIGN, "sign", 1, LIGHT, NUMERIC)                  \
+    X(NOT, "not", 1, LIGHT, LOGICAL)                    \
+    X(RELU, "relu", 1, LIGHT, NUMERIC)                  \
+    X(CONVERT, "convert", 1, LIGHT, ANY)                \
+    /* binary element-wise */                           \
+    X(ADD, "add", 2, LIGHT, NUMERIC)                    \
+    X(SUB, "sub", 2, LIGHT, NUMERIC)                    \
+    X(MUL, "mul", 2, LIGHT, NUMERIC)                    \
+    X(DIV, "div", 2, HEAVY, NUMERIC)                    \
+    X(POW, "pow", 2, HEAVY, FLOAT)                      \
+    X(MAX, "max", 2, LIGHT, NUMERIC)                    \
+    X(MIN, "min", 2, LIGHT, NUMERIC)                    \
+    X(REM, "rem", 2, HEAVY, NUMERIC)                    \
+    X(AND, "and", 2, LIGHT, LOGICAL)                    \
+    X(OR, "or", 2, LIGHT, LOGICAL)                      \
+    X(EQ, "eq", 2, LIGHT, ANY)                          \
+    X(NE, "ne", 2, LIGHT, ANY)                          \
+    X(LT, "lt", 2, LIGHT, NUMERIC)                      \
+    X(LE, "le", 2, LIGHT, NUMERIC)                      \
+    X(GT, "gt", 2, LIGHT, NUMERIC)                      \
+    X(GE, "ge", 2, LIGHT, NUMERIC)                      \
+    X(SELECT, "select", 3, LIGHT, ANY)                  \
+    /* data movement */                                 \
+    X(BROADCAST_IN_DIM, "broadcast_in_dim", 1, BROADCAST, ANY) \
+    X(RESHAPE, "reshape", 1, SHAPE, ANY)                \
+    X(TRANSPOSE, "transpose", 1, SHAPE, ANY)            \
+    X(SLICE, "slice", 1, SHAPE, ANY)                    \
+    X(CONCATENATE, "concatenate", -1, SHAPE, ANY)       \
+    X(GATHER, "gather", 2, SHAPE, ANY)                  \
+    /* reductions */                                    \
+    X(REDUCE, "reduce", 1, REDUCE, ANY)                 \
+    /* compute-intensive: bound stitch scopes */        \
+    X(DOT, "dot", 2, COMPUTE, ANY)                      \
+    X(CUSTOM, "custom", -1, COMPUTE, ANY)
 
 /* Reduction kinds of ASTITCH_OP_REDUCE: X(ID, name). */
 #define ASTITCH_REDUCE_LIST(X) \

@@ -71,59 +71,6 @@ static bool value_fits(astitch_dtype t, double v, char *why, size_t len)
     return true;
 }
 
-/* Ops with operand dtype restrictions beyond "same dtype". */
-static bool elementwise_dtype_ok(astitch_op op, astitch_dtype t)
-{
-    switch (op) {
-    case ASTITCH_OP_NOT:
-    case ASTITCH_OP_AND:
-    case ASTITCH_OP_OR: return t == ASTITCH_BOOL || dtype_is_int(t);
-    case ASTITCH_OP_EQ:
-    case ASTITCH_OP_NE: return true;
-    case ASTITCH_OP_NEG:
-    case ASTITCH_OP_ABS:
-    case ASTITCH_OP_SIGN:
-    case ASTITCH_OP_RELU:
-    case ASTITCH_OP_ADD:
-    case ASTITCH_OP_SUB:
-    case ASTITCH_OP_MUL:
-    case ASTITCH_OP_DIV:
-    case ASTITCH_OP_REM:
-    case ASTITCH_OP_MAX:
-    case ASTITCH_OP_MIN:
-    case ASTITCH_OP_LT:
-    case ASTITCH_OP_LE:
-    case ASTITCH_OP_GT:
-    case ASTITCH_OP_GE: return dtype_is_numeric(t);
-    default: return dtype_is_float(t); /* transcendental, rounding, pow */
-    }
-}
-
-static const char *dtype_rule(astitch_op op)
-{
-    switch (op) {
-    case ASTITCH_OP_NOT:
-    case ASTITCH_OP_AND:
-    case ASTITCH_OP_OR: return "bool or integer";
-    case ASTITCH_OP_NEG:
-    case ASTITCH_OP_ABS:
-    case ASTITCH_OP_SIGN:
-    case ASTITCH_OP_RELU:
-    case ASTITCH_OP_ADD:
-    case ASTITCH_OP_SUB:
-    case ASTITCH_OP_MUL:
-    case ASTITCH_OP_DIV:
-    case ASTITCH_OP_REM:
-    case ASTITCH_OP_MAX:
-    case ASTITCH_OP_MIN:
-    case ASTITCH_OP_LT:
-    case ASTITCH_OP_LE:
-    case ASTITCH_OP_GT:
-    case ASTITCH_OP_GE: return "a float or integer";
-    default: return "a float";
-    }
-}
-
 #define TS(buf, node) type_str(buf, sizeof buf, (node)->dtype, &(node)->shape)
 
 static astitch_status infer_declared(const astitch_graph *g, int32_t id, const Node *n)
@@ -355,9 +302,9 @@ static astitch_status infer_elementwise(const astitch_graph *g, int32_t id, cons
                    ? ASTITCH_OK
                    : node_fail(g, id, ASTITCH_ERR_GRAPH, "invalid target dtype %d", (int)n->dtype);
     }
-    if (!elementwise_dtype_ok(n->op, x->dtype))
+    if (!op_defined_on(n->op, x->dtype))
         return node_fail(g, id, ASTITCH_ERR_GRAPH, "needs %s operand, got %s",
-                         dtype_rule(n->op), TS(a, x));
+                         op_operands_rule(n->op), TS(a, x));
     *dtype = op_is_compare(n->op) ? ASTITCH_BOOL : x->dtype;
     return ASTITCH_OK;
 }

@@ -170,37 +170,6 @@ static bool compare_int(astitch_op op, int64_t a, int64_t b)
     }
 }
 
-/* Whether the switch tables above define op on operand dtype t. */
-static bool defined_on(astitch_op op, astitch_dtype t)
-{
-    bool flt = dtype_is_float(t), boolean = t == ASTITCH_BOOL;
-    switch (op) {
-    case ASTITCH_OP_NOT:
-    case ASTITCH_OP_AND:
-    case ASTITCH_OP_OR: return !flt;
-    case ASTITCH_OP_EQ:
-    case ASTITCH_OP_NE:
-    case ASTITCH_OP_SELECT:
-    case ASTITCH_OP_CONVERT: return true;
-    case ASTITCH_OP_NEG:
-    case ASTITCH_OP_ABS:
-    case ASTITCH_OP_SIGN:
-    case ASTITCH_OP_RELU:
-    case ASTITCH_OP_ADD:
-    case ASTITCH_OP_SUB:
-    case ASTITCH_OP_MUL:
-    case ASTITCH_OP_DIV:
-    case ASTITCH_OP_REM:
-    case ASTITCH_OP_MAX:
-    case ASTITCH_OP_MIN:
-    case ASTITCH_OP_LT:
-    case ASTITCH_OP_LE:
-    case ASTITCH_OP_GT:
-    case ASTITCH_OP_GE: return !boolean;
-    default: return flt && op_is_elementwise(op);
-    }
-}
-
 static void convert(astitch_dtype from, astitch_dtype to, const Wide *x, Wide *out, int64_t n)
 {
     for (int64_t k = 0; k < n; k++) {
@@ -223,7 +192,7 @@ astitch_status interp_elementwise(const astitch_graph *g, int32_t id, Wide *cons
     const Wide *x = val[goperand(g, id, 0)];
     astitch_dtype xt = gnode(g, goperand(g, id, 0))->dtype;
     astitch_dtype t = n->dtype;
-    if (!defined_on(op, op == ASTITCH_OP_SELECT ? t : xt))
+    if (!op_is_elementwise(op) || !op_defined_on(op, op == ASTITCH_OP_SELECT ? t : xt))
         return node_fail(g, id, ASTITCH_ERR_INTERNAL, "no reference semantics on %s",
                          astitch_dtype_name(xt));
     bool flt = dtype_is_float(xt);

@@ -94,6 +94,12 @@ struct astitch_graph {
 
 /* ops.c */
 bool op_is_elementwise(astitch_op op); /* LIGHT or HEAVY class */
+/* Whether op is defined on operand dtype t (ops.h's operands column: for an element-wise op its
+ * first operand, for select its values; always for ops whose rules are their own). */
+bool op_defined_on(astitch_op op, astitch_dtype t);
+/* The operands column in words for a message ("a float", "bool or integer", "a float or
+ * integer"); NULL for ANY. */
+const char *op_operands_rule(astitch_op op);
 bool op_is_compare(astitch_op op);
 bool dtype_is_float(astitch_dtype t);
 bool dtype_is_int(astitch_dtype t); /* i32, i64 */

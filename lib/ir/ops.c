@@ -3,13 +3,17 @@
 
 #include "ir.h"
 
+/* ops.h's operands column. */
+typedef enum OpOperands { OPERANDS_ANY, OPERANDS_LOGICAL, OPERANDS_NUMERIC, OPERANDS_FLOAT } OpOperands;
+
 typedef struct OpInfo {
     const char *name;
     int arity;
     astitch_op_class cls;
+    OpOperands operands;
 } OpInfo;
 
-#define OP_ROW(id, name, arity, cls) {name, arity, ASTITCH_CLASS_##cls},
+#define OP_ROW(id, name, arity, cls, operands) {name, arity, ASTITCH_CLASS_##cls, OPERANDS_##operands},
 static const OpInfo op_table[] = {ASTITCH_OP_LIST(OP_ROW)};
 #undef OP_ROW
 
@@ -31,6 +35,24 @@ int astitch_op_arity(astitch_op op) { return op_valid(op) ? op_table[op].arity :
 astitch_op_class astitch_op_class_of(astitch_op op)
 {
     return op_valid(op) ? op_table[op].cls : ASTITCH_CLASS_COUNT;
+}
+
+bool op_defined_on(astitch_op op, astitch_dtype t)
+{
+    if (!op_valid(op) || !dtype_is_valid(t))
+        return false;
+    switch (op_table[op].operands) {
+    case OPERANDS_LOGICAL: return t == ASTITCH_BOOL || dtype_is_int(t);
+    case OPERANDS_NUMERIC: return dtype_is_float(t) || dtype_is_int(t);
+    case OPERANDS_FLOAT: return dtype_is_float(t);
+    default: return true;
+    }
+}
+
+const char *op_operands_rule(astitch_op op)
+{
+    static const char *const rule[] = {NULL, "bool or integer", "a float or integer", "a float"};
+    return op_valid(op) ? rule[op_table[op].operands] : NULL;
 }
 
 const char *astitch_op_class_name(astitch_op_class c)
