@@ -47,6 +47,19 @@ astitch_status astitch_graph_status(const astitch_graph *g)
 
 astitch_context *astitch_graph_context(const astitch_graph *g) { return g ? g->ctx : NULL; }
 
+bool array_reserve(void **items, int32_t n, int32_t *cap, size_t size, int32_t first)
+{
+    if (n < *cap)
+        return true;
+    int32_t more = *cap ? *cap * 2 : first;
+    void *grown = realloc(*items, (size_t)more * size);
+    if (!grown)
+        return false;
+    *items = grown;
+    *cap = more;
+    return true;
+}
+
 char *graph_strdup(const char *s)
 {
     size_t n = strlen(s) + 1;

@@ -132,6 +132,11 @@ astitch_status graph_default_name(astitch_graph *g, int32_t id);
 /* Records parameter node id as the next parameter; false when out of memory. */
 bool graph_add_param(astitch_graph *g, int32_t id);
 char *graph_strdup(const char *s); /* malloc'd copy, NULL on failure */
+/* Room for element n of the array *items (elements of `size` bytes, *cap allocated): grows
+ * it, doubling from `first`, when n == *cap. False when out of memory (the array as it was). */
+bool array_reserve(void **items, int32_t n, int32_t *cap, size_t size, int32_t first);
+#define ARRAY_RESERVE(arr, n, cap, first) \
+    array_reserve((void **)&(arr), (n), &(cap), sizeof *(arr), (first))
 
 /* shape helpers (graph.c) */
 int64_t shape_elements(const Shape *s);

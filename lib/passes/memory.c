@@ -49,13 +49,8 @@ static bool is_shared(astitch_buffer_kind k)
 
 static bool add_buf(PlanKernel *k, int32_t *cap, PlanBuffer b)
 {
-    if (k->nbuf == *cap) {
-        *cap = *cap ? *cap * 2 : 8;
-        PlanBuffer *a = realloc(k->buf, (size_t)*cap * sizeof *a);
-        if (!a)
-            return false;
-        k->buf = a;
-    }
+    if (!ARRAY_RESERVE(k->buf, k->nbuf, *cap, 8))
+        return false;
     k->buf[k->nbuf++] = b;
     return true;
 }

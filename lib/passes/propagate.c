@@ -39,28 +39,16 @@ typedef struct Walk {
 
 static bool walk_visit(Walk *w, int32_t node)
 {
-    if (w->nvisited == w->capvisited) {
-        int32_t cap = w->capvisited ? w->capvisited * 2 : 64;
-        int32_t *v = realloc(w->visited, (size_t)cap * sizeof *v);
-        if (!v)
-            return false;
-        w->visited = v;
-        w->capvisited = cap;
-    }
+    if (!ARRAY_RESERVE(w->visited, w->nvisited, w->capvisited, 64))
+        return false;
     w->visited[w->nvisited++] = node;
     return true;
 }
 
 static bool walk_push(Walk *w, int32_t node, IndexMap f)
 {
-    if (w->n == w->cap) {
-        int32_t cap = w->cap ? w->cap * 2 : 64;
-        Visit *s = realloc(w->stack, (size_t)cap * sizeof *s);
-        if (!s)
-            return false;
-        w->stack = s;
-        w->cap = cap;
-    }
+    if (!ARRAY_RESERVE(w->stack, w->n, w->cap, 64))
+        return false;
     w->stack[w->n++] = (Visit){node, f};
     return true;
 }
@@ -71,14 +59,8 @@ static bool add_read(Planner *pl, int32_t root, int32_t src, IndexMap f)
         if (pl->read[i].src == src && pl->read[i].f.known == f.known &&
             pl->read[i].f.div == f.div && pl->read[i].f.mod == f.mod)
             return true;
-    if (pl->nread == pl->capread) {
-        int32_t cap = pl->capread ? pl->capread * 2 : 64;
-        Read *r = realloc(pl->read, (size_t)cap * sizeof *r);
-        if (!r)
-            return false;
-        pl->read = r;
-        pl->capread = cap;
-    }
+    if (!ARRAY_RESERVE(pl->read, pl->nread, pl->capread, 64))
+        return false;
     pl->read[pl->nread++] = (Read){root, src, f};
     return true;
 }
@@ -228,13 +210,8 @@ static astitch_status place_roots(Planner *pl, PlanKernel *k, Walk *w)
                !(k->phase[p].group == o->group && sched_map_equal(&k->phase[p].map, &m)))
             p++;
         if (p == k->nphase) {
-            if (k->nphase == cap) {
-                cap = cap ? cap * 2 : 8;
-                PlanPhase *ph = realloc(k->phase, (size_t)cap * sizeof *ph);
-                if (!ph)
-                    return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
-                k->phase = ph;
-            }
+            if (!ARRAY_RESERVE(k->phase, k->nphase, cap, 8))
+                return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
             memset(&k->phase[p], 0, sizeof k->phase[p]);
             k->phase[p].group = o->group;
             k->phase[p].run_first = p; /* alone until tiles.c says otherwise */
