@@ -340,10 +340,12 @@ void ev_begin_element(Emit *e, const Index *ix);
 /* Element-wise op n (convert and select included) applied to its operands' values arg[0 ..
  * nin), in register types. */
 LLVMValueRef ev_apply(Emit *e, int32_t n, LLVMValueRef *arg);
-/* The element walks' stacks of frames (emit_value.c, emit_vector.c): *frames holds *cap frames
- * of `size` bytes, in `local` (the walk's own array) or on the heap; doubles them, moving them
- * to the heap from local. False when out of memory (the frames stay as they were). */
-bool ev_frames_grow(void **frames, const void *local, int32_t *cap, size_t size);
+/* The element walks' stacks of frames (emit_value.c, emit_vector.c): *frames holds *n of *cap
+ * frames of `size` bytes, in `local` (the walk's own array) or on the heap. Returns frame *n,
+ * the new top (*n grows by one), doubling the frames first when full (moving them to the heap
+ * from local); NULL when out of memory (the frames stay as they were). Frames move when the
+ * stack grows: a walk finds a frame again by its index, never by a pointer kept across a push. */
+void *ev_frames_push(void **frames, const void *local, int32_t *n, int32_t *cap, size_t size);
 /* The element walks' memo of values computed at an index other than the element cache's: a
  * node at the index of one generation (the walk's own index is generation 0; each index a frame
  * derives for its operands gets a new one) maps to a slot of the walk's values. Within one

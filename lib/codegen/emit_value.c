@@ -623,17 +623,19 @@ static void walk_remember(Walk *w, int32_t n, int32_t of, LLVMValueRef v)
 
 static Index *walk_ix(Walk *w, int32_t of) { return of < 0 ? w->ix : &w->f[of].sub; }
 
-bool ev_frames_grow(void **frames, const void *local, int32_t *cap, size_t size)
+void *ev_frames_push(void **frames, const void *local, int32_t *n, int32_t *cap, size_t size)
 {
-    size_t bytes = (size_t)*cap * size;
-    void *f = *frames == local ? malloc(2 * bytes) : realloc(*frames, 2 * bytes);
-    if (!f)
-        return false;
-    if (*frames == local)
-        memcpy(f, local, bytes);
-    *frames = f;
-    *cap *= 2;
-    return true;
+    if (*n == *cap) {
+        size_t bytes = (size_t)*cap * size;
+        void *f = *frames == local ? malloc(2 * bytes) : realloc(*frames, 2 * bytes);
+        if (!f)
+            return NULL;
+        if (*frames == local)
+            memcpy(f, local, bytes);
+        *frames = f;
+        *cap *= 2;
+    }
+    return (char *)*frames + (size_t)(*n)++ * size;
 }
 
 static uint64_t memo_key(int32_t node, uint32_t gen) { return ((uint64_t)gen << 32 | (uint32_t)node) + 1; }
@@ -690,13 +692,10 @@ void ev_memo_free(EvMemo *m)
     *m = (EvMemo){0};
 }
 
-/* A new frame on top of w (NULL when out of memory). Frames move when the stack grows: a
- * frame's index is found again through ix_of, never kept as a pointer across a push. */
+/* A new frame on top of w (NULL when out of memory; ev_frames_push). */
 static Frame *walk_push(Walk *w)
 {
-    if (w->n == w->cap && !ev_frames_grow((void **)&w->f, w->local, &w->cap, sizeof *w->f))
-        return NULL;
-    return &w->f[w->n++];
+    return ev_frames_push((void **)&w->f, w->local, &w->n, &w->cap, sizeof *w->f);
 }
 
 /* Frame f asks for operand x at the index of frame `of` (-1 the walk's). */

@@ -115,14 +115,8 @@ static uint32_t walk_gen(const Walk *w, int32_t of) { return of < 0 ? 0 : w->f[o
  * remembered. */
 static void walk_remember(Walk *w, int32_t n, int32_t of, const LLVMValueRef *run)
 {
-    if (w->nval == w->capval) {
-        int32_t cap = w->capval ? 2 * w->capval : 32;
-        LLVMValueRef (*val)[VECTOR_MAX] = realloc(w->val, (size_t)cap * sizeof *val);
-        if (!val)
-            return;
-        w->val = val;
-        w->capval = cap;
-    }
+    if (!ARRAY_RESERVE(w->val, w->nval, w->capval, 32))
+        return;
     if (!ev_memo_add(&w->memo, n, walk_gen(w, of), w->nval))
         return;
     for (int j = 0; j < w->v; j++)
@@ -132,12 +126,10 @@ static void walk_remember(Walk *w, int32_t n, int32_t of, const LLVMValueRef *ru
 
 static Index *walk_ix(Walk *w, int32_t of) { return of < 0 ? w->ix : &w->f[of].sub; }
 
-/* A new frame on top of w (NULL when out of memory); frames move when the stack grows. */
+/* A new frame on top of w (NULL when out of memory; ev_frames_push). */
 static Frame *walk_push(Walk *w)
 {
-    if (w->n == w->cap && !ev_frames_grow((void **)&w->f, w->local, &w->cap, sizeof *w->f))
-        return NULL;
-    return &w->f[w->n++];
+    return ev_frames_push((void **)&w->f, w->local, &w->n, &w->cap, sizeof *w->f);
 }
 
 /* Asks for operand x's run at the index of frame `of`: false (not done). */
