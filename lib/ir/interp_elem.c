@@ -146,28 +146,28 @@ static int64_t binary_int(astitch_op op, astitch_dtype t, int64_t a, int64_t b)
     }
 }
 
-static bool compare(astitch_op op, double a, double b)
+/* Comparison op given how its operands order: less, equal, greater (none of the three for an
+ * unordered pair, a NaN: then only ne holds, as IEEE says). */
+static bool compare_ordered(astitch_op op, bool lt, bool eq, bool gt)
 {
     switch (op) {
-    case ASTITCH_OP_EQ: return a == b;
-    case ASTITCH_OP_NE: return a != b;
-    case ASTITCH_OP_LT: return a < b;
-    case ASTITCH_OP_LE: return a <= b;
-    case ASTITCH_OP_GT: return a > b;
-    default: return a >= b;
+    case ASTITCH_OP_EQ: return eq;
+    case ASTITCH_OP_NE: return !eq;
+    case ASTITCH_OP_LT: return lt;
+    case ASTITCH_OP_LE: return lt || eq;
+    case ASTITCH_OP_GT: return gt;
+    default: return gt || eq;
     }
+}
+
+static bool compare(astitch_op op, double a, double b)
+{
+    return compare_ordered(op, a < b, a == b, a > b);
 }
 
 static bool compare_int(astitch_op op, int64_t a, int64_t b)
 {
-    switch (op) {
-    case ASTITCH_OP_EQ: return a == b;
-    case ASTITCH_OP_NE: return a != b;
-    case ASTITCH_OP_LT: return a < b;
-    case ASTITCH_OP_LE: return a <= b;
-    case ASTITCH_OP_GT: return a > b;
-    default: return a >= b;
-    }
+    return compare_ordered(op, a < b, a == b, a > b);
 }
 
 static void convert(astitch_dtype from, astitch_dtype to, const Wide *x, Wide *out, int64_t n)

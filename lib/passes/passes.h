@@ -148,6 +148,11 @@ bool plan_kernel_traffic(const astitch_graph *g, PlanKernel *k);
  * pipeline's step `barriers`, after schemes). */
 void sched_barriers(Planner *pl, PlanKernel *k);
 int64_t sched_elements(const astitch_graph *g, int32_t n);
+/* Edge lists by unit (plan.c's steps, remote.c's merge graph) are built in two passes over the
+ * edges: pass 0 counts unit u's edges in es[u + 1], pass 1 writes edge i of u at es[u]++.
+ * Ends pass `pass` on es (nu + 1 entries): the counts become starts, or the starts that pass 1
+ * advanced are restored. */
+void edges_pass_end(int32_t *es, int32_t nu, int pass);
 int64_t pow2_ceil(int64_t x);
 int64_t pow2_floor(int64_t x);
 int64_t ceil_div(int64_t a, int64_t b);

@@ -279,14 +279,7 @@ static astitch_status fill_steps(Planner *pl)
                 }
             }
         }
-        if (pass == 0) {
-            for (int32_t u = 0; u < nu; u++)
-                es[u + 1] += es[u];
-        } else {
-            for (int32_t u = nu; u > 0; u--)
-                es[u] = es[u - 1];
-            es[0] = 0;
-        }
+        edges_pass_end(es, nu, pass);
     }
     int32_t qh = 0, qt = 0, ns = 0, want = 0;
     for (int32_t v = 0, k = 0; v < n || k < nk;) {

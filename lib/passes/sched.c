@@ -278,6 +278,18 @@ bool sched_map_equal(const astitch_mapping *a, const astitch_mapping *b)
     return memcmp(a->dims, b->dims, (size_t)a->rank * sizeof a->dims[0]) == 0;
 }
 
+void edges_pass_end(int32_t *es, int32_t nu, int pass)
+{
+    if (pass == 0) {
+        for (int32_t u = 0; u < nu; u++)
+            es[u + 1] += es[u];
+        return;
+    }
+    for (int32_t u = nu; u > 0; u--)
+        es[u] = es[u - 1];
+    es[0] = 0;
+}
+
 void sched_barriers(Planner *pl, PlanKernel *k)
 {
     /* the reads of each phase, bucketed by reader phase (counting sort) */

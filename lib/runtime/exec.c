@@ -153,6 +153,17 @@ astitch_status exec_build(astitch_executable *x, const astitch_device *dev,
     return x->target == ASTITCH_TARGET_CUDA ? exec_cuda_prepare(x) : exec_host_prepare(x);
 }
 
+/* The entry points' start: *o the defaults (in *def) when NULL, and g verified. */
+static astitch_status options_and_verify(astitch_graph *g, const astitch_compile_options **o,
+                                         astitch_compile_options *def)
+{
+    if (!*o) {
+        astitch_compile_options_default(def);
+        *o = def;
+    }
+    return astitch_graph_verify(g);
+}
+
 astitch_status astitch_compile(astitch_graph *g, const astitch_compile_options *o,
                                astitch_executable **out)
 {
@@ -162,11 +173,7 @@ astitch_status astitch_compile(astitch_graph *g, const astitch_compile_options *
     if (!g)
         return ASTITCH_ERR_ARGUMENT;
     astitch_compile_options def;
-    if (!o) {
-        astitch_compile_options_default(&def);
-        o = &def;
-    }
-    astitch_status s = astitch_graph_verify(g);
+    astitch_status s = options_and_verify(g, &o, &def);
     if (s != ASTITCH_OK)
         return s;
     astitch_executable *x = calloc(1, sizeof *x);
@@ -395,11 +402,7 @@ astitch_status astitch_emit(astitch_graph *g, const astitch_compile_options *o, 
         return ctx_fail(g->ctx, ASTITCH_ERR_ARGUMENT, "astitch_emit: unknown form '%s' (ptx, llvm)",
                         what);
     astitch_compile_options def;
-    if (!o) {
-        astitch_compile_options_default(&def);
-        o = &def;
-    }
-    astitch_status s = astitch_graph_verify(g);
+    astitch_status s = options_and_verify(g, &o, &def);
     if (s != ASTITCH_OK)
         return s;
     astitch_device dev;
