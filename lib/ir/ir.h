@@ -238,6 +238,9 @@ astitch_node json_node_build(astitch_graph *g, const struct json_t *obj, astitch
                              astitch_status *status);
 
 /* half.c */
+/* The bits of an f32 and back (memcpy, no aliasing). */
+uint32_t f32_bits(float f);
+float bits_f32(uint32_t u);
 float half_to_float(uint16_t h);
 uint16_t float_to_half(float f);
 float bf16_to_float(uint16_t h);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/ir.h"
 #include "simt.h"
 
 /* The running launch; a primitive called outside a kernel is a code generation bug. */
@@ -75,20 +76,6 @@ static uint32_t shuffle(const char *what, uint32_t v, ShflMode mode, int32_t b)
                    : mode == SHFL_XOR ? lane ^ (uint32_t)b
                                       : (uint32_t)b % SIMT_WARP_SIZE;
     return src < (uint64_t)w->bar.expected ? w->value[phase][src] : v;
-}
-
-static uint32_t f32_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static float bits_f32(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
 }
 
 float astitch_simt_shfl_down_f32(float v, int32_t delta)
