@@ -312,6 +312,59 @@ static void test_error_names_node(void **state)
                         "(broadcasts are explicit)");
 }
 
+/* astitch_last_error_node and astitch_last_error_position: the verifier's node, none for a
+ * builder call whose node is not kept, a graph.json text's line and column, and both cleared by
+ * the next failure that has neither. */
+static void test_error_location(void **state)
+{
+    Fixture *f = *state;
+    astitch_graph *g = f->g;
+    assert_int_equal(astitch_last_error_node(f->ctx), ASTITCH_NO_NODE);
+    int line = -7, col = -7;
+    assert_false(astitch_last_error_position(f->ctx, &line, &col));
+    assert_int_equal(line, -7);
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, d43);
+    astitch_node e = astitch_unary(g, ASTITCH_OP_EXP, x);
+    astitch_node a = astitch_binary(g, ASTITCH_OP_ADD, e, x);
+    assert_int_equal(astitch_add_output(g, a), ASTITCH_OK);
+    g->node[e].dtype = ASTITCH_I32; /* recorded type no longer what its operand gives */
+    assert_int_equal(astitch_graph_verify(g), ASTITCH_ERR_GRAPH);
+    assert_int_equal(astitch_last_error_node(f->ctx), e);
+    g->node[e].dtype = ASTITCH_F32;
+    astitch_node bad = astitch_unary(g, ASTITCH_OP_NOT, x); /* not on f32: refused, not kept */
+    assert_int_equal(bad, ASTITCH_NO_NODE);
+    assert_error_contains(f->ctx, "needs bool or integer operand");
+    assert_int_equal(astitch_last_error_node(f->ctx), ASTITCH_NO_NODE);
+
+    const char *text = "{\"format\": \"astitch-graph\", \"version\": 1,\n"
+                       "  \"nodes\": [\n"
+                       "    {\"name\": \"x\", \"op\": \"parameter\", \"dtype\": \"f32\",\n"
+                       "     \"shape\": [4]},\n"
+                       "    {\"name\": \"y\", \"op\": \"nosuchop\", \"inputs\": [\"x\"]}],\n"
+                       "  \"outputs\": [\"y\"]}\n";
+    astitch_graph *loaded = NULL;
+    assert_int_equal(astitch_graph_read_json(f->ctx, text, strlen(text), "t.json", &loaded),
+                     ASTITCH_ERR_PARSE);
+    printf("# %s\n", astitch_last_error(f->ctx));
+    assert_true(astitch_last_error_position(f->ctx, &line, &col));
+    char where[32];
+    snprintf(where, sizeof where, "t.json:%d:%d:", line, col);
+    assert_int_equal(line, 5);
+    assert_error_contains(f->ctx, where);
+    assert_int_equal(astitch_last_error_node(f->ctx), ASTITCH_NO_NODE);
+    const char *broken = "{\"format\": \"astitch-graph\",\n  \"version\": 1,,\n}";
+    assert_int_equal(astitch_graph_read_json(f->ctx, broken, strlen(broken), "b.json", &loaded),
+                     ASTITCH_ERR_PARSE);
+    assert_true(astitch_last_error_position(f->ctx, &line, &col));
+    assert_int_equal(line, 2);
+    snprintf(where, sizeof where, "b.json:%d:%d:", line, col);
+    assert_error_contains(f->ctx, where);
+    assert_int_equal(astitch_register_custom(f->ctx, NULL, NULL, NULL), ASTITCH_ERR_ARGUMENT);
+    assert_false(astitch_last_error_position(f->ctx, &line, &col));
+    assert_false(astitch_last_error_position(NULL, &line, &col));
+    assert_int_equal(astitch_last_error_node(NULL), ASTITCH_NO_NODE);
+}
+
 /* The verifier re-checks what builders guarantee: corrupt a good graph in each way. */
 static void test_verifier_errors(void **state)
 {
@@ -696,6 +749,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_builder_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_zero_extent_shapes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_error_names_node, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_error_location, setup, teardown),
         cmocka_unit_test_setup_teardown(test_verifier_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_type_rule_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reduce_kinds_on_bool, setup, teardown),

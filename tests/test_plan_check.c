@@ -101,6 +101,44 @@ static void test_stages(void **state)
     astitch_context_destroy(ctx);
 }
 
+/* A failure naming a node of the planner's own copy of the graph (here: without a dead node
+ * that came first, so every id is one less) reports the id of the caller's graph; a node the
+ * copy alone has reports none. */
+static void test_error_node_into(void **state)
+{
+    (void)state;
+    astitch_context *ctx = NULL;
+    astitch_graph *g = NULL;
+    assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
+    assert_int_equal(astitch_graph_create(ctx, &g), ASTITCH_OK);
+    int64_t d[2] = {64, 32}, axis = 1;
+    astitch_node dead = astitch_parameter(g, "dead", ASTITCH_F32, 2, d);
+    astitch_unary(g, ASTITCH_OP_EXP, dead);
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, d);
+    astitch_node e = astitch_unary(g, ASTITCH_OP_EXP, x);
+    astitch_node s = astitch_reduce(g, ASTITCH_REDUCE_SUM, e, 1, &axis);
+    assert_int_equal(astitch_add_output(g, s), ASTITCH_OK);
+    astitch_device dev;
+    assert_int_equal(astitch_device_builtin("h100", &dev), ASTITCH_OK);
+    astitch_plan *p = NULL;
+    assert_int_equal(astitch_plan_create(g, &dev, NULL, &p), ASTITCH_OK);
+    assert_true(p->graph != g);
+    astitch_node in_copy = astitch_graph_find(p->graph, "exp.3");
+    assert_true(in_copy >= 0 && in_copy != e);
+    ctx_fail(ctx, ASTITCH_ERR_INTERNAL, "a failure in the copy");
+    ctx_error_at_node(ctx, in_copy);
+    ctx_error_node_into(ctx, p->graph, g);
+    assert_int_equal(astitch_last_error_node(ctx), e);
+    ctx_fail(ctx, ASTITCH_ERR_INTERNAL, "a failure in the copy");
+    ctx_error_at_node(ctx, in_copy);
+    astitch_set_name(p->graph, in_copy, "only.in.the.copy");
+    ctx_error_node_into(ctx, p->graph, g);
+    assert_int_equal(astitch_last_error_node(ctx), ASTITCH_NO_NODE);
+    astitch_plan_destroy(p);
+    astitch_graph_destroy(g);
+    astitch_context_destroy(ctx);
+}
+
 /* What planning fig7 under ASTITCH_DUMP_PLAN=value writes to stderr (malloc'd). */
 static char *dump_of(const char *value)
 {
@@ -161,6 +199,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stages),
         cmocka_unit_test(test_dump_after),
+        cmocka_unit_test(test_error_node_into),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,7 +7,8 @@
  *   *_destroy that accepts NULL.
  * - Fallible calls return astitch_status; the message of the last failure is kept by the
  *   context (astitch_last_error). Messages name the place: file:line:column for input files,
- *   node id, name, op, dtypes and shapes for graphs.
+ *   node id, name, op, dtypes and shapes for graphs; a program gets the place itself from
+ *   astitch_last_error_node and astitch_last_error_position.
  * - Graph builder calls return a node id, or ASTITCH_NO_NODE on failure. A failure is sticky:
  *   the graph remembers the first one (astitch_graph_status) and later builder calls that
  *   receive ASTITCH_NO_NODE as an operand fail quietly, so a builder sequence may be checked once
@@ -127,6 +128,16 @@ ASTITCH_API astitch_status astitch_register_custom(astitch_context *ctx, const c
 
 typedef struct astitch_graph astitch_graph;
 typedef int32_t astitch_node;
+
+/* The node that failure concerns, as an id of the graph the failing call was given (the graph
+ * being built, verified, loaded, planned, compiled or run), or ASTITCH_NO_NODE when it concerns
+ * no node of that graph: none at all, or one that only the planner's own rewritten copy has (a
+ * one-pass variance's shifted sums, say). ASTITCH_NO_NODE for a NULL ctx. */
+ASTITCH_API astitch_node astitch_last_error_node(const astitch_context *ctx);
+/* Where in a graph.json text that failure lies: 1-based line and column (characters from the
+ * line's start), as the message's file:line:column says: returns 1. Returns 0, leaving *line
+ * and *column alone, when it concerns no place in a text (or ctx is NULL). */
+ASTITCH_API int astitch_last_error_position(const astitch_context *ctx, int *line, int *column);
 
 /* Creates an empty graph owned by the caller; it refers to ctx, which must outlive it. */
 ASTITCH_API astitch_status astitch_graph_create(astitch_context *ctx, astitch_graph **out);

@@ -400,6 +400,9 @@ LLVMValueRef ev_reduce_combine(Emit *e, astitch_reduce_kind k, astitch_dtype t, 
 /* Records a failure (the first one is kept) and returns an undefined value of type ty. */
 LLVMValueRef ev_fail(Emit *e, LLVMTypeRef ty, astitch_status s, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* The same for a failure that concerns graph node `node` (astitch_last_error_node). */
+LLVMValueRef ev_fail_node(Emit *e, int32_t node, LLVMTypeRef ty, astitch_status s,
+                          const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* emit_phase.c */
 /* Emits phases [first, end) of the kernel at the builder's position, after the barrier the

@@ -131,10 +131,10 @@ void emit_column_combine(Emit *e, const astitch_mapping *m, int32_t root, int v,
     const PlanBuffer *buf = plan_kernel_buffer(e->k, ASTITCH_BUFFER_REDUCE, root);
     int64_t need = (int64_t)m->block * (int64_t)astitch_dtype_size(t);
     if (!buf || buf->bytes < need) {
-        ev_fail(e, e->ix, ASTITCH_ERR_UNSUPPORTED,
-                "%s: reduce node %d '%s': a column combine of %d threads needs a %lld-byte "
-                "reduction buffer, the plan gives %lld", e->k->name, root, node->name,
-                (int)m->block, (long long)need, (long long)(buf ? buf->bytes : 0));
+        ev_fail_node(e, root, e->ix, ASTITCH_ERR_UNSUPPORTED,
+                     "%s: reduce node %d '%s': a column combine of %d threads needs a %lld-byte "
+                     "reduction buffer, the plan gives %lld", e->k->name, root, node->name,
+                     (int)m->block, (long long)need, (long long)(buf ? buf->bytes : 0));
         return;
     }
     int64_t groups = m->rows_per_block / v, lanes = (int64_t)m->threads_per_row * v;

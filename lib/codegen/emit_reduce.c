@@ -92,11 +92,11 @@ static LLVMValueRef combine_lanes(Emit *e, const astitch_mapping *m, int32_t roo
     int64_t slots = column ? m->block : m->block / 32;
     int64_t need = slots * (int64_t)astitch_dtype_size(emit_acc_dtype(t));
     if (!buf || buf->bytes < need || (!column && tpr % 32 != 0))
-        return ev_fail(e, LLVMTypeOf(acc), ASTITCH_ERR_UNSUPPORTED,
-                       "%s: reduce node %d '%s': %d lanes per row need a %lld-byte reduction "
-                       "buffer, the plan gives %lld",
-                       e->k->name, root, node->name, tpr, (long long)need,
-                       (long long)(buf ? buf->bytes : 0));
+        return ev_fail_node(e, root, LLVMTypeOf(acc), ASTITCH_ERR_UNSUPPORTED,
+                            "%s: reduce node %d '%s': %d lanes per row need a %lld-byte reduction "
+                            "buffer, the plan gives %lld",
+                            e->k->name, root, node->name, tpr, (long long)need,
+                            (long long)(buf ? buf->bytes : 0));
     LLVMValueRef base = ev_buffer_base(e, buf);
     LLVMValueRef slot = e->tid;
     if (!column) {

@@ -141,10 +141,10 @@ static LLVMValueRef combine_row(Emit *e, const Resident *r, int32_t root, LLVMVa
     const PlanBuffer *buf = plan_kernel_buffer(e->k, ASTITCH_BUFFER_REDUCE, root);
     int64_t need = (int64_t)(r->m->block / 32) * (int64_t)astitch_dtype_size(at);
     if (!buf || buf->bytes < need || tpr % 32)
-        return ev_fail(e, LLVMTypeOf(acc), ASTITCH_ERR_UNSUPPORTED,
-                       "%s: reduce node %d '%s': %d lanes per row need a %lld-byte reduction "
-                       "buffer, the plan gives %lld", e->k->name, root, node->name, tpr,
-                       (long long)need, (long long)(buf ? buf->bytes : 0));
+        return ev_fail_node(e, root, LLVMTypeOf(acc), ASTITCH_ERR_UNSUPPORTED,
+                            "%s: reduce node %d '%s': %d lanes per row need a %lld-byte reduction "
+                            "buffer, the plan gives %lld", e->k->name, root, node->name, tpr,
+                            (long long)need, (long long)(buf ? buf->bytes : 0));
     LLVMValueRef base = ev_buffer_base(e, buf);
     LLVMBasicBlockRef merge = if_begin(e, LLVMBuildICmp(e->b, LLVMIntEQ,
                               LLVMBuildURem(e->b, e->tid, ev_int(e, 32), ""), ev_int(e, 0), ""));

@@ -21,10 +21,10 @@ static void store_atomic(Emit *e, int32_t root, LLVMValueRef row, LLVMValueRef a
     else if (node->dtype == ASTITCH_I32 && kind == ASTITCH_REDUCE_SUM)
         prim = PRIM_ATOMIC_ADD_I32;
     if (prim == PRIM_COUNT) {
-        ev_fail(e, LLVMTypeOf(acc), ASTITCH_ERR_INTERNAL,
-                "%s: reduce node %d '%s' (%s of %s) is planned with an atomic combine, which it "
-                "has not", e->k->name, root, node->name, astitch_reduce_name(kind),
-                astitch_dtype_name(node->dtype));
+        ev_fail_node(e, root, LLVMTypeOf(acc), ASTITCH_ERR_INTERNAL,
+                     "%s: reduce node %d '%s' (%s of %s) is planned with an atomic combine, which it "
+                     "has not", e->k->name, root, node->name, astitch_reduce_name(kind),
+                     astitch_dtype_name(node->dtype));
         return;
     }
     LLVMTypeRef mt = node->dtype == ASTITCH_F32 ? LLVMFloatTypeInContext(e->c)
@@ -61,9 +61,9 @@ static void store_ordered(Emit *e, const astitch_mapping *m, int32_t root, LLVMV
     const Node *node = gnode(e->g, root);
     const PlanBuffer *pb = plan_kernel_buffer(e->k, ASTITCH_BUFFER_PARTIAL, root);
     if (!pb) {
-        ev_fail(e, LLVMTypeOf(acc), ASTITCH_ERR_INTERNAL,
-                "%s: split reduce node %d '%s' has no PARTIAL buffer", e->k->name, root,
-                node->name);
+        ev_fail_node(e, root, LLVMTypeOf(acc), ASTITCH_ERR_INTERNAL,
+                     "%s: split reduce node %d '%s' has no PARTIAL buffer", e->k->name, root,
+                     node->name);
         return;
     }
     LLVMValueRef base = ev_buffer_base(e, pb);

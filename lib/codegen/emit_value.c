@@ -11,15 +11,32 @@
 
 #include "codegen.h"
 
+/* Records the first failure of e's emission (with its node, or ASTITCH_NO_NODE). */
+static void fail_first(Emit *e, int32_t node, astitch_status s, const char *fmt, va_list ap)
+{
+    if (e->status != ASTITCH_OK)
+        return;
+    ctx_failv(e->ctx, s, fmt, ap);
+    ctx_error_at_node(e->ctx, node);
+    e->status = s;
+}
+
 LLVMValueRef ev_fail(Emit *e, LLVMTypeRef ty, astitch_status s, const char *fmt, ...)
 {
-    if (e->status == ASTITCH_OK) {
-        va_list ap;
-        va_start(ap, fmt);
-        ctx_failv(e->ctx, s, fmt, ap);
-        va_end(ap);
-        e->status = s;
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    fail_first(e, ASTITCH_NO_NODE, s, fmt, ap);
+    va_end(ap);
+    return LLVMGetUndef(ty);
+}
+
+LLVMValueRef ev_fail_node(Emit *e, int32_t node, LLVMTypeRef ty, astitch_status s,
+                          const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fail_first(e, node, s, fmt, ap);
+    va_end(ap);
     return LLVMGetUndef(ty);
 }
 
@@ -275,9 +292,9 @@ static LLVMValueRef load_materialized(Emit *e, int32_t n, const PlanOp *op, Inde
     const Node *node = gnode(e->g, n);
     LLVMValueRef lin = ev_lin(e, ix);
     if (op && e->run_end > 0 && op->phase >= e->run_first && op->phase < e->run_end)
-        return ev_fail(e, ev_type(e, node->dtype), ASTITCH_ERR_INTERNAL,
-                       "%s: node %d '%s' of a resident run is read from memory in phase %d",
-                       e->k->name, n, node->name, e->phase);
+        return ev_fail_node(e, n, ev_type(e, node->dtype), ASTITCH_ERR_INTERNAL,
+                            "%s: node %d '%s' of a resident run is read from memory in phase %d",
+                            e->k->name, n, node->name, e->phase);
     if (op && op->buf >= 0) {
         const PlanBuffer *buf = &e->k->buf[op->buf];
         if (buf->kind == ASTITCH_BUFFER_SHARED && !spilled(e, buf))
@@ -286,9 +303,9 @@ static LLVMValueRef load_materialized(Emit *e, int32_t n, const PlanOp *op, Inde
         return ev_load(e, ev_buffer_base(e, buf), node->dtype, lin);
     }
     if (!e->tensor[n])
-        return ev_fail(e, ev_type(e, node->dtype), ASTITCH_ERR_INTERNAL,
-                       "%s: node %d '%s' is read in phase %d but held nowhere", e->k->name, n,
-                       node->name, e->phase);
+        return ev_fail_node(e, n, ev_type(e, node->dtype), ASTITCH_ERR_INTERNAL,
+                            "%s: node %d '%s' is read in phase %d but held nowhere", e->k->name, n,
+                            node->name, e->phase);
     return ev_load(e, e->tensor[n], node->dtype, lin);
 }
 
@@ -849,9 +866,9 @@ static LLVMValueRef compute_step(Emit *e, Walk *w, int32_t fi, LLVMValueRef got,
         break;
     }
     if (!op_is_elementwise(node->op))
-        return ev_fail(e, ev_type(e, node->dtype), ASTITCH_ERR_INTERNAL,
-                       "%s: node %d '%s' (%s) is needed in phase %d but not materialized",
-                       e->k->name, n, node->name, astitch_op_name(node->op), e->phase);
+        return ev_fail_node(e, n, ev_type(e, node->dtype), ASTITCH_ERR_INTERNAL,
+                            "%s: node %d '%s' (%s) is needed in phase %d but not materialized",
+                            e->k->name, n, node->name, astitch_op_name(node->op), e->phase);
     if (got)
         f->arg[f->k - 1] = got;
     if (f->k < node->nin && f->k < 3) /* every operand at the element itself */
@@ -883,17 +900,17 @@ static LLVMValueRef enter(Emit *e, Walk *w, int32_t n, int32_t ix_of)
     } else if (op->phase >= 0 && op->phase < e->phase) {
         v = load_materialized(e, n, op, ix);
     } else if (op->phase > e->phase) {
-        v = ev_fail(e, ev_type(e, node->dtype), ASTITCH_ERR_INTERNAL,
-                    "%s: node %d '%s' is read in phase %d before phase %d makes it", e->k->name, n,
-                    node->name, e->phase, op->phase);
+        v = ev_fail_node(e, n, ev_type(e, node->dtype), ASTITCH_ERR_INTERNAL,
+                         "%s: node %d '%s' is read in phase %d before phase %d makes it", e->k->name, n,
+                         node->name, e->phase, op->phase);
     } else {
         Frame *f = walk_push(w);
         if (f) {
             *f = (Frame){.n = n, .ix_of = ix_of, .cacheable = cacheable};
             return NULL;
         }
-        v = ev_fail(e, ev_type(e, node->dtype), ASTITCH_ERR_MEMORY,
-                    "%s: out of memory computing node %d '%s'", e->k->name, n, node->name);
+        v = ev_fail_node(e, n, ev_type(e, node->dtype), ASTITCH_ERR_MEMORY,
+                         "%s: out of memory computing node %d '%s'", e->k->name, n, node->name);
     }
     if (cacheable && e->branch_depth == 0)
         e->cache[n] = v;

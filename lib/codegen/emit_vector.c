@@ -407,8 +407,8 @@ static const LLVMValueRef *enter(Emit *e, Walk *w, int32_t n, int32_t ix_of)
             f->k = 0;
             return NULL;
         }
-        ev_fail(e, ev_type(e, node->dtype), ASTITCH_ERR_MEMORY,
-                "%s: out of memory computing node %d '%s'", e->k->name, n, node->name);
+        ev_fail_node(e, n, ev_type(e, node->dtype), ASTITCH_ERR_MEMORY,
+                     "%s: out of memory computing node %d '%s'", e->k->name, n, node->name);
         for (int j = 0; j < v; j++)
             out[j] = LLVMGetUndef(ev_type(e, node->dtype));
     } else { /* a buffer of an earlier phase, or a failure that ev_value names */

@@ -442,6 +442,7 @@ static astitch_node add_checked(astitch_graph *g, Node *n, const int32_t *in, in
             g->nparam--;
     }
     if (st != ASTITCH_OK) {
+        ctx_error_at_node(g->ctx, ASTITCH_NO_NODE); /* the node the message names is not kept */
         /* naming is the last step that can fail, so the name table never holds this node */
         Node *dead = &g->node[id];
         free(dead->name);

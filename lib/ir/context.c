@@ -30,7 +30,10 @@ astitch_status astitch_context_create(astitch_context **out)
     if (!out)
         return ASTITCH_ERR_ARGUMENT;
     *out = calloc(1, sizeof **out);
-    return *out ? ASTITCH_OK : ASTITCH_ERR_MEMORY;
+    if (!*out)
+        return ASTITCH_ERR_MEMORY;
+    (*out)->error_node = ASTITCH_NO_NODE;
+    return ASTITCH_OK;
 }
 
 void astitch_context_destroy(astitch_context *ctx)
@@ -45,12 +48,45 @@ void astitch_context_destroy(astitch_context *ctx)
 
 const char *astitch_last_error(const astitch_context *ctx) { return ctx ? ctx->error : ""; }
 
+astitch_node astitch_last_error_node(const astitch_context *ctx)
+{
+    return ctx ? ctx->error_node : ASTITCH_NO_NODE;
+}
+
+int astitch_last_error_position(const astitch_context *ctx, int *line, int *column)
+{
+    if (!ctx || ctx->error_line <= 0)
+        return 0;
+    if (line)
+        *line = ctx->error_line;
+    if (column)
+        *column = ctx->error_col;
+    return 1;
+}
+
+void ctx_error_at_node(astitch_context *ctx, int32_t node)
+{
+    if (ctx)
+        ctx->error_node = node;
+}
+
+void ctx_error_at_position(astitch_context *ctx, int line, int column)
+{
+    if (ctx) {
+        ctx->error_line = line;
+        ctx->error_col = column;
+    }
+}
+
 void astitch_free(void *p) { free(p); }
 
 astitch_status ctx_failv(astitch_context *ctx, astitch_status s, const char *fmt, va_list ap)
 {
-    if (ctx)
+    if (ctx) {
         vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
+        ctx->error_node = ASTITCH_NO_NODE;
+        ctx->error_line = ctx->error_col = 0;
+    }
     return s;
 }
 

@@ -47,11 +47,16 @@ astitch_status astitch_graph_status(const astitch_graph *g)
 
 astitch_context *astitch_graph_context(const astitch_graph *g) { return g ? g->ctx : NULL; }
 
-bool array_reserve(void **items, int32_t n, int32_t *cap, size_t size, int32_t first)
+bool array_reserve(void **items, int32_t need, int32_t *cap, size_t size, int32_t first)
 {
-    if (n < *cap)
+    if (need <= *cap)
         return true;
-    int32_t more = *cap ? *cap * 2 : first;
+    int32_t more = *cap ? *cap : first;
+    while (more < need) {
+        if (more > INT32_MAX / 2)
+            return false;
+        more *= 2;
+    }
     void *grown = realloc(*items, (size_t)more * size);
     if (!grown)
         return false;
@@ -88,31 +93,23 @@ astitch_status node_fail(const astitch_graph *g, int32_t id, astitch_status s, c
     va_end(ap);
     const Node *n = gnode(g, id);
     if (n->name)
-        return ctx_fail(g->ctx, s, "node %d '%s' (%s): %s", id, n->name, astitch_op_name(n->op),
-                        msg);
-    return ctx_fail(g->ctx, s, "node %d (%s): %s", id, astitch_op_name(n->op), msg);
+        ctx_fail(g->ctx, s, "node %d '%s' (%s): %s", id, n->name, astitch_op_name(n->op), msg);
+    else
+        ctx_fail(g->ctx, s, "node %d (%s): %s", id, astitch_op_name(n->op), msg);
+    ctx_error_at_node(g->ctx, id);
+    return s;
+}
+
+void ctx_error_node_into(astitch_context *ctx, const astitch_graph *from, const astitch_graph *to)
+{
+    if (!ctx || from == to || ctx->error_node < 0)
+        return;
+    ctx->error_node = ctx->error_node < from->nnode && gnode(from, ctx->error_node)->name
+                          ? astitch_graph_find(to, gnode(from, ctx->error_node)->name)
+                          : ASTITCH_NO_NODE;
 }
 
 bool graph_valid_id(const astitch_graph *g, astitch_node n) { return n >= 0 && n < g->nnode; }
-
-/* Grows *p (element size sz) to hold at least need elements. */
-static bool grow(void **p, int32_t *cap, int32_t need, size_t sz)
-{
-    if (need <= *cap)
-        return true;
-    int32_t ncap = *cap ? *cap : 16;
-    while (ncap < need) {
-        if (ncap > INT32_MAX / 2)
-            return false;
-        ncap *= 2;
-    }
-    void *q = realloc(*p, (size_t)ncap * sz);
-    if (!q)
-        return false;
-    *p = q;
-    *cap = ncap;
-    return true;
-}
 
 static uint32_t hash_name(const char *s)
 {
@@ -183,8 +180,9 @@ astitch_node astitch_graph_find(const astitch_graph *g, const char *name)
 
 int32_t graph_add_node(astitch_graph *g, const Node *n, const int32_t *in, int nin)
 {
-    if (!grow((void **)&g->node, &g->capnode, g->nnode + 1, sizeof *g->node) ||
-        !grow((void **)&g->operand, &g->capoperand, g->noperand + nin, sizeof *g->operand)) {
+    if (!array_reserve((void **)&g->node, g->nnode + 1, &g->capnode, sizeof *g->node, 16) ||
+        !array_reserve((void **)&g->operand, g->noperand + nin, &g->capoperand,
+                       sizeof *g->operand, 16)) {
         graph_fail(g, ASTITCH_ERR_MEMORY, "out of memory adding a %s node", astitch_op_name(n->op));
         return -1;
     }
@@ -249,7 +247,7 @@ astitch_status astitch_add_output(astitch_graph *g, astitch_node n)
         if (g->output[i] == n)
             return graph_fail(g, ASTITCH_ERR_GRAPH, "node %d '%s' is already output %d", n,
                               g->node[n].name, i);
-    if (!grow((void **)&g->output, &g->capoutput, g->noutput + 1, sizeof *g->output))
+    if (!ARRAY_RESERVE(g->output, g->noutput, g->capoutput, 16))
         return graph_fail(g, ASTITCH_ERR_MEMORY, "out of memory adding an output");
     g->output[g->noutput++] = n;
     return ASTITCH_OK;
@@ -257,7 +255,7 @@ astitch_status astitch_add_output(astitch_graph *g, astitch_node n)
 
 bool graph_add_param(astitch_graph *g, int32_t id)
 {
-    if (!grow((void **)&g->param, &g->capparam, g->nparam + 1, sizeof *g->param))
+    if (!ARRAY_RESERVE(g->param, g->nparam, g->capparam, 16))
         return false;
     g->node[id].attr.param = g->nparam;
     g->param[g->nparam++] = id;

@@ -70,6 +70,8 @@ typedef struct CustomFn {
 
 struct astitch_context {
     char error[1024];
+    int32_t error_node;        /* astitch_last_error_node, in the graph the failing call got */
+    int error_line, error_col; /* astitch_last_error_position; 0 when none */
     CustomFn *custom;
     int ncustom;
 };
@@ -110,6 +112,13 @@ bool dtype_is_valid(astitch_dtype t);
 astitch_status ctx_fail(astitch_context *ctx, astitch_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 astitch_status ctx_failv(astitch_context *ctx, astitch_status s, const char *fmt, va_list ap);
+/* After ctx_fail: the failure concerns node `node` (of the graph the failing call was given;
+ * ctx_error_node_into translates from a copy) or place line:column of a graph.json text. */
+void ctx_error_at_node(astitch_context *ctx, int32_t node);
+void ctx_error_at_position(astitch_context *ctx, int line, int column);
+/* The last failure's node, an id of graph `from` (the planner's own copy of `to`), as the id of
+ * the node of the same name in `to`, or ASTITCH_NO_NODE when `to` has none. */
+void ctx_error_node_into(astitch_context *ctx, const astitch_graph *from, const astitch_graph *to);
 const CustomFn *ctx_custom(const astitch_context *ctx, const char *target);
 
 /* graph.c */
@@ -132,11 +141,12 @@ astitch_status graph_default_name(astitch_graph *g, int32_t id);
 /* Records parameter node id as the next parameter; false when out of memory. */
 bool graph_add_param(astitch_graph *g, int32_t id);
 char *graph_strdup(const char *s); /* malloc'd copy, NULL on failure */
-/* Room for element n of the array *items (elements of `size` bytes, *cap allocated): grows
- * it, doubling from `first`, when n == *cap. False when out of memory (the array as it was). */
-bool array_reserve(void **items, int32_t n, int32_t *cap, size_t size, int32_t first);
+/* Room for `need` elements in the array *items (elements of `size` bytes, *cap allocated):
+ * grows it, doubling from `first`, when need > *cap. False when out of memory or past INT32_MAX
+ * elements (the array as it was). ARRAY_RESERVE: room for element n. */
+bool array_reserve(void **items, int32_t need, int32_t *cap, size_t size, int32_t first);
 #define ARRAY_RESERVE(arr, n, cap, first) \
-    array_reserve((void **)&(arr), (n), &(cap), sizeof *(arr), (first))
+    array_reserve((void **)&(arr), (n) + 1, &(cap), sizeof *(arr), (first))
 
 /* shape helpers (graph.c) */
 int64_t shape_elements(const Shape *s);

@@ -59,7 +59,9 @@ static astitch_status fail_at(Reader *r, astitch_status s, JsonPos p, const char
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return ctx_fail(r->ctx, s, "%s:%d:%d: %s", r->src, p.line, p.col, msg);
+    ctx_fail(r->ctx, s, "%s:%d:%d: %s", r->src, p.line, p.col, msg);
+    ctx_error_at_position(r->ctx, p.line, p.col);
+    return s;
 }
 
 static JsonPos node_pos(const Reader *r, size_t i)
@@ -433,21 +435,25 @@ static astitch_status syntax_error(astitch_context *ctx, const char *src, const 
                 at.line++, at.col = 0;
             else if ((*c & 0xC0) != 0x80)
                 at.col++;
-        return ctx_fail(ctx, ASTITCH_ERR_PARSE, "%s:%d:%d: NUL byte in the text", src, at.line,
-                        at.col);
+        ctx_fail(ctx, ASTITCH_ERR_PARSE, "%s:%d:%d: NUL byte in the text", src, at.line, at.col);
+        ctx_error_at_position(ctx, at.line, at.col);
+        return ASTITCH_ERR_PARSE;
     }
     char msg[4 * JSON_ERROR_TEXT_LENGTH + 8];
     printable(msg, sizeof msg, e->text);
     int line = e->line > 0 ? e->line : 1, col = e->column > 0 ? e->column : 1;
+    astitch_status s = ASTITCH_ERR_PARSE;
     if (len == 0)
-        return ctx_fail(ctx, ASTITCH_ERR_PARSE, "%s:1:1: empty input: no graph", src);
-    if (json_error_code(e) == json_error_stack_overflow)
-        return ctx_fail(ctx, ASTITCH_ERR_PARSE,
-                        "%s:%d:%d: arrays and objects nested too deeply (more than %d levels)",
-                        src, line, col, JSON_PARSER_MAX_DEPTH);
-    if (json_error_code(e) == json_error_out_of_memory)
-        return ctx_fail(ctx, ASTITCH_ERR_MEMORY, "%s:%d:%d: out of memory", src, line, col);
-    return ctx_fail(ctx, ASTITCH_ERR_PARSE, "%s:%d:%d: %s", src, line, col, msg);
+        ctx_fail(ctx, s, "%s:%d:%d: empty input: no graph", src, line = 1, col = 1);
+    else if (json_error_code(e) == json_error_stack_overflow)
+        ctx_fail(ctx, s, "%s:%d:%d: arrays and objects nested too deeply (more than %d levels)",
+                 src, line, col, JSON_PARSER_MAX_DEPTH);
+    else if (json_error_code(e) == json_error_out_of_memory)
+        ctx_fail(ctx, s = ASTITCH_ERR_MEMORY, "%s:%d:%d: out of memory", src, line, col);
+    else
+        ctx_fail(ctx, s, "%s:%d:%d: %s", src, line, col, msg);
+    ctx_error_at_position(ctx, line, col);
+    return s;
 }
 
 astitch_status astitch_graph_read_json(astitch_context *ctx, const char *text, size_t len,

@@ -144,13 +144,16 @@ static astitch_status cut(Bound *b, int32_t ki, int32_t *m, int32_t *pieces)
         join(b, m[i], true);
     }
     for (int32_t i = 0; *pieces > 1 && i < k->nop; i++)
-        if (pl->p->owner[m[i]] != ki)
-            return ctx_fail(pl->g->ctx, ASTITCH_ERR_UNSUPPORTED,
-                            "planner: a kernel of fusion=xla (from node %d '%s' on) reads and "
-                            "writes more than the %d tensors a kernel takes, and recomputes "
-                            "node %d '%s' of another; plan it with fusion=stitch",
-                            (int)m[0], gnode(pl->g, m[0])->name, PLAN_KERNEL_MAX_TENSORS,
-                            (int)m[i], gnode(pl->g, m[i])->name);
+        if (pl->p->owner[m[i]] != ki) {
+            ctx_fail(pl->g->ctx, ASTITCH_ERR_UNSUPPORTED,
+                     "planner: a kernel of fusion=xla (from node %d '%s' on) reads and writes "
+                     "more than the %d tensors a kernel takes, and recomputes node %d '%s' of "
+                     "another; plan it with fusion=stitch",
+                     (int)m[0], gnode(pl->g, m[0])->name, PLAN_KERNEL_MAX_TENSORS, (int)m[i],
+                     gnode(pl->g, m[i])->name);
+            ctx_error_at_node(pl->g->ctx, m[i]);
+            return ASTITCH_ERR_UNSUPPORTED;
+        }
     if (!emit_piece(b, ki, m + start, k->nop - start))
         return ctx_fail(pl->g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
     return ASTITCH_OK;

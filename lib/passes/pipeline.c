@@ -368,6 +368,7 @@ astitch_status astitch_plan_create(astitch_graph *g, const astitch_device *dev,
     }
     planner_free(&pl);
     if (st) {
+        ctx_error_node_into(g->ctx, p->graph, g); /* ids of the plan's own copy: of g */
         astitch_plan_destroy(p);
         return st;
     }

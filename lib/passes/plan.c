@@ -347,10 +347,13 @@ astitch_status plan_fill(Planner *pl)
 
 static astitch_status check_fail(Planner *pl, const PlanKernel *k, int32_t v, const char *what)
 {
-    if (v >= 0)
-        return ctx_fail(pl->g->ctx, ASTITCH_ERR_INTERNAL,
-                        "planner: kernel %s: node %d '%s' (%s): %s", k ? k->name : "-", (int)v,
-                        gnode(pl->g, v)->name, astitch_op_name(gnode(pl->g, v)->op), what);
+    if (v >= 0) {
+        ctx_fail(pl->g->ctx, ASTITCH_ERR_INTERNAL, "planner: kernel %s: node %d '%s' (%s): %s",
+                 k ? k->name : "-", (int)v, gnode(pl->g, v)->name,
+                 astitch_op_name(gnode(pl->g, v)->op), what);
+        ctx_error_at_node(pl->g->ctx, v);
+        return ASTITCH_ERR_INTERNAL;
+    }
     return ctx_fail(pl->g->ctx, ASTITCH_ERR_INTERNAL, "planner: kernel %s: %s",
                     k ? k->name : "-", what);
 }

@@ -209,6 +209,7 @@ astitch_status astitch_compile(astitch_graph *g, const astitch_compile_options *
                          "caller_workspace: the graph's compute op '%s' runs on the host "
                          "through memory the executable holds",
                          x->g->node[x->plan->step[i].index].name);
+            ctx_error_at_node(x->ctx, x->plan->step[i].index);
             goto fail;
         }
     x->variant.wide_rows = o->plan.wide_rows;
@@ -218,6 +219,8 @@ astitch_status astitch_compile(astitch_graph *g, const astitch_compile_options *
     *out = x;
     return ASTITCH_OK;
 fail:
+    if (x->plan) /* a failure naming a node of the plan's own copy names it in g */
+        ctx_error_node_into(g->ctx, x->plan->graph, g);
     astitch_executable_destroy(x);
     return s;
 }
@@ -415,6 +418,8 @@ astitch_status astitch_emit(astitch_graph *g, const astitch_compile_options *o, 
         return s;
     s = ptx ? compile_ptx(g->ctx, p, dev.sm_version ? dev.sm_version : 90, false, text)
             : compile_llvm_text(g->ctx, p, text);
+    if (s != ASTITCH_OK)
+        ctx_error_node_into(g->ctx, p->graph, g);
     astitch_plan_destroy(p);
     return s;
 }
