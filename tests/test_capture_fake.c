@@ -5,7 +5,7 @@
  * open and refuses, as the real driver does in global mode, calls that allocate or synchronize.
  * A captured run must queue exactly the plan's launches, counter resets and identity fills on
  * the capturing stream and nothing else: examples with grid barriers, split reductions and the
- * split fallback. A run with a compute op must refuse the capture naming the op, queue nothing,
+ * parts fallback. A run with a compute op must refuse the capture naming the op, queue nothing,
  * and leave the stream usable. Exits 77 (SKIP) where the fake was not built.
  */
 #include <dirent.h>
@@ -80,10 +80,10 @@ static void count_log(const char *log, Queued *q)
     }
 }
 
-/* What a run of x must queue: one launch per kernel, or per part when it runs split (`split`:
- * ASTITCH_FORCE_SPLIT was set at compile time); a counter reset before each cooperative
+/* What a run of x must queue: one launch per kernel, or per part when it runs as parts (`as_parts`:
+ * ASTITCH_FORCE_PARTS was set at compile time); a counter reset before each cooperative
  * launch; an identity fill per split-reduction destination; a copy per parameter output. */
-static void expect_from_plan(const astitch_executable *x, bool split, Queued *want)
+static void expect_from_plan(const astitch_executable *x, bool as_parts, Queued *want)
 {
     const astitch_plan *p = astitch_executable_plan(x);
     const astitch_graph *g = astitch_plan_graph(p);
@@ -92,7 +92,7 @@ static void expect_from_plan(const astitch_executable *x, bool split, Queued *wa
         const PlanKernel *pk = &p->kernel[k];
         if (pk->grid < 1)
             continue;
-        bool parts = split && pk->global_barriers > 0;
+        bool parts = as_parts && pk->global_barriers > 0;
         want->launches += parts ? compile_kernel_num_parts(p, k) : 1;
         want->cooperative += !parts && pk->global_barriers > 0;
         SplitInit init[64];
@@ -138,23 +138,23 @@ static astitch_status capture(const Fake *f, astitch_executable *x, CUresult *en
     return capture_ws(f, x, 0, 0, end, got);
 }
 
-static astitch_executable *compile_for_fake(const Fake *f, astitch_graph *g, bool split)
+static astitch_executable *compile_for_fake(const Fake *f, astitch_graph *g, bool as_parts)
 {
     astitch_compile_options o;
     astitch_compile_options_default(&o);
     o.target = ASTITCH_TARGET_CUDA;
-    if (split)
-        setenv("ASTITCH_FORCE_SPLIT", "1", 1);
+    if (as_parts)
+        setenv("ASTITCH_FORCE_PARTS", "1", 1);
     astitch_executable *x = NULL;
     astitch_status s = astitch_compile(g, &o, &x);
-    unsetenv("ASTITCH_FORCE_SPLIT");
+    unsetenv("ASTITCH_FORCE_PARTS");
     expect_ok(f, s);
     return x;
 }
 
 /* Captures one run of examples/<file> and compares what it queued with its plan; adds what it
  * showed to *seen (cooperative launches, parts, identity fills). */
-static void capture_example(const Fake *f, const char *file, bool split, Queued *seen)
+static void capture_example(const Fake *f, const char *file, bool as_parts, Queued *seen)
 {
     const char *root = getenv("ASTITCH_SOURCE_ROOT");
     char path[4096];
@@ -162,14 +162,14 @@ static void capture_example(const Fake *f, const char *file, bool split, Queued 
     astitch_graph *g;
     if (astitch_graph_load_json(f->ctx, path, &g) != ASTITCH_OK)
         fail_msg("%s: %s", path, astitch_last_error(f->ctx));
-    astitch_executable *x = compile_for_fake(f, g, split);
+    astitch_executable *x = compile_for_fake(f, g, as_parts);
     Queued want, whole, got;
-    expect_from_plan(x, split, &want);
+    expect_from_plan(x, as_parts, &want);
     expect_from_plan(x, false, &whole);
     CUresult end;
     expect_ok(f, capture(f, x, &end, &got));
     printf("# %s%s: %d launches (%d cooperative), %d memsets, %d copies\n", file,
-           split ? " split" : "", got.launches, got.cooperative, got.memsets, got.copies);
+           as_parts ? " as parts" : "", got.launches, got.cooperative, got.memsets, got.copies);
     assert_int_equal(end, CUDA_SUCCESS);
     assert_int_equal(got.other, 0);
     assert_int_equal(got.launches, want.launches);
@@ -189,7 +189,7 @@ static void test_capture_examples(void **state)
     const Fake *f = *state;
     static const struct {
         const char *file;
-        bool split;
+        bool as_parts;
     } cases[] = {
         {"softmax.json", false},        {"layernorm.json", false},
         {"fig7_subgraph.json", false},  {"fig7_subgraph.json", true},
@@ -198,8 +198,8 @@ static void test_capture_examples(void **state)
     };
     Queued seen = {0};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-        capture_example(f, cases[i].file, cases[i].split, &seen);
-    /* the cases cover grid barriers, the split fallback's parts and split-reduction fills */
+        capture_example(f, cases[i].file, cases[i].as_parts, &seen);
+    /* the cases cover grid barriers, the parts fallback and split-reduction fills */
     assert_true(seen.cooperative > 0);
     assert_true(seen.launches > 0);
     assert_true(seen.memsets > 0);

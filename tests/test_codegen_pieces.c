@@ -626,10 +626,10 @@ static void piece_recompile(Piece *t)
 {
     astitch_executable *x = t->x;
     host_kernels_destroy(x->hk);
-    host_kernels_destroy(x->hk_split);
-    free(x->split);
-    x->hk = x->hk_split = NULL;
-    x->split = NULL;
+    host_kernels_destroy(x->hk_parts);
+    free(x->as_parts);
+    x->hk = x->hk_parts = NULL;
+    x->as_parts = NULL;
     if (exec_host_prepare(x) != ASTITCH_OK)
         fail_msg("recompile: %s", astitch_last_error(t->ctx));
 }
@@ -713,7 +713,7 @@ static void global_mean(Piece *t)
  * one placed past the end of the arena: the kernel writes the guard bytes after the buffer's
  * elements or after the arena, which no check in the kernel sees; the run must fail naming the
  * kernel, the buffer's node and the byte. The same kernels on the plan as made run clean, as
- * whole kernels and as their parts (split form, SHARED values in scratch). */
+ * whole kernels and as their parts (parts form, SHARED values in scratch). */
 static void test_redzone_scratch(void **state)
 {
     (void)state;
@@ -723,10 +723,10 @@ static void test_redzone_scratch(void **state)
         DiffRef *d = NULL;
         assert_int_equal(diff_ref_create(t.g, diff_fresh_seed(), false, &d), ASTITCH_OK);
         piece_run_ok(&t, d, "scratch, plan as made");
-        setenv("ASTITCH_FORCE_SPLIT", "1", 1);
+        setenv("ASTITCH_FORCE_PARTS", "1", 1);
         piece_recompile(&t);
-        piece_run_ok(&t, d, "scratch, plan as made, split form");
-        unsetenv("ASTITCH_FORCE_SPLIT");
+        piece_run_ok(&t, d, "scratch, plan as made, parts form");
+        unsetenv("ASTITCH_FORCE_PARTS");
         PlanKernel *k = &t.x->plan->kernel[0];
         PlanBuffer *b = top_buffer(&t, ASTITCH_BUFFER_SCRATCH);
         char node[96];

@@ -1,7 +1,7 @@
 /* test_column_vectors.c: the vector form of column reductions (plan option column_vectors,
  * lib/codegen/emit_column.c) on the host target, planned for the h100 model, every kernel's
  * register bound raised to the form's least (so that the form applies wherever the shapes
- * allow): outputs against the reference on fresh random inputs, whole kernels and split form,
+ * allow): outputs against the reference on fresh random inputs, whole kernels and parts form,
  * under every fusion mode; and the LLVM IR shows vector loads exactly where the form applies. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -108,14 +108,14 @@ static astitch_executable *compile(astitch_graph *g, astitch_fusion f, bool vect
         if (x->plan->kernel[k].regs < FORM_REGS)
             x->plan->kernel[k].regs = FORM_REGS;
     if (split)
-        setenv("ASTITCH_FORCE_SPLIT", "1", 1);
+        setenv("ASTITCH_FORCE_PARTS", "1", 1);
     host_kernels_destroy(x->hk);
-    host_kernels_destroy(x->hk_split);
-    free(x->split);
-    x->hk = x->hk_split = NULL;
-    x->split = NULL;
+    host_kernels_destroy(x->hk_parts);
+    free(x->as_parts);
+    x->hk = x->hk_parts = NULL;
+    x->as_parts = NULL;
     astitch_status s = exec_host_prepare(x);
-    unsetenv("ASTITCH_FORCE_SPLIT");
+    unsetenv("ASTITCH_FORCE_PARTS");
     if (s != ASTITCH_OK)
         fail_msg("recompile: %s", astitch_last_error(ctx));
     return x;
@@ -150,7 +150,7 @@ static void check_runs(const char *what, Build build, astitch_dtype t, int64_t r
     if (diff_ref_create(g, seed, true, &d) != ASTITCH_OK)
         fail_msg("%s: reference: %s", what, astitch_last_error(ctx));
     for (int f = 0; f < 3; f++)
-        for (int form = 0; form < 3; form++) { /* whole, split form, deterministic */
+        for (int form = 0; form < 3; form++) { /* whole, parts form, deterministic */
             astitch_executable *x = compile(g, fusions[f], true, form == 2, form == 1);
             int loads = vector_loads(x);
             DiffResult r;
@@ -158,7 +158,7 @@ static void check_runs(const char *what, Build build, astitch_dtype t, int64_t r
             printf("%s %s [%lld, %lld] fusion %s%s: %d vector loads, seed %llu, worst "
                    "normalized error %.3g\n", what, astitch_dtype_name(t), (long long)rows,
                    (long long)cols, astitch_fusion_name(fusions[f]),
-                   form == 1 ? ", split form" : form == 2 ? ", deterministic" : "", loads,
+                   form == 1 ? ", parts form" : form == 2 ? ", deterministic" : "", loads,
                    (unsigned long long)seed, r.worst);
             if (s != ASTITCH_OK)
                 fail_msg("%s: run: %s", what, astitch_last_error(ctx));

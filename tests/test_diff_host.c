@@ -137,11 +137,11 @@ static void test_random_graphs(void **state)
  * its blocks cannot all be resident) must compute the same. */
 static void test_split_fallback(void **state)
 {
-    setenv("ASTITCH_FORCE_SPLIT", "1", 1);
+    setenv("ASTITCH_FORCE_PARTS", "1", 1);
     printf("split at global barriers:\n");
     test_examples(state);
     random_graphs(100);
-    unsetenv("ASTITCH_FORCE_SPLIT");
+    unsetenv("ASTITCH_FORCE_PARTS");
 }
 
 /* Split reductions of every kind, combined by atomics and in order, on the host's SIMT

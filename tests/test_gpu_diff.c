@@ -1,6 +1,6 @@
 /* test_gpu_diff.c: the generated kernels on a real GPU against the reference interpreter: every
  * example and many random graphs under fusion none, xla and stitch (one reference run per graph);
- * the split fallback forced on every example; two executables running at once on two streams; runs
+ * the parts fallback forced on every example; two executables running at once on two streams; runs
  * captured into CUDA graphs and replayed on fresh inputs, and the refused capture of a compute op.
  * Exits 77 (skip) without a driver; stops at the first kernel fault (the context is lost then).
  * ASTITCH_GPU_GRAPHS sets the number of random graphs (default 1000, fixed seeds and one fresh
@@ -34,30 +34,30 @@ static double now_seconds(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Compiles g for the GPU under fusion (split: cut at its global barriers) and checks it
+/* Compiles g for the GPU under fusion (as_parts: cut at its global barriers) and checks it
  * against d. Returns 1 on a failure (printed), else 0. */
-/* Compiles g for the GPU under fusion; split: every kernel with grid barriers cut at them. */
-static astitch_status compile_gpu(astitch_graph *g, astitch_fusion fusion, bool split,
+/* Compiles g for the GPU under fusion; as_parts: every kernel with grid barriers cut at them. */
+static astitch_status compile_gpu(astitch_graph *g, astitch_fusion fusion, bool as_parts,
                                   astitch_executable **x)
 {
-    if (split)
-        setenv("ASTITCH_FORCE_SPLIT", "1", 1);
+    if (as_parts)
+        setenv("ASTITCH_FORCE_PARTS", "1", 1);
     astitch_compile_options o;
     astitch_compile_options_default(&o);
     o.target = ASTITCH_TARGET_CUDA;
     o.plan.fusion = fusion;
     astitch_status s = astitch_compile(g, &o, x);
-    if (split)
-        unsetenv("ASTITCH_FORCE_SPLIT");
+    if (as_parts)
+        unsetenv("ASTITCH_FORCE_PARTS");
     return s;
 }
 
-static int check_one(astitch_graph *g, const DiffRef *d, astitch_fusion fusion, bool split,
+static int check_one(astitch_graph *g, const DiffRef *d, astitch_fusion fusion, bool as_parts,
                      const char *what, uint64_t seed)
 {
     astitch_executable *x = NULL;
     DiffResult r = {.ok = false};
-    astitch_status s = compile_gpu(g, fusion, split, &x);
+    astitch_status s = compile_gpu(g, fusion, as_parts, &x);
     if (s == ASTITCH_OK)
         s = diff_ref_check(d, x, &r);
     if (s != ASTITCH_OK)
@@ -66,15 +66,15 @@ static int check_one(astitch_graph *g, const DiffRef *d, astitch_fusion fusion, 
     if (s == ASTITCH_OK && r.ok)
         return 0;
     printf("FAIL %s fusion=%s%s seed=%llu: %s\n", what, astitch_fusion_name(fusion),
-           split ? " (split)" : "", (unsigned long long)seed, r.message);
+           as_parts ? " (as parts)" : "", (unsigned long long)seed, r.message);
     if (strstr(r.message, "context is now unusable"))
         context_lost = true;
     return 1;
 }
 
-/* Every fusion mode (and, with split, stitch cut at its global barriers) against one
+/* Every fusion mode (and, with as_parts, stitch cut at its global barriers) against one
  * reference run. Returns the number of failing runs. */
-static int check_graph(astitch_graph *g, const char *what, uint64_t seed, bool split, int *runs)
+static int check_graph(astitch_graph *g, const char *what, uint64_t seed, bool as_parts, int *runs)
 {
     DiffRef *d;
     if (diff_ref_create(g, seed, true, &d) != ASTITCH_OK) {
@@ -84,7 +84,7 @@ static int check_graph(astitch_graph *g, const char *what, uint64_t seed, bool s
     int failures = 0;
     for (size_t f = 0; f < sizeof fusions / sizeof fusions[0] && !context_lost; f++, (*runs)++)
         failures += check_one(g, d, fusions[f], false, what, seed);
-    if (split && !context_lost) {
+    if (as_parts && !context_lost) {
         failures += check_one(g, d, ASTITCH_FUSION_STITCH, true, what, seed);
         (*runs)++;
     }
@@ -92,7 +92,7 @@ static int check_graph(astitch_graph *g, const char *what, uint64_t seed, bool s
     return failures;
 }
 
-/* Every example under every fusion mode and with the split fallback forced. */
+/* Every example under every fusion mode and with the parts fallback forced. */
 static void test_examples(void **state)
 {
     (void)state;
@@ -123,7 +123,7 @@ static void test_examples(void **state)
         astitch_context_destroy(ctx);
     }
     closedir(d);
-    printf("examples on the GPU (none, xla, stitch, stitch split at global barriers): "
+    printf("examples on the GPU (none, xla, stitch, stitch cut at global barriers): "
            "%d examples, %d runs, %d failures, %.0f s\n", count, runs, failures, now_seconds() - t0);
     assert_false(context_lost);
     assert_true(count >= 10);
@@ -430,16 +430,16 @@ static CUgraphExec capture_run(astitch_context *ctx, CudaDevice *dev, astitch_ex
     return s == ASTITCH_OK && r == CUDA_SUCCESS ? exec : NULL;
 }
 
-/* Compiles g under stitch (split: cut at its grid barriers), captures one run into a CUDA
+/* Compiles g under stitch (as_parts: cut at its grid barriers), captures one run into a CUDA
  * graph, and replays it `replays` times, each on fresh random inputs written into the buffers
  * the capture saw, against the reference. Adds to *coop the kernels planned with grid barriers
  * that launch whole, and to *split the plans with a reduction split across blocks. Returns
  * the number of failures (printed). */
 static int capture_and_replay(astitch_context *ctx, CudaDevice *dev, astitch_graph *g,
-                              const char *what, bool split, int replays, int *coop, int *splits)
+                              const char *what, bool as_parts, int replays, int *coop, int *splits)
 {
     astitch_executable *x = NULL;
-    if (compile_gpu(g, ASTITCH_FUSION_STITCH, split, &x) != ASTITCH_OK) {
+    if (compile_gpu(g, ASTITCH_FUSION_STITCH, as_parts, &x) != ASTITCH_OK) {
         printf("FAIL %s: compile: %s\n", what, astitch_last_error(ctx));
         return 1;
     }
@@ -447,7 +447,7 @@ static int capture_and_replay(astitch_context *ctx, CudaDevice *dev, astitch_gra
     for (int k = 0; k < astitch_plan_num_kernels(p); k++) {
         astitch_kernel_info ki;
         assert_int_equal(astitch_plan_kernel_info(p, k, &ki), ASTITCH_OK);
-        *coop += !split && ki.grid > 0 && ki.global_barriers > 0;
+        *coop += !as_parts && ki.grid > 0 && ki.global_barriers > 0;
     }
     *splits += diff_max_split(x) > 1;
     CUstream st;
@@ -507,7 +507,7 @@ static void test_caller_workspace(void **state)
     assert_int_equal(cuda_enter(ctx, dev), ASTITCH_OK);
     static const struct {
         const char *file;
-        bool split;
+        bool as_parts;
     } cases[] = {{"batchnorm_train.json", false}, {"fig7_subgraph.json", false},
                  {"fig7_subgraph.json", true}, {"layernorm.json", false}};
     int failures = 0;
@@ -517,11 +517,11 @@ static void test_caller_workspace(void **state)
         astitch_compile_options_default(&o);
         o.target = ASTITCH_TARGET_CUDA;
         o.caller_workspace = true;
-        if (cases[c].split)
-            setenv("ASTITCH_FORCE_SPLIT", "1", 1);
+        if (cases[c].as_parts)
+            setenv("ASTITCH_FORCE_PARTS", "1", 1);
         astitch_executable *x;
         astitch_status s = astitch_compile(g, &o, &x);
-        unsetenv("ASTITCH_FORCE_SPLIT");
+        unsetenv("ASTITCH_FORCE_PARTS");
         if (s != ASTITCH_OK)
             fail_msg("%s: compile: %s", cases[c].file, astitch_last_error(ctx));
         size_t bytes = 0;
@@ -549,7 +549,7 @@ static void test_caller_workspace(void **state)
                              ASTITCH_OK);
             char what[160];
             snprintf(what, sizeof what, "%s%s, caller workspace, %s (seed %llu)",
-                     cases[c].file, cases[c].split ? " split" : "",
+                     cases[c].file, cases[c].as_parts ? " as parts" : "",
                      run == 0 ? "plain run" : "graph replay", (unsigned long long)seed);
             if (run == 0) {
                 s = astitch_execute_device_workspace(x, io.ptr, io.ptr + io.nin, st, ws, bytes);
@@ -591,7 +591,7 @@ static void test_caller_workspace(void **state)
 
 /* One run of each graph captured into a CUDA graph and replayed three times on fresh inputs:
  * softmax, layernorm, a grid barrier with a split column reduce (fig7, also cut at its barrier:
- * the split fallback), batchnorm's four grid barriers, split row reductions of every combine. */
+ * the parts fallback), batchnorm's four grid barriers, split row reductions of every combine. */
 static void test_graph_replay(void **state)
 {
     (void)state;
@@ -603,12 +603,12 @@ static void test_graph_replay(void **state)
     struct {
         const char *what;
         astitch_graph *g;
-        bool split;
+        bool as_parts;
     } cases[] = {
         {"softmax [512, 1000]", softmax_graph(ctx, 512, 1000), false},
         {"layernorm.json", load_example(ctx, "layernorm.json"), false},
         {"fig7_subgraph.json", load_example(ctx, "fig7_subgraph.json"), false},
-        {"fig7_subgraph.json split", load_example(ctx, "fig7_subgraph.json"), true},
+        {"fig7_subgraph.json as parts", load_example(ctx, "fig7_subgraph.json"), true},
         {"batchnorm_train.json", load_example(ctx, "batchnorm_train.json"), false},
         {"transformer_row_reduce.json", load_example(ctx, "transformer_row_reduce.json"), false},
         {"split kinds [3, 40000]", gen_split_kinds(ctx, 3, 40000), false},
@@ -616,7 +616,7 @@ static void test_graph_replay(void **state)
     int failures = 0, coop = 0, splits = 0, n = (int)(sizeof cases / sizeof *cases);
     for (int i = 0; i < n && !context_lost; i++) {
         assert_non_null(cases[i].g);
-        failures += capture_and_replay(ctx, dev, cases[i].g, cases[i].what, cases[i].split, 3,
+        failures += capture_and_replay(ctx, dev, cases[i].g, cases[i].what, cases[i].as_parts, 3,
                                        &coop, &splits);
     }
     printf("graph replays: %d graphs, %d kernels with grid barriers, %d split reductions, %d "

@@ -2,7 +2,7 @@
 # Runs the gpu test suite from a build made elsewhere and carried along (for a GPU machine with
 # no meson or LLVM; this script builds nothing). The same programs as `meson test --suite gpu`:
 #   test_cuda                            the driver layer, device model, launches, workspace
-#   test_gpu_diff (ASTITCH_GPU_GRAPHS=0) every example under none/xla/stitch and forced split,
+#   test_gpu_diff (ASTITCH_GPU_GRAPHS=0) every example under none/xla/stitch and forced parts form,
 #                                        two streams, misaligned pointers, split combines
 #   test_gpu_diff, N shards at once      the random graphs (ASTITCH_GPU_SHARD=K/N)
 #   astitch-run --target=cuda --check    every example through the command-line tool

@@ -236,7 +236,7 @@ typedef struct astitch_plan astitch_plan;
 
 typedef struct EmitOptions {
     unsigned const_addrspace; /* address space of dense-constant tables: 0 host, 1 NVPTX */
-    bool split_global;        /* emit each kernel as parts cut at its global barriers (the
+    bool as_parts;        /* emit each kernel as parts cut at its global barriers (the
                                * fallback when its blocks cannot all be resident) */
     unsigned tensor_align;    /* bytes of alignment the runtime guarantees for the tensor and
                                * scratch arguments (16 on NVPTX, where it lets loads and stores
@@ -246,22 +246,22 @@ typedef struct EmitOptions {
                                * runtime has no memory protection between blocks) */
     bool native_bf16;         /* f32 -> bf16 by LLVM's bfloat type (NVPTX sm_80 on: one
                                * cvt.rn.bf16.f32); else by integer arithmetic, same rounding */
-    int64_t spill_gap;        /* split form: bytes left free before each SHARED buffer kept in
+    int64_t spill_gap;        /* parts form: bytes left free before each SHARED buffer kept in
                                * scratch (the host's redzones between them); 0 on NVPTX */
 } EmitOptions;
 
 /* The argument list of kernel k of plan p, as emitted: its input tensors (plan order), its
  * output tensors (plan order), then the scratch arena and the barrier counter. */
 int emit_kernel_num_args(const astitch_plan *p, int k);
-/* Scratch bytes the split form of p needs: the plan's scratch, then room for the values the
+/* Scratch bytes the parts form of p needs: the plan's scratch, then room for the values the
  * whole kernels keep in shared memory, which the parts keep in global memory instead (a part
  * boundary clears shared memory), each whole tensor 256-byte aligned after `gap` free bytes
  * (EmitOptions.spill_gap). */
-int64_t emit_split_scratch_bytes(const astitch_plan *p, int64_t gap);
-/* Where the split form of kernel k keeps its SHARED buffers under that gap: spill[b] the
+int64_t emit_parts_scratch_bytes(const astitch_plan *p, int64_t gap);
+/* Where the parts form of kernel k keeps its SHARED buffers under that gap: spill[b] the
  * scratch offset of buffer b, -1 for a buffer of another kind (spill holds k's nbuf entries). */
-void emit_split_spill(const astitch_plan *p, int k, int64_t gap, int64_t *spill);
-/* Parts of kernel k when split at its global barriers: 1 + the number of global barriers. */
+void emit_parts_spill(const astitch_plan *p, int k, int64_t gap, int64_t *spill);
+/* Parts of kernel k when cut at its global barriers: 1 + the number of global barriers. */
 int emit_kernel_num_parts(const astitch_plan *p, int k);
 /* The LLVM (and PTX) function name of kernel k (part < 0) or of its part `part`: the plan name
  * with '.' as '_', and "_s<part>" for parts. */
@@ -308,7 +308,7 @@ typedef struct Emit {
     LLVMValueRef tid, ctaid; /* thread and block index, as ix */
     int32_t phase;           /* the phase being emitted */
     int32_t part_first;      /* first phase of the function being emitted */
-    int64_t *spill;          /* split form: per buffer of the kernel, the scratch offset that
+    int64_t *spill;          /* parts form: per buffer of the kernel, the scratch offset that
                               * replaces a SHARED buffer, else -1 */
     LLVMValueRef *cache;     /* per graph node: its value at *cache_ix, or NULL */
     const Index *cache_ix;

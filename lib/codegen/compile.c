@@ -12,7 +12,7 @@
 struct HostKernels {
     LLVMContextRef c;
     HostModule *hm;
-    bool split;
+    bool as_parts;
     int n;
     int *first;        /* per kernel: its first function in fn */
     void (**fn)(void); /* whole kernels, or every part of every kernel */
@@ -27,23 +27,23 @@ int compile_kernel_num_args(const astitch_plan *p, int k) { return emit_kernel_n
 
 int compile_kernel_num_parts(const astitch_plan *p, int k) { return emit_kernel_num_parts(p, k); }
 
-int64_t compile_split_scratch_bytes(const astitch_plan *p, bool host)
+int64_t compile_parts_scratch_bytes(const astitch_plan *p, bool host)
 {
-    return emit_split_scratch_bytes(p, host ? COMPILE_HOST_SPILL_GAP : 0);
+    return emit_parts_scratch_bytes(p, host ? COMPILE_HOST_SPILL_GAP : 0);
 }
 
-void compile_split_spill(const astitch_plan *p, int k, bool host, int64_t *spill)
+void compile_parts_spill(const astitch_plan *p, int k, bool host, int64_t *spill)
 {
-    emit_split_spill(p, k, host ? COMPILE_HOST_SPILL_GAP : 0, spill);
+    emit_parts_spill(p, k, host ? COMPILE_HOST_SPILL_GAP : 0, spill);
 }
 
-astitch_status compile_host(astitch_context *ctx, const astitch_plan *p, bool split,
+astitch_status compile_host(astitch_context *ctx, const astitch_plan *p, bool as_parts,
                             const HostPrimitives *rt, HostKernels **out)
 {
     *out = NULL;
     int nfn = 0;
     for (int k = 0; k < p->nkernel; k++)
-        nfn += split ? emit_kernel_num_parts(p, k) : 1;
+        nfn += as_parts ? emit_kernel_num_parts(p, k) : 1;
     HostKernels *hk = calloc(1, sizeof *hk);
     if (!hk || !(hk->fn = calloc((size_t)nfn + 1, sizeof *hk->fn)) ||
         !(hk->first = calloc((size_t)p->nkernel + 1, sizeof *hk->first))) {
@@ -51,9 +51,9 @@ astitch_status compile_host(astitch_context *ctx, const astitch_plan *p, bool sp
         return ctx_fail(ctx, ASTITCH_ERR_MEMORY, "out of memory compiling for the host");
     }
     hk->n = p->nkernel;
-    hk->split = split;
+    hk->as_parts = as_parts;
     hk->c = LLVMContextCreate();
-    EmitOptions o = {.const_addrspace = 0, .split_global = split, .check_shared = true,
+    EmitOptions o = {.const_addrspace = 0, .as_parts = as_parts, .check_shared = true,
                      .spill_gap = COMPILE_HOST_SPILL_GAP};
     LLVMModuleRef m;
     astitch_status s = emit_plan(ctx, p, hk->c, &o, &m);
@@ -61,10 +61,10 @@ astitch_status compile_host(astitch_context *ctx, const astitch_plan *p, bool sp
         s = host_compile(ctx, m, rt, &hk->hm);
     for (int k = 0, f = 0; s == ASTITCH_OK && k < p->nkernel; k++) {
         hk->first[k] = f;
-        int parts = split ? emit_kernel_num_parts(p, k) : 1;
+        int parts = as_parts ? emit_kernel_num_parts(p, k) : 1;
         for (int part = 0; s == ASTITCH_OK && part < parts; part++, f++) {
             char name[64];
-            emit_kernel_name(p, k, split ? part : -1, name, sizeof name);
+            emit_kernel_name(p, k, as_parts ? part : -1, name, sizeof name);
             if (!(hk->fn[f] = (void (*)(void))host_lookup(hk->hm, ctx, name)))
                 s = ASTITCH_ERR_COMPILE;
         }
@@ -79,7 +79,7 @@ astitch_status compile_host(astitch_context *ctx, const astitch_plan *p, bool sp
 
 void (*host_kernel(const HostKernels *hk, int k, int part))(void)
 {
-    if (k < 0 || k >= hk->n || (part >= 0) != hk->split)
+    if (k < 0 || k >= hk->n || (part >= 0) != hk->as_parts)
         return NULL;
     return hk->fn[hk->first[k] + (part < 0 ? 0 : part)];
 }
@@ -96,15 +96,15 @@ void host_kernels_destroy(HostKernels *hk)
     free(hk);
 }
 
-astitch_status compile_ptx(astitch_context *ctx, const astitch_plan *p, int sm, bool split,
+astitch_status compile_ptx(astitch_context *ctx, const astitch_plan *p, int sm, bool as_parts,
                            char **ptx)
 {
     *ptx = NULL;
     int nfn = 0;
     for (int k = 0; k < p->nkernel; k++)
-        nfn += split ? emit_kernel_num_parts(p, k) : 1;
+        nfn += as_parts ? emit_kernel_num_parts(p, k) : 1;
     LLVMContextRef c = LLVMContextCreate();
-    EmitOptions o = {.const_addrspace = 1, .split_global = split, .tensor_align = COMPILE_TENSOR_ALIGN,
+    EmitOptions o = {.const_addrspace = 1, .as_parts = as_parts, .tensor_align = COMPILE_TENSOR_ALIGN,
                      .native_bf16 = (sm ? sm : 90) >= 80};
     LLVMModuleRef m;
     astitch_status s = emit_plan(ctx, p, c, &o, &m);
@@ -118,10 +118,10 @@ astitch_status compile_ptx(astitch_context *ctx, const astitch_plan *p, int sm, 
         int f = 0;
         for (int k = 0; k < p->nkernel; k++) {
             const PlanKernel *pk = &p->kernel[k];
-            int parts = split ? emit_kernel_num_parts(p, k) : 1;
+            int parts = as_parts ? emit_kernel_num_parts(p, k) : 1;
             for (int part = 0; part < parts; part++, f++)
                 ks[f] = (NvptxKernel){
-                    .name = emit_kernel_name(p, k, split ? part : -1, names[f], sizeof names[f]),
+                    .name = emit_kernel_name(p, k, as_parts ? part : -1, names[f], sizeof names[f]),
                     .maxntid = pk->block,
                     .maxnreg = pk->regs};
         }

@@ -41,18 +41,18 @@ typedef struct HostPrimitives {
 typedef struct HostKernels HostKernels;
 
 /* Emits the kernels of p and compiles them for this machine (ORC JIT), their primitives bound
- * to rt (which must outlive the kernels). With split, every kernel is compiled as its parts
+ * to rt (which must outlive the kernels). With as_parts, every kernel is compiled as its parts
  * cut at the global barriers (see compile_kernel_num_parts). */
-astitch_status compile_host(astitch_context *ctx, const astitch_plan *p, bool split,
+astitch_status compile_host(astitch_context *ctx, const astitch_plan *p, bool as_parts,
                             const HostPrimitives *rt, HostKernels **out);
-/* Kernel k of the plan (part < 0), or its part `part` when compiled split; callable with its
+/* Kernel k of the plan (part < 0), or its part `part` when compiled as parts; callable with its
  * argument list through the SIMT runtime. */
 void (*host_kernel(const HostKernels *hk, int k, int part))(void);
 void host_kernels_destroy(HostKernels *hk); /* accepts NULL */
 
-/* Emits the kernels of p (split: as their parts) and lowers them to PTX for sm_<sm> with each
+/* Emits the kernels of p (as_parts: as their parts) and lowers them to PTX for sm_<sm> with each
  * kernel's launch bounds (maxntid, maxnreg from the plan). *ptx is malloc'd text. */
-astitch_status compile_ptx(astitch_context *ctx, const astitch_plan *p, int sm, bool split,
+astitch_status compile_ptx(astitch_context *ctx, const astitch_plan *p, int sm, bool as_parts,
                            char **ptx);
 
 /* A copy of PTX text ptx (from compile_ptx) in which kernel `name` is bounded to `regs`
@@ -67,16 +67,16 @@ astitch_status compile_llvm_text(astitch_context *ctx, const astitch_plan *p, ch
 
 /* Writes the PTX/LLVM function name of kernel k of p (part < 0) or of its part into buf. */
 char *compile_kernel_name(const astitch_plan *p, int k, int part, char *buf, size_t len);
-/* Bytes the host's split form leaves free before each SHARED buffer it keeps in scratch, a
+/* Bytes the host's parts form leaves free before each SHARED buffer it keeps in scratch, a
  * redzone the runtime checks (the CUDA form leaves none). */
 #define COMPILE_HOST_SPILL_GAP 64
-/* Scratch bytes the split form of p needs for the host or CUDA (more than the plan's: see
+/* Scratch bytes the parts form of p needs for the host or CUDA (more than the plan's: see
  * codegen.h). */
-int64_t compile_split_scratch_bytes(const astitch_plan *p, bool host);
-/* Where the host's or CUDA's split form of kernel k keeps its SHARED buffers: spill[b] the
+int64_t compile_parts_scratch_bytes(const astitch_plan *p, bool host);
+/* Where the host's or CUDA's parts form of kernel k keeps its SHARED buffers: spill[b] the
  * scratch offset of buffer b, -1 for a buffer of another kind (spill holds k's nbuf entries). */
-void compile_split_spill(const astitch_plan *p, int k, bool host, int64_t *spill);
-/* Parts of kernel k when split at its global barriers. */
+void compile_parts_spill(const astitch_plan *p, int k, bool host, int64_t *spill);
+/* Parts of kernel k when cut at its global barriers. */
 int compile_kernel_num_parts(const astitch_plan *p, int k);
 /* Number of pointer arguments of kernel k: inputs, outputs, scratch, barrier counter. */
 int compile_kernel_num_args(const astitch_plan *p, int k);

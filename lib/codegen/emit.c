@@ -33,7 +33,7 @@ char *emit_kernel_name(const astitch_plan *p, int k, int part, char *buf, size_t
     return buf;
 }
 
-/* In the split form, SHARED buffer b of kernel k lives at spill[b] in scratch (whole tensor),
+/* In the parts form, SHARED buffer b of kernel k lives at spill[b] in scratch (whole tensor),
  * each after `gap` free bytes, 256-byte aligned; returns the scratch bytes the form needs. */
 static int64_t spill_layout(const astitch_plan *p, const PlanKernel *k, int64_t gap,
                             int64_t *spill)
@@ -53,7 +53,7 @@ static int64_t spill_layout(const astitch_plan *p, const PlanKernel *k, int64_t 
     return (at + 255) & ~(int64_t)255;
 }
 
-int64_t emit_split_scratch_bytes(const astitch_plan *p, int64_t gap)
+int64_t emit_parts_scratch_bytes(const astitch_plan *p, int64_t gap)
 {
     int64_t most = p->scratch_bytes;
     for (int32_t k = 0; k < p->nkernel; k++) {
@@ -64,7 +64,7 @@ int64_t emit_split_scratch_bytes(const astitch_plan *p, int64_t gap)
     return most;
 }
 
-void emit_split_spill(const astitch_plan *p, int k, int64_t gap, int64_t *spill)
+void emit_parts_spill(const astitch_plan *p, int k, int64_t gap, int64_t *spill)
 {
     spill_layout(p, &p->kernel[k], gap, spill);
 }
@@ -150,7 +150,7 @@ static astitch_status emit_kernel(Emit *e, int32_t kk)
     if (!(e->spill = malloc(((size_t)k->nbuf + 1) * sizeof *e->spill)))
         return ctx_fail(e->ctx, ASTITCH_ERR_MEMORY, "out of memory");
     spill_layout(e->plan, k, e->opt.spill_gap, e->spill);
-    if (!e->opt.split_global)
+    if (!e->opt.as_parts)
         return emit_function(e, kk, emit_kernel_name(e->plan, kk, -1, name, sizeof name), 0,
                              k->nphase);
     astitch_status s = ASTITCH_OK;

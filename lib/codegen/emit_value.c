@@ -242,10 +242,10 @@ void ev_store(Emit *e, LLVMValueRef base, astitch_dtype t, LLVMValueRef lin, LLV
     LLVMBuildStore(e->b, to_memory(e, t, v), p);
 }
 
-/* True when buf holds a regional value in global memory (the split form). */
+/* True when buf holds a regional value in global memory (the parts form). */
 static bool spilled(const Emit *e, const PlanBuffer *buf)
 {
-    return e->opt.split_global && buf->kind == ASTITCH_BUFFER_SHARED;
+    return e->opt.as_parts && buf->kind == ASTITCH_BUFFER_SHARED;
 }
 
 void ev_check_shared(Emit *e, const PlanBuffer *buf, LLVMValueRef lin)

@@ -14,9 +14,9 @@ const char *config_dump_plan(void)
     return v && *v && strcmp(v, "0") != 0 ? v : NULL;
 }
 
-bool config_force_split(void)
+bool config_force_parts(void)
 {
-    const char *v = getenv("ASTITCH_FORCE_SPLIT");
+    const char *v = getenv("ASTITCH_FORCE_PARTS");
     return v && *v && strcmp(v, "0") != 0;
 }
 

@@ -5,7 +5,7 @@
  *
  *   ASTITCH_DUMP_PLAN    planner: "1" prints the finished plan, "after:<step>" the plan after
  *                        each run of a step (docs/planner.md); unset, empty or "0": nothing
- *   ASTITCH_FORCE_SPLIT  runtime: every kernel with global barriers runs as its parts, as when
+ *   ASTITCH_FORCE_PARTS  runtime: every kernel with global barriers runs as its parts, as when
  *                        its blocks cannot all be resident; unset, empty or "0": off
  *   ASTITCH_LIBCUDA      runtime: the CUDA driver library to open (default libcuda.so.1)
  *   ASTITCH_CUDA_PATH    codegen and the compile cache: the CUDA toolkit root (libdevice,
@@ -24,7 +24,7 @@
 
 /* ASTITCH_DUMP_PLAN's value when it asks for a dump, else NULL. */
 const char *config_dump_plan(void);
-bool config_force_split(void);
+bool config_force_parts(void);
 /* The driver library to dlopen. */
 const char *config_libcuda(void);
 /* ASTITCH_CUDA_PATH when set and not empty, else NULL (the caller's default). */

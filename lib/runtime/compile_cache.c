@@ -1,7 +1,7 @@
 /*
  * compile_cache.c: the compile cache of the CUDA target's PTX (compile_cache.h).
  *
- *   key      the text "astitch ptx cache key" + version, build, cuda path, sm, split, then the
+ *   key      the text "astitch ptx cache key" + version, build, cuda path, sm, parts, then the
  *            graph's and the plan's JSON, each after its length; hashed with FNV-1a 128
  *   memory   a fixed table under one mutex: the one process-wide state here, since an
  *            executable may be compiled on any context by any thread
@@ -72,9 +72,9 @@ static void build_id_init(void)
         snprintf(build_id, sizeof build_id, "unknown");
 }
 
-/* Fills k with the key of `kind` ("ptx": compiling p for sm/split; "variant": the variant
+/* Fills k with the key of `kind` ("ptx": compiling p for sm, whole or as parts; "variant": the variant
  * search's choice for p on sm); false (k empty) when it cannot be made. */
-static bool key_make(const char *kind, const astitch_plan *p, int sm, bool split, CacheKey *k)
+static bool key_make(const char *kind, const astitch_plan *p, int sm, bool as_parts, CacheKey *k)
 {
     *k = (CacheKey){0};
     char *graph = NULL, *plan = NULL;
@@ -86,9 +86,9 @@ static bool key_make(const char *kind, const astitch_plan *p, int sm, bool split
               (f = open_memstream(&k->text, &k->len));
     if (ok)
         ok = fprintf(f, "astitch %s cache key\nversion %s\nbuild %s\ncuda %zu %s\nsm %d\n"
-                        "split %d\ngraph %zu\n%s\nplan %zu\n%s\n",
+                        "parts %d\ngraph %zu\n%s\nplan %zu\n%s\n",
                      kind, astitch_version(), build_id, cuda ? strlen(cuda) : 0, cuda ? cuda : "",
-                     sm, (int)split, strlen(graph), graph, strlen(plan), plan) > 0;
+                     sm, (int)as_parts, strlen(graph), graph, strlen(plan), plan) > 0;
     if (f)
         ok = fclose(f) == 0 && ok;
     astitch_free(graph);
@@ -240,16 +240,16 @@ static void store(const CacheKey *k, const char *text, size_t n)
 static bool cache_on(void) { return config_cache_on(); }
 
 astitch_status cached_compile_ptx(astitch_context *ctx, const astitch_plan *p, int sm,
-                                  bool split, char **ptx)
+                                  bool as_parts, char **ptx)
 {
     *ptx = NULL;
     CacheKey k;
-    if (!cache_on() || !key_make("ptx", p, sm, split, &k))
-        return compile_ptx(ctx, p, sm, split, ptx);
+    if (!cache_on() || !key_make("ptx", p, sm, as_parts, &k))
+        return compile_ptx(ctx, p, sm, as_parts, ptx);
     astitch_status s = ASTITCH_OK;
     if (!(*ptx = lookup(&k))) {
         bump(&mem.stats.misses);
-        s = compile_ptx(ctx, p, sm, split, ptx);
+        s = compile_ptx(ctx, p, sm, as_parts, ptx);
         if (s == ASTITCH_OK)
             store(&k, *ptx, strlen(*ptx));
     }
@@ -257,10 +257,10 @@ astitch_status cached_compile_ptx(astitch_context *ctx, const astitch_plan *p, i
     return s;
 }
 
-void compile_cache_replace(const astitch_plan *p, int sm, bool split, const char *ptx)
+void compile_cache_replace(const astitch_plan *p, int sm, bool as_parts, const char *ptx)
 {
     CacheKey k;
-    if (!cache_on() || !key_make("ptx", p, sm, split, &k))
+    if (!cache_on() || !key_make("ptx", p, sm, as_parts, &k))
         return;
     store(&k, ptx, strlen(ptx));
     free(k.text);

@@ -6,7 +6,7 @@
  *
  * LLVM code generation is the expensive part of compiling a plan for a GPU; the PTX it makes
  * depends only on the key: the graph's JSON, the plan's JSON (device model, options, mapping),
- * sm, split, the library's version and build, and ASTITCH_CUDA_PATH (libdevice). The cache
+ * sm, whole or as parts, the library's version and build, and ASTITCH_CUDA_PATH (libdevice). The cache
  * keeps PTX by that key in two layers, looked up in order:
  *
  *   memory   process-wide, bounded (64 entries, 64 MiB; the oldest goes first), mutex-guarded
@@ -32,12 +32,12 @@
 /* compile_ptx (codegen/compile.h) through the cache: the same contract and the same text.
  * *ptx is malloc'd; errors are compile_ptx's, on ctx. */
 astitch_status cached_compile_ptx(astitch_context *ctx, const astitch_plan *p, int sm,
-                                  bool split, char **ptx);
+                                  bool as_parts, char **ptx);
 
-/* Replaces the entry of (p, sm, split) in both layers with ptx: the PTX the CUDA runtime
+/* Replaces the entry of (p, sm, as_parts) in both layers with ptx: the PTX the CUDA runtime
  * settled on after relaxing a spilling kernel's register bound (exec_cuda.c), so that a later
  * compile loads it at once. A no-op when the cache is off; failures only lose the entry. */
-void compile_cache_replace(const astitch_plan *p, int sm, bool split, const char *ptx);
+void compile_cache_replace(const astitch_plan *p, int sm, bool as_parts, const char *ptx);
 
 /* The variant search's choice for plan p (the planner's default form) on sm, as recorded by
  * compile_cache_set_choice in either layer: 0 the default, 1 the alternative; -1 when none is

@@ -270,7 +270,7 @@ typedef struct CudaLaunch {
 /* Queues the launch on l->stream. A cooperative launch is checked against
  * kernel->max_coresident first and launched with CU_LAUNCH_ATTRIBUTE_COOPERATIVE, so a grid
  * that cannot be co-resident fails at once instead of hanging: ASTITCH_ERR_UNSUPPORTED, after
- * which the caller runs its plan split at the grid barriers. Errors inside the kernel show at
+ * which the caller runs its plan as parts cut at the grid barriers. Errors inside the kernel show at
  * the next synchronization. */
 astitch_status cuda_launch(astitch_context *ctx, const CudaDevice *dev, const CudaLaunch *l);
 

@@ -99,7 +99,7 @@ static astitch_status layout(astitch_executable *x)
     return ASTITCH_OK;
 }
 
-bool exec_force_split(void) { return config_force_split(); }
+bool exec_force_parts(void) { return config_force_parts(); }
 
 int exec_split_inits(const astitch_plan *p, int k, SplitInit *out, int n)
 {
@@ -231,8 +231,8 @@ void astitch_executable_destroy(astitch_executable *x)
         return;
     astitch_executable_destroy(x->alt);
     host_kernels_destroy(x->hk);
-    host_kernels_destroy(x->hk_split);
-    free(x->split);
+    host_kernels_destroy(x->hk_parts);
+    free(x->as_parts);
     exec_cuda_close(x->cuda);
     for (int32_t n = 0; x->const_data && n < x->g->nnode; n++)
         free(x->const_data[n]);

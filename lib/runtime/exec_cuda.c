@@ -19,11 +19,11 @@
 struct ExecCuda {
     CudaDevice *dev;
     CudaModule *mod;        /* whole kernels */
-    CudaModule *split_mod;  /* parts of the kernels that need the fallback, or NULL */
+    CudaModule *parts_mod;  /* parts of the kernels that need the fallback, or NULL */
     CudaKernel *kern;       /* per plan kernel */
     int *bound;             /* per plan kernel: the register bound its PTX was loaded with */
-    bool *split;            /* per plan kernel: runs as parts */
-    CudaKernel **part;      /* per plan kernel with split: its parts */
+    bool *as_parts;            /* per plan kernel: runs as parts */
+    CudaKernel **part;      /* per plan kernel run as parts: its parts */
     int nkernel;
     CudaWorkspace ws;       /* x's own scratch and counters (none under caller_workspace) */
     CUdeviceptr temps;      /* x's own temporaries (none under caller_workspace) */
@@ -34,7 +34,7 @@ struct ExecCuda {
     } run;
     CUdeviceptr *io;        /* staging buffers for astitch_execute: params then outputs */
     int nio;
-    bool force_split;
+    bool force_parts;
 };
 
 astitch_status exec_cuda_open(astitch_context *ctx, ExecCuda **out, astitch_device *model)
@@ -50,7 +50,7 @@ astitch_status exec_cuda_open(astitch_context *ctx, ExecCuda **out, astitch_devi
     }
     cuda_device_model(c->dev, model);
     cuda_workspace_init(&c->ws, c->dev);
-    c->force_split = exec_force_split();
+    c->force_parts = exec_force_parts();
     *out = c;
     return ASTITCH_OK;
 }
@@ -65,7 +65,7 @@ void exec_cuda_close(ExecCuda *c)
         cuda_free(c->dev, c->temps);
         cuda_workspace_release(&c->ws);
         cuda_module_unload(c->mod);
-        cuda_module_unload(c->split_mod);
+        cuda_module_unload(c->parts_mod);
         cuda_leave(c->dev);
     }
     for (int i = 0; c->part && i < c->nkernel; i++)
@@ -74,12 +74,12 @@ void exec_cuda_close(ExecCuda *c)
     free(c->io);
     free(c->kern);
     free(c->bound);
-    free(c->split);
+    free(c->as_parts);
     cuda_device_close(c->dev);
     free(c);
 }
 
-static astitch_status load_split(astitch_executable *x, ExecCuda *c)
+static astitch_status load_parts(astitch_executable *x, ExecCuda *c)
 {
     const astitch_plan *p = x->plan;
     char *ptx;
@@ -88,10 +88,10 @@ static astitch_status load_split(astitch_executable *x, ExecCuda *c)
                                           true, &ptx);
     if (s != ASTITCH_OK)
         return s;
-    s = cuda_module_load(x->ctx, c->dev, ptx, "split kernels", &c->split_mod);
+    s = cuda_module_load(x->ctx, c->dev, ptx, "kernel parts", &c->parts_mod);
     free(ptx);
     for (int k = 0; s == ASTITCH_OK && k < p->nkernel; k++) {
-        if (!c->split[k])
+        if (!c->as_parts[k])
             continue;
         int parts = compile_kernel_num_parts(p, k);
         if (!(c->part[k] = calloc((size_t)parts, sizeof **c->part)))
@@ -99,7 +99,7 @@ static astitch_status load_split(astitch_executable *x, ExecCuda *c)
         for (int i = 0; s == ASTITCH_OK && i < parts; i++) {
             char name[64];
             compile_kernel_name(p, k, i, name, sizeof name);
-            s = cuda_kernel_get(x->ctx, c->split_mod, name, p->kernel[k].block,
+            s = cuda_kernel_get(x->ctx, c->parts_mod, name, p->kernel[k].block,
                                 (size_t)p->kernel[k].shared_bytes, &c->part[k][i]);
         }
     }
@@ -190,10 +190,10 @@ astitch_status exec_cuda_prepare(astitch_executable *x)
     if (s != ASTITCH_OK)
         return s;
     c->kern = calloc((size_t)p->nkernel + 1, sizeof *c->kern);
-    c->split = calloc((size_t)p->nkernel + 1, sizeof *c->split);
+    c->as_parts = calloc((size_t)p->nkernel + 1, sizeof *c->as_parts);
     c->part = calloc((size_t)p->nkernel + 1, sizeof *c->part);
     c->bound = calloc((size_t)p->nkernel + 1, sizeof *c->bound);
-    if (!c->kern || !c->split || !c->part || !c->bound) {
+    if (!c->kern || !c->as_parts || !c->part || !c->bound) {
         s = ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory");
         goto out;
     }
@@ -210,15 +210,15 @@ astitch_status exec_cuda_prepare(astitch_executable *x)
     if (s == ASTITCH_OK && relaxed) /* the next compile of this plan loads the relaxed PTX */
         compile_cache_replace(p, sm, false, ptx);
     free(ptx);
-    bool any_split = false;
+    bool any_parts = false;
     for (int k = 0; s == ASTITCH_OK && k < p->nkernel; k++) {
         const PlanKernel *pk = &p->kernel[k];
-        if (pk->global_barriers > 0 && (c->force_split || pk->grid > c->kern[k].max_coresident))
-            c->split[k] = any_split = true;
+        if (pk->global_barriers > 0 && (c->force_parts || pk->grid > c->kern[k].max_coresident))
+            c->as_parts[k] = any_parts = true;
     }
-    if (s == ASTITCH_OK && any_split)
-        s = load_split(x, c);
-    c->scratch_need = (size_t)(any_split ? compile_split_scratch_bytes(p, false) : p->scratch_bytes) + 256;
+    if (s == ASTITCH_OK && any_parts)
+        s = load_parts(x, c);
+    c->scratch_need = (size_t)(any_parts ? compile_parts_scratch_bytes(p, false) : p->scratch_bytes) + 256;
     if (s == ASTITCH_OK && x->caller_workspace) {
         exec_cuda_use_workspace(x, 0);
         goto out;
@@ -285,7 +285,7 @@ static astitch_status launch_kernel(astitch_executable *x, int k, const uint64_t
                             init[i].bits, (size_t)init[i].elements, st);
     if (s != ASTITCH_OK)
         goto out;
-    if (c->split[k]) {
+    if (c->as_parts[k]) {
         int parts = compile_kernel_num_parts(x->plan, k);
         for (int i = 0; s == ASTITCH_OK && i < parts; i++) {
             CudaLaunch l = {.kernel = &c->part[k][i], .grid = (unsigned)pk->grid, .args = args,

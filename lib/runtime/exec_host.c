@@ -4,7 +4,7 @@
  *
  * Redzones (simt_redzone.c): every launch runs with guards in each block's shared memory and
  * in the scratch arena, wherever the kernel's buffers leave bytes free (the padding after each
- * buffer's elements, the gaps the split form leaves before the SHARED buffers it keeps in
+ * buffer's elements, the gaps the parts form leaves before the SHARED buffers it keeps in
  * scratch) and SIMT_REDZONE bytes before and after each region; a guard found overwritten after
  * a launch fails the run (ASTITCH_ERR_DEVICE) naming the kernel, the buffer and the byte. */
 #include <stdio.h>
@@ -21,19 +21,19 @@
 astitch_status exec_host_prepare(astitch_executable *x)
 {
     const astitch_plan *p = x->plan;
-    x->split = calloc((size_t)p->nkernel + 1, sizeof *x->split);
-    if (!x->split)
+    x->as_parts = calloc((size_t)p->nkernel + 1, sizeof *x->as_parts);
+    if (!x->as_parts)
         return ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory");
-    bool any = false, force = exec_force_split();
+    bool any = false, force = exec_force_parts();
     for (int k = 0; k < p->nkernel; k++) {
         const PlanKernel *pk = &p->kernel[k];
-        x->split[k] = pk->global_barriers > 0 &&
+        x->as_parts[k] = pk->global_barriers > 0 &&
                       (force || (int64_t)pk->grid * pk->block > SIMT_MAX_LIVE_THREADS);
-        any |= x->split[k];
+        any |= x->as_parts[k];
     }
     astitch_status s = compile_host(x->ctx, p, false, simt_host_primitives(), &x->hk);
     if (s == ASTITCH_OK && any)
-        s = compile_host(x->ctx, p, true, simt_host_primitives(), &x->hk_split);
+        s = compile_host(x->ctx, p, true, simt_host_primitives(), &x->hk_parts);
     return s;
 }
 
@@ -72,9 +72,9 @@ static int cmp_range(const void *a, const void *b)
 
 /* The ranges of kernel k's buffers, each its elements alone (not the padding the plan rounds it
  * to): SHARED and REDUCE in shared memory, SCRATCH and PARTIAL (accumulators, then counters)
- * in the arena; in the split form (split), SHARED buffers where the parts keep them in the
+ * in the arena; in the parts form (as_parts), SHARED buffers where the parts keep them in the
  * arena instead. */
-static bool guards_build(const astitch_plan *p, int32_t k, bool split, Guards *gd)
+static bool guards_build(const astitch_plan *p, int32_t k, bool as_parts, Guards *gd)
 {
     const PlanKernel *pk = &p->kernel[k];
     size_t n = (size_t)pk->nbuf * 2 + 1;
@@ -82,17 +82,17 @@ static bool guards_build(const astitch_plan *p, int32_t k, bool split, Guards *g
     int64_t *spill = calloc(n, sizeof *spill);
     *gd = (Guards){.range = calloc(n, sizeof *gd->range), .name = calloc(n, sizeof *gd->name)};
     bool ok = shared && scratch && spill && gd->range && gd->name;
-    if (ok && split)
-        compile_split_spill(p, k, true, spill);
+    if (ok && as_parts)
+        compile_parts_spill(p, k, true, spill);
     for (int32_t b = 0; ok && b < pk->nbuf; b++) {
         const PlanBuffer *pb = &pk->buf[b];
         const Node *node = gnode(p->graph, pb->node);
         int64_t used = pb->elements * (int64_t)astitch_dtype_size(pb->dtype);
-        bool spilled = split && pb->kind == ASTITCH_BUFFER_SHARED;
+        bool spilled = as_parts && pb->kind == ASTITCH_BUFFER_SHARED;
         char *name = gd->name[2 * b], *counters = gd->name[2 * b + 1];
         snprintf(name, sizeof gd->name[0], "%s buffer of node %d '%s'%s",
                  astitch_buffer_kind_name(pb->kind), pb->node, node->name,
-                 spilled ? " (in scratch: split form)" : "");
+                 spilled ? " (in scratch: parts form)" : "");
         snprintf(counters, sizeof gd->name[0], "the arrival counters of %s", name);
         switch (pb->kind) {
         case ASTITCH_BUFFER_SHARED:
@@ -167,7 +167,7 @@ static astitch_status run_kernel(astitch_executable *x, int32_t k, const void *c
     SplitInit *init = calloc((size_t)pk->nop * 2 + 1, sizeof *init);
     Guards gd = {0};
     astitch_status s = ASTITCH_OK;
-    if (!vals || !ptrs || !types || !init || !guards_build(x->plan, k, x->split[k], &gd)) {
+    if (!vals || !ptrs || !types || !init || !guards_build(x->plan, k, x->as_parts[k], &gd)) {
         s = ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory launching %s", pk->name);
         goto out;
     }
@@ -194,15 +194,15 @@ static astitch_status run_kernel(astitch_executable *x, int32_t k, const void *c
     SimtLaunch l = {.arg_types = types, .arg_values = ptrs, .nargs = nargs, .grid = pk->grid,
                     .block = pk->block, .shared_bytes = (size_t)pk->shared_bytes,
                     .name = pk->name, .shared_redzones = &shared_z};
-    if (!x->split[k]) {
+    if (!x->as_parts[k]) {
         l.fn = host_kernel(x->hk, k, -1);
         l.cooperative = pk->global_barriers > 0;
         s = simt_launch(x->ctx, &l);
         if (s == ASTITCH_OK)
             s = check_scratch(x, pk, -1, scratch, &scratch_z);
     }
-    for (int part = 0; x->split[k] && s == ASTITCH_OK && part < compile_kernel_num_parts(x->plan, k); part++) {
-        l.fn = host_kernel(x->hk_split, k, part);
+    for (int part = 0; x->as_parts[k] && s == ASTITCH_OK && part < compile_kernel_num_parts(x->plan, k); part++) {
+        l.fn = host_kernel(x->hk_parts, k, part);
         s = simt_launch(x->ctx, &l);
         if (s == ASTITCH_OK)
             s = check_scratch(x, pk, part, scratch, &scratch_z);
@@ -238,7 +238,7 @@ astitch_status exec_host_run(astitch_executable *x, const void *const *inputs,
 {
     const astitch_plan *p = x->plan;
     char *temps = malloc(x->temp_bytes + 64);
-    int64_t scratch_bytes = x->hk_split ? compile_split_scratch_bytes(p, true) : p->scratch_bytes;
+    int64_t scratch_bytes = x->hk_parts ? compile_parts_scratch_bytes(p, true) : p->scratch_bytes;
     char *arena = calloc(1, (size_t)scratch_bytes + 2 * SIMT_REDZONE); /* redzones either side */
     char *scratch = arena ? arena + SIMT_REDZONE : NULL;
     uint32_t *counter = calloc(16, sizeof *counter);

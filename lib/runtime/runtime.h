@@ -59,8 +59,8 @@ struct astitch_executable {
                           * a compute op reads (computed once at compile time), else NULL */
     size_t temp_bytes;
     HostKernels *hk;     /* host: whole kernels */
-    HostKernels *hk_split; /* host: parts of every kernel, when some kernel needs the fallback */
-    bool *split;         /* host: per kernel, runs as parts */
+    HostKernels *hk_parts; /* host: parts of every kernel, when some kernel needs the fallback */
+    bool *as_parts;        /* host: per kernel, runs as parts */
     ExecCuda *cuda;      /* cuda */
     astitch_variant_info variant; /* the variant search (variant.c) */
     astitch_executable *alt; /* PENDING: the wide_rows form, compiled, not yet run */
@@ -73,8 +73,8 @@ struct astitch_executable {
  * cuda). On failure x holds what was made, for astitch_executable_destroy. */
 astitch_status exec_build(astitch_executable *x, const astitch_device *dev,
                           const astitch_plan_options *po);
-/* True when ASTITCH_FORCE_SPLIT asks every grid-barrier kernel to run split (for tests). */
-bool exec_force_split(void);
+/* True when ASTITCH_FORCE_PARTS asks every grid-barrier kernel to run as its parts (for tests). */
+bool exec_force_parts(void);
 /* The destinations kernel k must have initialized; returns the count (0..n) written to out. */
 int exec_split_inits(const astitch_plan *p, int k, SplitInit *out, int n);
 
