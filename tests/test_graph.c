@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cmocka.h>
 
 #include "ir/ir.h"
@@ -363,6 +367,30 @@ static void test_error_location(void **state)
     assert_false(astitch_last_error_position(f->ctx, &line, &col));
     assert_false(astitch_last_error_position(NULL, &line, &col));
     assert_int_equal(astitch_last_error_node(NULL), ASTITCH_NO_NODE);
+}
+
+/* In debug builds an internal invariant broken (a node id past the graph) aborts with its place;
+ * run in a child process. */
+static void test_debug_assertion(void **state)
+{
+#ifdef ASTITCH_DEBUG_CHECKS
+    Fixture *f = *state;
+    astitch_node x = astitch_parameter(f->g, "x", ASTITCH_F32, 2, d43);
+    assert_true(x >= 0);
+    fflush(stdout);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        (void)gnode(f->g, f->g->nnode);
+        _exit(0);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+#else
+    (void)state;
+    skip();
+#endif
 }
 
 /* The verifier re-checks what builders guarantee: corrupt a good graph in each way. */
@@ -750,6 +778,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_zero_extent_shapes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_error_names_node, setup, teardown),
         cmocka_unit_test_setup_teardown(test_error_location, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_debug_assertion, setup, teardown),
         cmocka_unit_test_setup_teardown(test_verifier_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_type_rule_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reduce_kinds_on_bool, setup, teardown),

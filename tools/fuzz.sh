@@ -38,7 +38,7 @@ fi
 
 echo "fuzz: building with $cc"
 if ! "$cc" -std=c11 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-     -D_GNU_SOURCE -DASTITCH_BUILDING -DASTITCH_PLAN_CHECKS=1 \
+     -D_GNU_SOURCE -DASTITCH_BUILDING -DASTITCH_DEBUG_CHECKS=1 \
      -I"$root/include" -I"$root/lib" -I"$root/lib/ir" \
      "$root"/lib/ir/*.c "$root"/lib/passes/*.c "$root/tests/fuzz/fuzz_graph.c" \
      -ljansson -lm -o "$work/fuzz_graph"; then

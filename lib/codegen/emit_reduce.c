@@ -335,6 +335,7 @@ void emit_reduce(Emit *e, const PlanPhase *p, LLVMValueRef tile_iv)
     int tpr = m->threads_per_row, rpb = m->rows_per_block;
     /* a column thread takes the run of v rows from row_in_tile (v = 1: one row) */
     int v = emit_column_vector(e, p, &space);
+    ASTITCH_ASSERT(v >= 1 && v <= VECTOR_MAX && rpb % v == 0);
     LLVMValueRef row_in_tile = column ? LLVMBuildURem(e->b, e->tid, ev_int(e, rpb / v), "")
                                       : LLVMBuildUDiv(e->b, e->tid, ev_int(e, tpr), "");
     if (v > 1)

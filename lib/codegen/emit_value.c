@@ -642,6 +642,7 @@ static Index *walk_ix(Walk *w, int32_t of) { return of < 0 ? w->ix : &w->f[of].s
 
 void *ev_frames_push(void **frames, const void *local, int32_t *n, int32_t *cap, size_t size)
 {
+    ASTITCH_ASSERT(*n >= 0 && *n <= *cap);
     if (*n == *cap) {
         size_t bytes = (size_t)*cap * size;
         void *f = *frames == local ? malloc(2 * bytes) : realloc(*frames, 2 * bytes);

@@ -80,6 +80,12 @@ void ctx_error_at_position(astitch_context *ctx, int line, int column)
 
 void astitch_free(void *p) { free(p); }
 
+void astitch_assert_fail(const char *cond, const char *file, int line)
+{
+    fprintf(stderr, "astitch: internal invariant broken at %s:%d: %s\n", file, line, cond);
+    abort();
+}
+
 astitch_status ctx_failv(astitch_context *ctx, astitch_status s, const char *fmt, va_list ap)
 {
     if (ctx) {

@@ -121,10 +121,26 @@ void ctx_error_at_position(astitch_context *ctx, int line, int column);
 void ctx_error_node_into(astitch_context *ctx, const astitch_graph *from, const astitch_graph *to);
 const CustomFn *ctx_custom(const astitch_context *ctx, const char *target);
 
+/* Internal invariants, checked in debug builds (ASTITCH_DEBUG_CHECKS: buildtype debug or
+ * debugoptimized, the default and the tests'), where a broken one is a bug in libastitch: it
+ * prints the condition and its place to stderr and aborts. Never for bad input, which gets a
+ * status and a message. Release builds compile them away. */
+#ifdef ASTITCH_DEBUG_CHECKS
+#define ASTITCH_ASSERT(cond) ((cond) ? (void)0 : astitch_assert_fail(#cond, __FILE__, __LINE__))
+#else
+#define ASTITCH_ASSERT(cond) ((void)0)
+#endif
+_Noreturn void astitch_assert_fail(const char *cond, const char *file, int line);
+
 /* graph.c */
-static inline const Node *gnode(const astitch_graph *g, int32_t id) { return &g->node[id]; }
+static inline const Node *gnode(const astitch_graph *g, int32_t id)
+{
+    ASTITCH_ASSERT(id >= 0 && id < g->nnode);
+    return &g->node[id];
+}
 static inline int32_t goperand(const astitch_graph *g, int32_t id, int k)
 {
+    ASTITCH_ASSERT(id >= 0 && id < g->nnode && k >= 0 && k < g->node[id].nin);
     return g->operand[g->node[id].in + k];
 }
 /* Appends a node with the given operands; returns its id or -1 (out of memory, recorded). */

@@ -27,8 +27,8 @@
  *   element-wise   one element per thread per tile (a block per tile: one 16-byte vector per
  *                  thread, blocks of TILE_BLOCK_ELEMENTWISE when every group is element-wise).
  *
- * A persistent kernel (k->persistent: it has global barriers, or the persistent option) packs
- * tiles beyond one wave vertically: a block walks a contiguous chunk of tiles, so the grid never
+ * Vertical packing and task splitting are in packing.c. A persistent kernel (k->persistent: it
+ * has global barriers, or the persistent option) packs tiles beyond one wave vertically: a block walks a contiguous chunk of tiles, so the grid never
  * exceeds one wave and global barriers stay legal. Any other kernel takes a block per tile and
  * the hardware schedules the grid in waves. With packing off, a row or column takes one tile and
  * nothing is split (the XLA baseline); vertical packing remains where the kernel is persistent.
@@ -47,22 +47,9 @@ static int64_t gcd(int64_t a, int64_t b)
     return a;
 }
 
-typedef struct Ctx {
-    const astitch_device *dev;
-    int32_t block;
-    int32_t wave;
-    bool packing;
-    bool persistent; /* the grid is at most one wave; else a block per tile */
-    bool wide_rows;  /* astitch_plan_options.wide_rows */
-    bool alone;      /* the kernel has one group */
-} Ctx;
-
 /* A kernel of element-wise groups launched a block per tile: threads per block (measured on the
  * H100 against one wave of 1024: eltwise_16m 53.1 -> 48.2 us, docs/planner.md). */
 enum { TILE_BLOCK_ELEMENTWISE = 512 };
-/* Grids of a block per tile stay below this many blocks (the blocks then walk chunks). */
-#define TILE_GRID_MAX ((int64_t)1 << 30)
-
 /* Resident rows: row elements a lane keeps in registers at most (LANE_ELEMENTS_GOAL is
  * PLAN_LANE_ELEMENTS_GOAL), lanes per row at most, and the bytes a warp's access of one row
  * should cover (a whole 128-byte line). */
@@ -103,7 +90,7 @@ bool mapping_rows_may_reside(const Shape *s, uint32_t axes)
 /* The resident lane layout of row mapping m whose narrowest row-shaped tensor has elements of
  * min_bytes: lanes per row and vector width. False when the row is streamed instead (not
  * reduced over trailing axes, too long, or packing off). */
-static bool resident_layout(const astitch_mapping *m, const Ctx *c, int64_t min_bytes,
+static bool resident_layout(const astitch_mapping *m, const MapCtx *c, int64_t min_bytes,
                             int64_t *lanes, int32_t *vector)
 {
     int64_t k = m->row_len, warp = c->dev->warp_size;
@@ -131,87 +118,7 @@ static bool resident_layout(const astitch_mapping *m, const Ctx *c, int64_t min_
     return true;
 }
 
-/* Grid and chunks of m for `tiles` tiles of tile_rows rows each: a block per tile, or, when
- * the kernel is persistent, at most a wave of blocks each walking a contiguous chunk of tiles. */
-static void finish(astitch_mapping *m, const Ctx *c, int64_t tiles, int64_t tile_rows,
-                   int64_t quantum)
-{
-    m->block = c->block;
-    if (m->split > 1) {
-        m->grid = (int32_t)(tiles * m->split);
-        m->chunk = m->rows_per_block;
-        m->tasks_per_block = 1;
-        m->split_len = ceil_div(m->row_len, m->split);
-        return;
-    }
-    m->split = 1;
-    m->split_len = m->row_len;
-    if (tiles < 1) {
-        m->grid = 1;
-        m->chunk = m->rows_per_block;
-        m->tasks_per_block = 0;
-        return;
-    }
-    int64_t most = c->persistent ? c->wave : TILE_GRID_MAX;
-    int64_t grid = tiles < most ? tiles : most;
-    int64_t per = ceil_div(tiles, grid);
-    int64_t chunk = per * tile_rows;
-    if (quantum > 1 && chunk % quantum) /* element-wise groups with quotient sub-dominants */
-        chunk = ceil_div(chunk, quantum) * quantum;
-    m->grid = (int32_t)ceil_div(m->rows, chunk);
-    if (m->grid <= 1) { /* one block owns everything: say so exactly */
-        m->grid = 1;
-        chunk = m->rows > 0 ? m->rows : 1;
-    }
-    m->chunk = chunk;
-    m->tasks_per_block = ceil_div(chunk, m->rows_per_block);
-}
-
-/* The most parts a row of reduce mapping m (threads_per_row and vector set) may be split
- * into across blocks: 1 when it is not split at all. A streamed row longer than a block
- * keeps at least 4 elements per thread in each part, a column at least 8 per lane. */
-static int64_t split_most(const astitch_mapping *m, const Ctx *c)
-{
-    if (!c->packing)
-        return 1;
-    if (m->kind == ASTITCH_MAP_ROW_REDUCE)
-        return !m->vector && m->threads_per_row == c->block && m->row_len > c->block
-                   ? ceil_div(m->row_len, (int64_t)c->block * 4)
-                   : 1;
-    if (m->kind == ASTITCH_MAP_COLUMN_REDUCE)
-        return m->row_len > m->threads_per_row * 8 ? ceil_div(m->row_len, m->threads_per_row * 8)
-                                                   : 1;
-    return 1;
-}
-
-/* Parts (at most `most`) to split each of `tiles` tiles into when there are fewer tiles than
- * blocks per wave. A column group alone in a kernel of a block per tile (`balance`): the count
- * whose blocks fill their waves best, that is the least waves per unit of work, ceil(tiles x
- * s / wave) / s, taking the smallest s within SPLIT_SLACK of the best (measured on the H100:
- * gpt2_bwd_mlp_gelu, 96 column tiles on a wave of 264, 129.5 us in 2 parts, which fill 192 of
- * the 264 places, 120-123 us in 8 to 11). Otherwise as many as one wave holds (the paper's
- * rule): in a persistent kernel no more fit; beside other groups (layernorm backward: the
- * column sums next to the rows) no count measured better than noise; rows are unmeasured. */
-#define SPLIT_SLACK 1.02
-enum { SPLIT_WAVES_MAX = 8 };
-static int64_t choose_split(const Ctx *c, int64_t tiles, int64_t most, bool balance)
-{
-    if (tiles < 1 || tiles >= c->wave || most <= 1)
-        return 1;
-    if (c->persistent || !balance)
-        return c->wave / tiles < most ? c->wave / tiles : most;
-    double best = 0;
-    for (int64_t s = 1; s <= most && tiles * s <= SPLIT_WAVES_MAX * (int64_t)c->wave; s++) {
-        double cost = (double)ceil_div(tiles * s, c->wave) / (double)s;
-        if (best == 0 || cost < best)
-            best = cost;
-    }
-    for (int64_t s = 1;; s++)
-        if ((double)ceil_div(tiles * s, c->wave) / (double)s <= best * SPLIT_SLACK)
-            return s;
-}
-
-static void map_row(astitch_mapping *m, const Ctx *c, int64_t min_bytes)
+static void map_row(astitch_mapping *m, const MapCtx *c, int64_t min_bytes)
 {
     int64_t warp = c->dev->warp_size, k = m->row_len, t;
     if (resident_layout(m, c, min_bytes, &t, &m->vector))
@@ -230,8 +137,8 @@ static void map_row(astitch_mapping *m, const Ctx *c, int64_t min_bytes)
     m->threads_per_row = (int32_t)t;
     m->rows_per_block = (int32_t)p;
     int64_t tiles = ceil_div(m->rows, p);
-    m->split = (int32_t)choose_split(c, tiles, split_most(m, c), false);
-    finish(m, c, tiles, p, 1);
+    m->split = (int32_t)packing_split(c, tiles, packing_split_most(m, c), false);
+    packing_finish(m, c, tiles, p, 1);
 }
 
 /* Columns per block of a column group alone in its kernel (else a warp's): a block's lanes then
@@ -242,7 +149,7 @@ static void map_row(astitch_mapping *m, const Ctx *c, int64_t min_bytes)
  * (bert_base_bwd_layernorm 23.8 us against 24.6 at 128 and 26.2 at 256). */
 enum { COLUMNS_ALONE = 128 };
 
-static void map_column(astitch_mapping *m, const Ctx *c)
+static void map_column(astitch_mapping *m, const MapCtx *c)
 {
     int64_t warp = c->dev->warp_size, cols = m->rows > 1 ? m->rows : 1, p, t;
     if (!c->packing) {
@@ -259,14 +166,14 @@ static void map_column(astitch_mapping *m, const Ctx *c)
     m->rows_per_block = (int32_t)p;
     m->threads_per_row = (int32_t)t;
     int64_t tiles = ceil_div(m->rows, p);
-    m->split = (int32_t)choose_split(c, tiles, split_most(m, c), c->alone);
-    finish(m, c, tiles, p, 1);
+    m->split = (int32_t)packing_split(c, tiles, packing_split_most(m, c), c->alone);
+    packing_finish(m, c, tiles, p, 1);
 }
 
 /* Persistent, a tile is one element per thread; a block per tile, a 16-byte vector per thread
  * (elements of the narrowest tensor of min_bytes, at most 8; halved until it divides the
  * space), which is what codegen loads at once. */
-static void map_elementwise(astitch_mapping *m, const Ctx *c, int64_t quantum, int64_t min_bytes)
+static void map_elementwise(astitch_mapping *m, const MapCtx *c, int64_t quantum, int64_t min_bytes)
 {
     m->threads_per_row = 1;
     m->rows_per_block = c->block;
@@ -277,7 +184,7 @@ static void map_elementwise(astitch_mapping *m, const Ctx *c, int64_t quantum, i
         while (v > 1 && m->rows % v)
             v /= 2;
     }
-    finish(m, c, ceil_div(m->rows, c->block * v), c->block * v, quantum);
+    packing_finish(m, c, ceil_div(m->rows, c->block * v), c->block * v, quantum);
 }
 
 /* The iteration space of dominant d as rows x row_len, and the mapping kind. */
@@ -331,7 +238,7 @@ static int64_t space_min_bytes(const astitch_graph *g, const PlanKernel *k, cons
 
 /* The register bound to assume for kernel k: 32, or resident_regs() of its longest resident
  * lane part (times the tiles a thread takes at once: one when a block takes one tile). */
-static int64_t assumed_regs(const astitch_graph *g, const PlanKernel *k, const Ctx *c)
+static int64_t assumed_regs(const astitch_graph *g, const PlanKernel *k, const MapCtx *c)
 {
     int64_t regs = 32;
     for (int32_t i = 0; i < k->ngroup; i++) {
@@ -356,7 +263,7 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k)
 {
     const astitch_graph *g = pl->g;
     const astitch_device *dev = &pl->p->dev;
-    Ctx c = {dev, dev->warp_size, 0, pl->p->opt.packing, k->persistent, pl->p->opt.wide_rows,
+    MapCtx c = {dev, dev->warp_size, 0, pl->p->opt.packing, k->persistent, pl->p->opt.wide_rows,
              k->ngroup == 1};
     bool elementwise = true;
     for (int32_t i = 0; i < k->ngroup; i++) {

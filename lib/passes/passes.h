@@ -12,6 +12,7 @@
  *   bound.c      kernels of more input and output tensors than a launch takes cut in pieces
  *   dominant.c   candidates, dominant merging, groups                     paper 4.3 step 1
  *   mapping.c    adaptive thread mapping of each dominant                  paper 3.3, 4.3 step 2
+ *   packing.c    ... its vertical packing and task splitting               paper 3.3 (ATM)
  *   propagate.c  schedule propagation: roots, phases, reads                paper 4.2 obs. A
  *   adapt.c      proactive block-locality adaptation                       paper 4.3 step 3
  *   schemes.c    passive block-locality check, schemes, barriers, how a
@@ -105,7 +106,7 @@ astitch_status plan_fill(Planner *pl);
 astitch_status plan_check(Planner *pl);
 /* Checks kernel k (of pl's plan, indexed) against the invariants of `stage` and every stage
  * before it; ASTITCH_ERR_INTERNAL naming the kernel and node on a violation. The pipeline
- * runs it after each step in builds with plan checks (ASTITCH_PLAN_CHECKS). */
+ * runs it after each step in builds with plan checks (ASTITCH_DEBUG_CHECKS). */
 astitch_status plan_check_kernel(Planner *pl, const PlanKernel *k, PlanStage stage);
 /* Appends node n to kernel k's op list (unsorted until plan_fill). */
 bool plan_kernel_add(PlanKernel *k, int32_t n);
@@ -188,6 +189,30 @@ astitch_status pass_remote(Planner *pl);
  * pieces within it (kernels renumbered by first node when any is cut); refuses (UNSUPPORTED)
  * only an xla kernel over the bound that recomputes another kernel's op. */
 astitch_status pass_bound(Planner *pl);
+/* What thread mapping (mapping.c, packing.c) knows of the kernel it maps. */
+typedef struct MapCtx {
+    const astitch_device *dev;
+    int32_t block;
+    int32_t wave;
+    bool packing;
+    bool persistent; /* the grid is at most one wave; else a block per tile */
+    bool wide_rows;  /* astitch_plan_options.wide_rows */
+    bool alone;      /* the kernel has one group */
+} MapCtx;
+/* packing.c. Sets m's block, grid, chunk, tasks_per_block and split_len for `tiles` tiles of
+ * tile_rows rows each (m->split, rows_per_block set): split tiles a block per part; else a
+ * block per tile, or, persistent, at most a wave of blocks each walking a contiguous chunk of
+ * tiles (vertical packing; chunks a multiple of quantum). */
+void packing_finish(astitch_mapping *m, const MapCtx *c, int64_t tiles, int64_t tile_rows,
+                    int64_t quantum);
+/* The most parts a row of reduce mapping m (threads_per_row and vector set) may be split into
+ * across blocks: 1 when it is not split at all (packing off, resident rows, short rows). */
+int64_t packing_split_most(const astitch_mapping *m, const MapCtx *c);
+/* Parts (at most `most`) to split each of `tiles` tiles into when there are fewer tiles than
+ * blocks per wave; `balance`: choose the count that fills the waves best (a column group alone
+ * in a kernel of a block per tile). */
+int64_t packing_split(const MapCtx *c, int64_t tiles, int64_t most, bool balance);
+
 /* The steps on one kernel (pl->kidx indexed for it), in pipeline order; each may fail with
  * UNSUPPORTED naming what the device cannot do, or on memory.
  * dominant.c: roles, groups and each group's dominant (PLAN_STAGE_GROUPS). */

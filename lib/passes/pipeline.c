@@ -32,7 +32,7 @@
  *     |
  *   check                              coverage, order, launch limits
  *
- * Each line is a step. In builds with plan checks (ASTITCH_PLAN_CHECKS: buildtype debug or
+ * Each line is a step. In builds with plan checks (ASTITCH_DEBUG_CHECKS: buildtype debug or
  * debugoptimized) the plan checker runs after every step on what that step leaves
  * (plan_check_kernel, PlanStage). ASTITCH_DUMP_PLAN=1 in the environment prints the finished
  * plan (text) to stderr; ASTITCH_DUMP_PLAN=after:<step> prints, after each run of that step,
@@ -154,7 +154,7 @@ static astitch_status step(Planner *pl, PlanKernel *k, const char *name, int sta
 {
     astitch_plan *p = pl->p;
     int32_t lo = k ? (int32_t)(k - p->kernel) : 0, hi = k ? lo + 1 : p->nkernel;
-#ifdef ASTITCH_PLAN_CHECKS
+#ifdef ASTITCH_DEBUG_CHECKS
     for (int32_t i = lo; !st && stage >= 0 && i < hi; i++)
         st = plan_check_kernel(pl, &p->kernel[i], (PlanStage)stage);
 #else

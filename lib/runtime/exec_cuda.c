@@ -275,6 +275,7 @@ static astitch_status launch_kernel(astitch_executable *x, int k, const uint64_t
         vals[a++] = dev_ptr(x, pk->output[i], in, outp);
     vals[a++] = c->run.scratch;
     vals[a++] = c->run.counters;
+    ASTITCH_ASSERT(a == nargs); /* the kernel's signature: inputs, outputs, scratch, counters */
     for (int i = 0; i < nargs; i++)
         args[i] = &vals[i];
     int ninit = exec_split_inits(x->plan, k, init, pk->nop * 2);

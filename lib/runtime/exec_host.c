@@ -181,6 +181,7 @@ static astitch_status run_kernel(astitch_executable *x, int32_t k, const void *c
         vals[a++] = value_ptr(x, pk->output[i], inputs, outputs, temps);
     vals[a++] = scratch;
     vals[a++] = counter;
+    ASTITCH_ASSERT(a == nargs); /* the kernel's signature: inputs, outputs, scratch, counters */
     for (int i = 0; i < nargs; i++) {
         ptrs[i] = &vals[i];
         types[i] = &ffi_type_pointer;
