@@ -101,6 +101,59 @@ static astitch_status layout(astitch_executable *x)
 
 bool exec_force_parts(void) { return config_force_parts(); }
 
+/* Kernel k of r's plan: its arguments in the order of its signature (inputs, outputs, scratch,
+ * counters), the split reductions' initial values, the launch. */
+static astitch_status run_kernel(ExecRun *r, int k)
+{
+    astitch_executable *x = r->x;
+    const PlanKernel *pk = &x->plan->kernel[k];
+    if (pk->grid < 1)
+        return ASTITCH_OK;
+    int nargs = compile_kernel_num_args(x->plan, k);
+    uint64_t *args = calloc((size_t)nargs + 1, sizeof *args);
+    SplitInit *init = calloc((size_t)pk->nop * 2 + 1, sizeof *init);
+    astitch_status s = ASTITCH_OK;
+    if (!args || !init) {
+        s = ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory launching %s", pk->name);
+        goto out;
+    }
+    int a = 0;
+    for (int32_t i = 0; i < pk->ninput; i++)
+        args[a++] = r->t->value(r, pk->input[i]);
+    for (int32_t i = 0; i < pk->noutput; i++)
+        args[a++] = r->t->value(r, pk->output[i]);
+    args[a++] = r->scratch;
+    args[a++] = r->counters;
+    ASTITCH_ASSERT(a == nargs);
+    int ninit = exec_split_inits(x->plan, k, init, pk->nop * 2);
+    for (int i = 0; s == ASTITCH_OK && i < ninit; i++)
+        s = r->t->fill32(r, init[i].scratch ? r->scratch + init[i].offset
+                                            : r->t->value(r, init[i].node),
+                         init[i].bits, init[i].elements);
+    if (s == ASTITCH_OK)
+        s = r->t->launch(r, k, args, nargs);
+out:
+    free(args);
+    free(init);
+    return s;
+}
+
+astitch_status exec_run_steps(ExecRun *r)
+{
+    astitch_executable *x = r->x;
+    const astitch_plan *p = x->plan;
+    astitch_status s = ASTITCH_OK;
+    for (int32_t i = 0; s == ASTITCH_OK && i < p->nstep; i++)
+        s = p->step[i].kind == ASTITCH_STEP_KERNEL ? run_kernel(r, p->step[i].index)
+                                                   : r->t->compute(r, p->step[i].index);
+    for (int32_t i = 0; s == ASTITCH_OK && i < x->g->noutput; i++) {
+        int32_t n = x->g->output[i];
+        if (x->g->node[n].op == ASTITCH_OP_PARAMETER && x->slot[n].bytes)
+            s = r->t->copy_param(r, i, n);
+    }
+    return s;
+}
+
 int exec_split_inits(const astitch_plan *p, int k, SplitInit *out, int n)
 {
     const PlanKernel *pk = &p->kernel[k];

@@ -252,44 +252,48 @@ static CUdeviceptr dev_ptr(const astitch_executable *x, int32_t n, const uint64_
     }
 }
 
-static astitch_status launch_kernel(astitch_executable *x, int k, const uint64_t *in,
-                                    const uint64_t *outp, CUstream st)
+/* A run on the device: its inputs' and outputs' pointers and the stream. */
+typedef struct CudaRun {
+    ExecRun base;
+    const uint64_t *in, *outp;
+    CUstream st;
+} CudaRun;
+
+static uint64_t cuda_value(ExecRun *r, int32_t n)
 {
+    CudaRun *c = (CudaRun *)r;
+    return (uint64_t)dev_ptr(r->x, n, c->in, c->outp);
+}
+
+static astitch_status cuda_fill32(ExecRun *r, uint64_t dst, uint32_t bits, int64_t words)
+{
+    return cuda_memset_u32(r->x->ctx, r->x->cuda->dev, (CUdeviceptr)dst, bits, (size_t)words,
+                           ((CudaRun *)r)->st);
+}
+
+/* Kernel k queued on the run's stream: whole (cooperatively, its barrier counter reset first,
+ * when it has grid barriers) or as its parts. */
+static astitch_status cuda_launch_kernel(ExecRun *r, int k, const uint64_t *args, int nargs)
+{
+    astitch_executable *x = r->x;
     ExecCuda *c = x->cuda;
+    CUstream st = ((CudaRun *)r)->st;
     const PlanKernel *pk = &x->plan->kernel[k];
-    if (pk->grid < 1)
-        return ASTITCH_OK;
-    int nargs = compile_kernel_num_args(x->plan, k);
     CUdeviceptr *vals = calloc((size_t)nargs, sizeof *vals);
-    void **args = calloc((size_t)nargs, sizeof *args);
-    SplitInit *init = calloc((size_t)pk->nop * 2 + 1, sizeof *init);
+    void **argp = calloc((size_t)nargs, sizeof *argp);
     astitch_status s = ASTITCH_OK;
-    if (!vals || !args || !init) {
+    if (!vals || !argp) {
         s = ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory");
         goto out;
     }
-    int a = 0;
-    for (int32_t i = 0; i < pk->ninput; i++)
-        vals[a++] = dev_ptr(x, pk->input[i], in, outp);
-    for (int32_t i = 0; i < pk->noutput; i++)
-        vals[a++] = dev_ptr(x, pk->output[i], in, outp);
-    vals[a++] = c->run.scratch;
-    vals[a++] = c->run.counters;
-    ASTITCH_ASSERT(a == nargs); /* the kernel's signature: inputs, outputs, scratch, counters */
-    for (int i = 0; i < nargs; i++)
-        args[i] = &vals[i];
-    int ninit = exec_split_inits(x->plan, k, init, pk->nop * 2);
-    for (int i = 0; s == ASTITCH_OK && i < ninit; i++)
-        s = cuda_memset_u32(x->ctx, c->dev,
-                            init[i].scratch ? c->run.scratch + init[i].offset
-                                            : dev_ptr(x, init[i].node, in, outp),
-                            init[i].bits, (size_t)init[i].elements, st);
-    if (s != ASTITCH_OK)
-        goto out;
+    for (int i = 0; i < nargs; i++) {
+        vals[i] = (CUdeviceptr)args[i];
+        argp[i] = &vals[i];
+    }
     if (c->as_parts[k]) {
         int parts = compile_kernel_num_parts(x->plan, k);
         for (int i = 0; s == ASTITCH_OK && i < parts; i++) {
-            CudaLaunch l = {.kernel = &c->part[k][i], .grid = (unsigned)pk->grid, .args = args,
+            CudaLaunch l = {.kernel = &c->part[k][i], .grid = (unsigned)pk->grid, .args = argp,
                             .stream = st};
             s = cuda_launch(x->ctx, c->dev, &l);
         }
@@ -297,15 +301,14 @@ static astitch_status launch_kernel(astitch_executable *x, int k, const uint64_t
         bool coop = pk->global_barriers > 0;
         if (coop)
             s = cuda_memset_u32(x->ctx, c->dev, c->run.counters, 0, 1, st);
-        CudaLaunch l = {.kernel = &c->kern[k], .grid = (unsigned)pk->grid, .args = args,
+        CudaLaunch l = {.kernel = &c->kern[k], .grid = (unsigned)pk->grid, .args = argp,
                         .cooperative = coop, .stream = st};
         if (s == ASTITCH_OK)
             s = cuda_launch(x->ctx, c->dev, &l);
     }
 out:
     free(vals);
-    free(args);
-    free(init);
+    free(argp);
     return s;
 }
 
@@ -343,25 +346,34 @@ static astitch_status run_compute(astitch_executable *x, int32_t n, const uint64
     return s;
 }
 
+static astitch_status cuda_compute(ExecRun *r, int32_t n)
+{
+    CudaRun *c = (CudaRun *)r;
+    return run_compute(r->x, n, c->in, c->outp, c->st);
+}
+
+static astitch_status cuda_copy_param(ExecRun *r, int i, int32_t n)
+{
+    CudaRun *c = (CudaRun *)r;
+    const astitch_graph *g = r->x->g;
+    const CudaDriver *d = &r->x->cuda->dev->drv;
+    CUresult res = d->MemcpyDtoDAsync((CUdeviceptr)c->outp[i],
+                                      (CUdeviceptr)c->in[g->node[n].attr.param],
+                                      r->x->slot[n].bytes, c->st);
+    return res == CUDA_SUCCESS ? ASTITCH_OK
+                               : cuda_fail(r->x->ctx, d, res, "copying parameter output '%s'",
+                                           g->node[n].name);
+}
+
+static const ExecTarget cuda_target = {cuda_value, cuda_fill32, cuda_launch_kernel, cuda_compute,
+                                       cuda_copy_param};
+
+/* x's run on st: every step, through exec_run_steps. */
 static astitch_status run_steps(astitch_executable *x, const uint64_t *in, const uint64_t *outp,
                                 CUstream st)
 {
-    const astitch_plan *p = x->plan;
-    astitch_status s = ASTITCH_OK;
-    for (int32_t i = 0; s == ASTITCH_OK && i < p->nstep; i++)
-        s = p->step[i].kind == ASTITCH_STEP_KERNEL ? launch_kernel(x, p->step[i].index, in, outp, st)
-                                                   : run_compute(x, p->step[i].index, in, outp, st);
-    for (int32_t i = 0; s == ASTITCH_OK && i < x->g->noutput; i++) {
-        int32_t n = x->g->output[i];
-        if (x->g->node[n].op == ASTITCH_OP_PARAMETER && x->slot[n].bytes) {
-            const CudaDriver *d = &x->cuda->dev->drv;
-            CUresult r = d->MemcpyDtoDAsync((CUdeviceptr)outp[i], (CUdeviceptr)in[x->g->node[n].attr.param],
-                                        x->slot[n].bytes, st);
-            if (r != CUDA_SUCCESS)
-                s = cuda_fail(x->ctx, d, r, "copying parameter output '%s'", x->g->node[n].name);
-        }
-    }
-    return s;
+    CudaRun r = {{x, &cuda_target, x->cuda->run.scratch, x->cuda->run.counters}, in, outp, st};
+    return exec_run_steps(&r.base);
 }
 
 /* ASTITCH_ERR_UNSUPPORTED, naming the plan's first compute op, when st is capturing a CUDA

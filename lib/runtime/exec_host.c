@@ -153,45 +153,55 @@ static astitch_status check_scratch(astitch_executable *x, const PlanKernel *pk,
                     "arena (%s)", pk->name, what, (long long)bad, (long long)z->bytes, where);
 }
 
-static astitch_status run_kernel(astitch_executable *x, int32_t k, const void *const *inputs,
-                                 void *const *outputs, char *temps, char *scratch,
-                                 int64_t scratch_bytes, uint32_t *counter)
+/* A run on the host: the run's buffers. */
+typedef struct HostRun {
+    ExecRun base;
+    const void *const *inputs;
+    void *const *outputs;
+    char *temps;
+    int64_t scratch_bytes;
+    uint32_t *counter;
+} HostRun;
+
+static uint64_t host_value(ExecRun *r, int32_t n)
 {
+    HostRun *h = (HostRun *)r;
+    return (uint64_t)(uintptr_t)value_ptr(r->x, n, h->inputs, h->outputs, h->temps);
+}
+
+static astitch_status host_fill32(ExecRun *r, uint64_t dst, uint32_t bits, int64_t words)
+{
+    (void)r;
+    fill32((void *)(uintptr_t)dst, bits, words);
+    return ASTITCH_OK;
+}
+
+/* Kernel k through the SIMT runtime, whole or as its parts, inside redzones: guard bytes around
+ * each block's shared buffers and the scratch arena's, checked after each wave and launch. */
+static astitch_status host_launch(ExecRun *r, int k, const uint64_t *args, int nargs)
+{
+    HostRun *h = (HostRun *)r;
+    astitch_executable *x = r->x;
     const PlanKernel *pk = &x->plan->kernel[k];
-    if (pk->grid < 1)
-        return ASTITCH_OK;
-    int nargs = compile_kernel_num_args(x->plan, k);
+    char *scratch = (char *)(uintptr_t)r->scratch;
     void **vals = calloc((size_t)nargs, sizeof *vals);
     void **ptrs = calloc((size_t)nargs, sizeof *ptrs);
     ffi_type **types = calloc((size_t)nargs, sizeof *types);
-    SplitInit *init = calloc((size_t)pk->nop * 2 + 1, sizeof *init);
     Guards gd = {0};
     astitch_status s = ASTITCH_OK;
-    if (!vals || !ptrs || !types || !init || !guards_build(x->plan, k, x->as_parts[k], &gd)) {
+    if (!vals || !ptrs || !types || !guards_build(x->plan, k, x->as_parts[k], &gd)) {
         s = ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory launching %s", pk->name);
         goto out;
     }
     SimtRedzones shared_z = {gd.range, gd.nshared, pk->shared_bytes};
-    SimtRedzones scratch_z = {gd.range + gd.nshared, gd.nscratch, scratch_bytes};
+    SimtRedzones scratch_z = {gd.range + gd.nshared, gd.nscratch, h->scratch_bytes};
     simt_redzone_fill(scratch, &scratch_z);
-    int a = 0;
-    for (int32_t i = 0; i < pk->ninput; i++)
-        vals[a++] = value_ptr(x, pk->input[i], inputs, outputs, temps);
-    for (int32_t i = 0; i < pk->noutput; i++)
-        vals[a++] = value_ptr(x, pk->output[i], inputs, outputs, temps);
-    vals[a++] = scratch;
-    vals[a++] = counter;
-    ASTITCH_ASSERT(a == nargs); /* the kernel's signature: inputs, outputs, scratch, counters */
     for (int i = 0; i < nargs; i++) {
+        vals[i] = (void *)(uintptr_t)args[i];
         ptrs[i] = &vals[i];
         types[i] = &ffi_type_pointer;
     }
-    int ninit = exec_split_inits(x->plan, k, init, pk->nop * 2);
-    for (int i = 0; i < ninit; i++)
-        fill32(init[i].scratch ? scratch + init[i].offset
-                               : value_ptr(x, init[i].node, inputs, outputs, temps),
-               init[i].bits, init[i].elements);
-    *counter = 0;
+    *h->counter = 0;
     SimtLaunch l = {.arg_types = types, .arg_values = ptrs, .nargs = nargs, .grid = pk->grid,
                     .block = pk->block, .shared_bytes = (size_t)pk->shared_bytes,
                     .name = pk->name, .shared_redzones = &shared_z};
@@ -202,7 +212,8 @@ static astitch_status run_kernel(astitch_executable *x, int32_t k, const void *c
         if (s == ASTITCH_OK)
             s = check_scratch(x, pk, -1, scratch, &scratch_z);
     }
-    for (int part = 0; x->as_parts[k] && s == ASTITCH_OK && part < compile_kernel_num_parts(x->plan, k); part++) {
+    int parts = x->as_parts[k] ? compile_kernel_num_parts(x->plan, k) : 0;
+    for (int part = 0; s == ASTITCH_OK && part < parts; part++) {
         l.fn = host_kernel(x->hk_parts, k, part);
         s = simt_launch(x->ctx, &l);
         if (s == ASTITCH_OK)
@@ -212,7 +223,6 @@ out:
     free(vals);
     free(ptrs);
     free(types);
-    free(init);
     guards_free(&gd);
     return s;
 }
@@ -221,7 +231,7 @@ static astitch_status run_compute(astitch_executable *x, int32_t n, const void *
                                   void *const *outputs, char *temps)
 {
     const Node *node = gnode(x->g, n);
-    const void *ops[ASTITCH_MAX_RANK * 4];
+    const void *ops[ASTITCH_MAX_RANK * 4] = {0};
     const void **opv = node->nin <= (int)(sizeof ops / sizeof ops[0]) ? ops
                        : calloc((size_t)node->nin, sizeof *opv);
     if (!opv)
@@ -233,6 +243,22 @@ static astitch_status run_compute(astitch_executable *x, int32_t n, const void *
         free(opv);
     return s;
 }
+
+static astitch_status host_compute(ExecRun *r, int32_t n)
+{
+    HostRun *h = (HostRun *)r;
+    return run_compute(r->x, n, h->inputs, h->outputs, h->temps);
+}
+
+static astitch_status host_copy_param(ExecRun *r, int i, int32_t n)
+{
+    HostRun *h = (HostRun *)r;
+    memcpy(h->outputs[i], h->inputs[r->x->g->node[n].attr.param], r->x->slot[n].bytes);
+    return ASTITCH_OK;
+}
+
+static const ExecTarget host_target = {host_value, host_fill32, host_launch, host_compute,
+                                       host_copy_param};
 
 astitch_status exec_host_run(astitch_executable *x, const void *const *inputs,
                              void *const *outputs)
@@ -251,16 +277,10 @@ astitch_status exec_host_run(astitch_executable *x, const void *const *inputs,
     for (int32_t n = 0; s == ASTITCH_OK && n < x->g->nnode; n++)
         if (x->const_data[n])
             memcpy(temps + x->slot[n].offset, x->const_data[n], x->slot[n].bytes);
-    for (int32_t i = 0; s == ASTITCH_OK && i < p->nstep; i++)
-        s = p->step[i].kind == ASTITCH_STEP_KERNEL
-                ? run_kernel(x, p->step[i].index, inputs, outputs, temps, scratch,
-                             scratch_bytes, counter)
-                : run_compute(x, p->step[i].index, inputs, outputs, temps);
-    for (int32_t i = 0; s == ASTITCH_OK && i < x->g->noutput; i++) {
-        int32_t n = x->g->output[i];
-        if (x->g->node[n].op == ASTITCH_OP_PARAMETER)
-            memcpy(outputs[i], inputs[x->g->node[n].attr.param], x->slot[n].bytes);
-    }
+    HostRun h = {{x, &host_target, (uint64_t)(uintptr_t)scratch, (uint64_t)(uintptr_t)counter},
+                 inputs, outputs, temps, scratch_bytes, counter};
+    if (s == ASTITCH_OK)
+        s = exec_run_steps(&h.base);
     free(temps);
     free(arena);
     free(counter);

@@ -92,6 +92,32 @@ astitch_status exec_variant_settle(astitch_executable *x, const uint64_t *inputs
 /* The same for a run from host memory: the inputs are copied to device buffers for it. */
 astitch_status exec_variant_settle_host(astitch_executable *x, const void *const *inputs);
 
+/* One run of a plan, for every target: exec_run_steps owns the order (each step, a kernel or a
+ * compute op, then the outputs that are parameters) and each kernel's argument list and
+ * split-reduction initial values; a target gives the few primitives that differ (ExecTarget)
+ * and a run that starts with an ExecRun. */
+typedef struct ExecRun ExecRun;
+typedef struct ExecTarget {
+    /* The address of node n's value in this run: an input, an output or a temporary. */
+    uint64_t (*value)(ExecRun *r, int32_t n);
+    /* Sets `words` 32-bit words from dst to bits, queued before the next launch. */
+    astitch_status (*fill32)(ExecRun *r, uint64_t dst, uint32_t bits, int64_t words);
+    /* Launches kernel k (grid > 0) with args, its argument list (compile_kernel_num_args of
+     * them), whole or as its parts. */
+    astitch_status (*launch)(ExecRun *r, int k, const uint64_t *args, int nargs);
+    /* Runs compute op n. */
+    astitch_status (*compute)(ExecRun *r, int32_t n);
+    /* Copies graph output i, parameter node n, from its input. */
+    astitch_status (*copy_param)(ExecRun *r, int i, int32_t n);
+} ExecTarget;
+struct ExecRun {
+    astitch_executable *x;
+    const ExecTarget *t;
+    uint64_t scratch;  /* the scratch arena */
+    uint64_t counters; /* the grid-barrier counters */
+};
+astitch_status exec_run_steps(ExecRun *r);
+
 /* exec_host.c */
 astitch_status exec_host_prepare(astitch_executable *x);
 astitch_status exec_host_run(astitch_executable *x, const void *const *inputs,
