@@ -489,22 +489,12 @@ static LLVMValueRef binary(Emit *e, const Node *n, astitch_dtype t, LLVMValueRef
 
 LLVMValueRef ev_reduce_identity(Emit *e, astitch_reduce_kind k, astitch_dtype t)
 {
-    switch (k) {
-    case ASTITCH_REDUCE_SUM: /* -0 for floats: -0 + x is x for every x, +0 + -0 is +0 */
-        return dtype_is_float(t) ? fconst(e, -0.0) : tconst(e, t, 0);
-    case ASTITCH_REDUCE_PROD: return tconst(e, t, 1);
-    case ASTITCH_REDUCE_MAX:
-        if (dtype_is_float(t))
-            return fconst(e, -INFINITY);
-        return LLVMConstInt(ev_type(e, t), t == ASTITCH_I32 ? 0x80000000ull : 0x8000000000000000ull, 0);
-    case ASTITCH_REDUCE_MIN:
-        if (dtype_is_float(t))
-            return fconst(e, INFINITY);
-        return LLVMConstInt(ev_type(e, t), t == ASTITCH_I32 ? 0x7fffffffull : 0x7fffffffffffffffull, 0);
-    case ASTITCH_REDUCE_ANY: return LLVMConstInt(ev_type(e, t), 0, 0);
-    case ASTITCH_REDUCE_ALL: return LLVMConstInt(ev_type(e, t), 1, 0);
-    default: return ev_fail(e, ev_type(e, t), ASTITCH_ERR_INTERNAL, "bad reduce kind");
-    }
+    if ((unsigned)k >= ASTITCH_REDUCE_COUNT)
+        return ev_fail(e, ev_type(e, t), ASTITCH_ERR_INTERNAL, "bad reduce kind");
+    Wide w = reduce_identity(k, t);
+    if (dtype_is_float(t))
+        return fconst(e, w.f);
+    return LLVMConstInt(ev_type(e, t), (unsigned long long)w.i, 1);
 }
 
 LLVMValueRef ev_reduce_combine(Emit *e, astitch_reduce_kind k, astitch_dtype t, LLVMValueRef a,

@@ -105,42 +105,6 @@ static void gather(const Node *n, const Node *table, const Wide *tab, const Wide
     }
 }
 
-/* The identity of a reduction: the result over no elements. */
-static Wide reduce_init(astitch_reduce_kind k, astitch_dtype t)
-{
-    Wide w;
-    bool flt = dtype_is_float(t), i32 = t == ASTITCH_I32;
-    switch (k) {
-    case ASTITCH_REDUCE_SUM:
-        if (flt)
-            w.f = 0.0;
-        else
-            w.i = 0;
-        break;
-    case ASTITCH_REDUCE_PROD:
-        if (flt)
-            w.f = 1.0;
-        else
-            w.i = 1;
-        break;
-    case ASTITCH_REDUCE_MAX:
-        if (flt)
-            w.f = -INFINITY;
-        else
-            w.i = i32 ? INT32_MIN : INT64_MIN;
-        break;
-    case ASTITCH_REDUCE_MIN:
-        if (flt)
-            w.f = INFINITY;
-        else
-            w.i = i32 ? INT32_MAX : INT64_MAX;
-        break;
-    case ASTITCH_REDUCE_ALL: w.i = 1; break;
-    default: w.i = 0; break;
-    }
-    return w;
-}
-
 static void reduce(const Node *n, const Node *x, const Wide *in, Wide *out)
 {
     astitch_reduce_kind kind = n->attr.reduce;
@@ -154,9 +118,7 @@ static void reduce(const Node *n, const Node *x, const Wide *in, Wide *out)
         if (!(n->attr.axes >> i & 1))
             w.sa[i] = os[o++];
     int64_t nout = shape_elements(&n->shape), nin = shape_elements(&x->shape);
-    Wide init = reduce_init(kind, t);
-    if (kind == ASTITCH_REDUCE_SUM && flt && nin > 0)
-        init.f = -0.0; /* the true identity of +: keeps the sum of -0 alone at -0 */
+    Wide init = nin > 0 ? reduce_identity(kind, t) : reduce_empty(kind, t);
     for (int64_t k = 0; k < nout; k++)
         out[k] = init;
     for (int64_t k = 0; k < nin; k++, walk_next(&w)) {
@@ -253,13 +215,13 @@ static astitch_status dot(const astitch_graph *g, int32_t id, Wide *const *val, 
         kk *= l->shape.dim[dd->lhs_contract[i]];
     int64_t nl = shape_elements(&l->shape), nr = shape_elements(&r->shape);
     int64_t nout = shape_elements(&n->shape);
+    Wide init = kk ? reduce_identity(ASTITCH_REDUCE_SUM, n->dtype)
+                   : reduce_empty(ASTITCH_REDUCE_SUM, n->dtype);
     for (int64_t k = 0; k < nout; k++)
-        out[k] = reduce_init(ASTITCH_REDUCE_SUM, n->dtype);
+        out[k] = init;
     if (nout == 0 || kk == 0)
         return ASTITCH_OK;
     bool flt = dtype_is_float(n->dtype);
-    for (int64_t k = 0; flt && k < nout; k++)
-        out[k].f = -0.0; /* the identity of +, as in reduce */
     int64_t m = nl / (nb * kk), nn = nr / (nb * kk);
     Wide *pl = interp_alloc(g, id, nl, "the packed lhs");
     Wide *pr = pl ? interp_alloc(g, id, nr, "the packed rhs") : NULL;

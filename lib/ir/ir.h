@@ -201,6 +201,15 @@ typedef union Wide {
     double f;
     int64_t i;
 } Wide;
+
+/* ops.c: the identity of reduction k over elements of dtype t, as a Wide (the one definition:
+ * the reference, code generation and the runtime's split-reduction fills use it): sum -0 for
+ * floats (-0 + x is x for every x, so a sum of -0 alone stays -0) and 0 for integers; prod 1;
+ * max -inf or the least integer of t; min +inf or the greatest; any 0; all 1. */
+Wide reduce_identity(astitch_reduce_kind k, astitch_dtype t);
+/* The result of reduction k over no elements: its identity, except that an empty float sum is
+ * +0. */
+Wide reduce_empty(astitch_reduce_kind k, astitch_dtype t);
 /* interp.c */
 /* Computes one node (any op but parameter) from its operands' values, each dense row-major in
  * its dtype, into out (the node's dtype). Used to run compute ops between kernels. */

@@ -1,4 +1,6 @@
 /* ops.c: tables generated from astitch/ops.h, and lookups by name. */
+#include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "ir.h"
@@ -53,6 +55,47 @@ const char *op_operands_rule(astitch_op op)
 {
     static const char *const rule[] = {NULL, "bool or integer", "a float or integer", "a float"};
     return op_valid(op) ? rule[op_table[op].operands] : NULL;
+}
+
+Wide reduce_identity(astitch_reduce_kind k, astitch_dtype t)
+{
+    bool flt = dtype_is_float(t), i32 = t == ASTITCH_I32;
+    Wide w = {.i = 0};
+    switch (k) {
+    case ASTITCH_REDUCE_SUM:
+        if (flt)
+            w.f = -0.0;
+        break;
+    case ASTITCH_REDUCE_PROD:
+        if (flt)
+            w.f = 1.0;
+        else
+            w.i = 1;
+        break;
+    case ASTITCH_REDUCE_MAX:
+        if (flt)
+            w.f = -INFINITY;
+        else
+            w.i = i32 ? INT32_MIN : INT64_MIN;
+        break;
+    case ASTITCH_REDUCE_MIN:
+        if (flt)
+            w.f = INFINITY;
+        else
+            w.i = i32 ? INT32_MAX : INT64_MAX;
+        break;
+    case ASTITCH_REDUCE_ALL: w.i = 1; break;
+    default: break; /* any: false */
+    }
+    return w;
+}
+
+Wide reduce_empty(astitch_reduce_kind k, astitch_dtype t)
+{
+    Wide w = reduce_identity(k, t);
+    if (k == ASTITCH_REDUCE_SUM && dtype_is_float(t))
+        w.f = 0.0;
+    return w;
 }
 
 const char *astitch_op_class_name(astitch_op_class c)

@@ -176,13 +176,10 @@ int exec_split_inits(const astitch_plan *p, int k, SplitInit *out, int n)
                                                phase->map.rows, 0};
                 continue;
             }
-            uint32_t bits = 0; /* f32 sum: -0, the identity (+0 would turn a sum of -0 to +0) */
-            if (node->attr.reduce == ASTITCH_REDUCE_SUM && node->dtype == ASTITCH_F32)
-                bits = 0x80000000u;
-            else if (node->attr.reduce == ASTITCH_REDUCE_MAX)
-                bits = 0xff800000u;
-            else if (node->attr.reduce == ASTITCH_REDUCE_MIN)
-                bits = 0x7f800000u;
+            /* the destination starts at the identity (f32 sum: -0, +0 would turn a sum of -0
+             * to +0); the atomic combines are f32 sum, max, min and i32 sum */
+            Wide id = reduce_identity(node->attr.reduce, node->dtype);
+            uint32_t bits = node->dtype == ASTITCH_F32 ? f32_bits((float)id.f) : (uint32_t)id.i;
             int64_t elements = shape_elements(&node->shape);
             if (op->buf >= 0 && count < n)
                 out[count++] = (SplitInit){phase->root[r], true, (size_t)pk->buf[op->buf].offset,
