@@ -395,6 +395,9 @@ void ev_check_shared(Emit *e, const PlanBuffer *buf, LLVMValueRef lin);
 LLVMValueRef ev_buffer_base(Emit *e, const PlanBuffer *buf);
 /* Reduction helpers: the identity and the combination of kind k in register type of t. */
 LLVMValueRef ev_reduce_identity(Emit *e, astitch_reduce_kind k, astitch_dtype t);
+/* Where an accumulator over rows of len elements starts: the identity, or for len 0 the result
+ * over no elements (reduce_empty: an empty float sum is +0). */
+LLVMValueRef ev_reduce_start(Emit *e, astitch_reduce_kind k, astitch_dtype t, int64_t len);
 LLVMValueRef ev_reduce_combine(Emit *e, astitch_reduce_kind k, astitch_dtype t, LLVMValueRef a,
                                LLVMValueRef b);
 /* Records a failure (the first one is kept) and returns an undefined value of type ty. */
@@ -413,6 +416,16 @@ void emit_phase_run(Emit *e, int32_t first, int32_t end);
  * space (its kernel inputs of that shape and its roots), counting sizes below 2 bytes as 2:
  * 4 for f32, 8 for f16/bf16 and narrower. */
 int emit_access_elements(const Emit *e, const PlanPhase *p, const Shape *space);
+/* The values of phase root n at the run of v elements lin[0 .. v) of space (run: lin[0] with
+ * its axes, ev_vector_begin'd): a root of the space's shape over the run, one with the space's
+ * elements in another shape as a run of its own where its innermost dimension allows, else
+ * element by element. */
+void emit_run_value(Emit *e, int32_t n, const Shape *space, Index *run, const LLVMValueRef *lin,
+                    int v, LLVMValueRef *out);
+/* Stores root n's values val at those elements: its buffer element by element, its output
+ * tensor with one vector store. */
+void emit_run_store(Emit *e, int32_t n, const Shape *space, const LLVMValueRef *lin, int v,
+                    LLVMValueRef *val);
 
 /* emit_reduce.c */
 /* Emits reduce phase p: over every tile of the block in a loop of its own, or, with tile_iv,

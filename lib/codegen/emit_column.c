@@ -31,17 +31,22 @@ static bool runs_fit(const astitch_mapping *m, int64_t inner, int v)
     return lanes >= 32 ? lanes % 32 == 0 : (lanes & (lanes - 1)) == 0;
 }
 
-/* True when every reduce root of p over m's axes has a reduction buffer of a slot per thread
- * (the planner gives none where a row's lanes need no combine: one lane per row). */
+/* Reduce root's reduction buffer when it holds a slot per thread of m's blocks, else NULL (the
+ * planner gives none where a row's lanes need no combine: one lane per row). */
+static const PlanBuffer *slot_buffer(const Emit *e, const astitch_mapping *m, int32_t root)
+{
+    const PlanBuffer *buf = plan_kernel_buffer(e->k, ASTITCH_BUFFER_REDUCE, root);
+    size_t slot = astitch_dtype_size(emit_acc_dtype(gnode(e->g, root)->dtype));
+    return buf && buf->bytes >= (int64_t)m->block * (int64_t)slot ? buf : NULL;
+}
+
+/* True when every reduce root of p over m's axes has a slot per thread (slot_buffer). */
 static bool combine_buffers(const Emit *e, const PlanPhase *p)
 {
-    const astitch_mapping *m = &p->map;
     for (int32_t r = 0; r < p->nroot; r++) {
         const Node *n = gnode(e->g, p->root[r]);
-        if (n->op != ASTITCH_OP_REDUCE || n->attr.axes != m->reduce_axes)
-            continue;
-        const PlanBuffer *buf = plan_kernel_buffer(e->k, ASTITCH_BUFFER_REDUCE, p->root[r]);
-        if (!buf || buf->bytes < (int64_t)m->block * (int64_t)astitch_dtype_size(emit_acc_dtype(n->dtype)))
+        if (n->op == ASTITCH_OP_REDUCE && n->attr.axes == p->map.reduce_axes &&
+            !slot_buffer(e, &p->map, p->root[r]))
             return false;
     }
     return true;
@@ -76,47 +81,32 @@ void emit_column_run(Emit *e, const PlanPhase *p, const Shape *space, LLVMValueR
         ev_fail(e, e->ix, ASTITCH_ERR_MEMORY, "out of memory");
         return;
     }
-    LLVMValueRef lin = LLVMBuildNSWAdd(e->b, LLVMBuildNSWMul(e->b, j, ev_int(e, p->map.rows), ""),
-                                       row, "");
-    Index run = {.shape = space, .lin = lin}; /* its innermost axis a multiple of v: say so */
+    LLVMValueRef lin[VECTOR_MAX];
+    lin[0] = LLVMBuildNSWAdd(e->b, LLVMBuildNSWMul(e->b, j, ev_int(e, p->map.rows), ""), row, "");
+    for (int u = 1; u < v; u++)
+        lin[u] = LLVMBuildNSWAdd(e->b, lin[0], ev_int(e, u), "");
+    Index run = {.shape = space, .lin = lin[0]}; /* its innermost axis a multiple of v: say so */
     ev_axes(e, &run);
     int last = space->rank - 1;
     run.axis[last] = LLVMBuildAnd(e->b, run.axis[last], ev_int(e, -(int64_t)v), "");
     ev_vector_begin(e, &run);
+    /* every root's values first (all loads in flight), then the folds and stores */
     for (int r = 0, q = 0; r < p->nroot; r++) {
-        int32_t n = p->root[r];
-        const Node *node = gnode(e->g, n);
-        Index own = {.shape = &node->shape, .lin = lin};
-        if (q < nred && red[q] == n) {
-            ev_vector(e, goperand(e->g, n, 0), &run, v, &val[r * v]);
-            q++;
-        } else if (shape_equal(&node->shape, space)) {
-            ev_vector(e, n, &run, v, &val[r * v]);
-        } else if (node->shape.rank > 0 && node->shape.dim[node->shape.rank - 1] % v == 0) {
-            ev_vector(e, n, &own, v, &val[r * v]);
-        } else {
-            for (int u = 0; u < v; u++) {
-                Index el = {.shape = &node->shape, .lin = LLVMBuildNSWAdd(e->b, lin, ev_int(e, u), "")};
-                val[r * v + u] = ev_value(e, n, &el);
-            }
-        }
+        bool reduce = q < nred && red[q] == p->root[r];
+        int32_t n = reduce ? goperand(e->g, p->root[r], 0) : p->root[r];
+        emit_run_value(e, n, space, &run, lin, v, &val[r * v]);
+        q += reduce;
     }
     for (int r = 0, q = 0; r < p->nroot; r++) {
-        int32_t n = p->root[r];
-        const Node *node = gnode(e->g, n);
-        if (q < nred && red[q] == n) {
+        const Node *node = gnode(e->g, p->root[r]);
+        if (q < nred && red[q] == p->root[r]) {
             for (int u = 0; u < v; u++)
                 next[q * v + u] = ev_reduce_combine(e, node->attr.reduce, node->dtype,
                                                     acc[q * v + u], val[r * v + u]);
             q++;
-            continue;
+        } else {
+            emit_run_store(e, p->root[r], space, lin, v, &val[r * v]);
         }
-        for (int u = 0; u < v; u++) {
-            Index el = {.shape = &node->shape, .lin = LLVMBuildNSWAdd(e->b, lin, ev_int(e, u), "")};
-            ev_store_root_buffer(e, n, &el, val[r * v + u]);
-        }
-        if (plan_kernel_op(e->k, n)->output && e->tensor[n])
-            ev_store_vector(e, e->tensor[n], node->dtype, lin, v, &val[r * v]);
     }
     free(val);
 }
@@ -128,13 +118,11 @@ void emit_column_combine(Emit *e, const astitch_mapping *m, int32_t root, int v,
     const Node *node = gnode(e->g, root);
     astitch_reduce_kind kind = node->attr.reduce;
     astitch_dtype t = emit_acc_dtype(node->dtype);
-    const PlanBuffer *buf = plan_kernel_buffer(e->k, ASTITCH_BUFFER_REDUCE, root);
-    int64_t need = (int64_t)m->block * (int64_t)astitch_dtype_size(t);
-    if (!buf || buf->bytes < need) {
-        ev_fail_node(e, root, e->ix, ASTITCH_ERR_UNSUPPORTED,
-                     "%s: reduce node %d '%s': a column combine of %d threads needs a %lld-byte "
-                     "reduction buffer, the plan gives %lld", e->k->name, root, node->name,
-                     (int)m->block, (long long)need, (long long)(buf ? buf->bytes : 0));
+    const PlanBuffer *buf = slot_buffer(e, m, root); /* emit_column_vector checked it */
+    if (!buf) {
+        ev_fail_node(e, root, e->ix, ASTITCH_ERR_INTERNAL,
+                     "%s: reduce node %d '%s': a column combine without a slot per thread",
+                     e->k->name, root, node->name);
         return;
     }
     int64_t groups = m->rows_per_block / v, lanes = (int64_t)m->threads_per_row * v;

@@ -74,6 +74,39 @@ int emit_access_elements(const Emit *e, const PlanPhase *p, const Shape *space)
     return (int)(16 / (least < 2 ? 2 : least)); /* at most 8 */
 }
 
+void emit_run_value(Emit *e, int32_t n, const Shape *space, Index *run, const LLVMValueRef *lin,
+                    int v, LLVMValueRef *out)
+{
+    const Node *node = gnode(e->g, n);
+    if (shape_equal(&node->shape, space)) {
+        ev_vector(e, n, run, v, out);
+        return;
+    }
+    Index own = {.shape = &node->shape, .lin = lin[0]};
+    if (node->shape.rank > 0 && node->shape.dim[node->shape.rank - 1] % v == 0) {
+        ev_vector(e, n, &own, v, out);
+        return;
+    }
+    for (int j = 0; j < v; j++) {
+        own.lin = lin[j];
+        own.has_axes = false;
+        out[j] = ev_value(e, n, &own);
+    }
+}
+
+void emit_run_store(Emit *e, int32_t n, const Shape *space, const LLVMValueRef *lin, int v,
+                    LLVMValueRef *val)
+{
+    const Node *node = gnode(e->g, n);
+    const Shape *shape = shape_equal(&node->shape, space) ? space : &node->shape;
+    for (int j = 0; j < v; j++) {
+        Index el = {.shape = shape, .lin = lin[j]};
+        ev_store_root_buffer(e, n, &el, val[j]);
+    }
+    if (plan_kernel_op(e->k, n)->output && e->tensor[n])
+        ev_store_vector(e, e->tensor[n], node->dtype, lin[0], v, val);
+}
+
 /* Elements per thread task of an element-wise phase: as many consecutive elements as fill 16
  * bytes of the narrowest tensor the phase loads or stores at its elements
  * (emit_access_elements), halved until every task of every block is whole (the block's chunk
@@ -145,28 +178,19 @@ static void emit_elementwise(Emit *e, const PlanPhase *p)
      * so reads through broadcasts, slices and concatenates stay vector accesses */
     bool inner = v > 1 && space.rank > 0 && space.dim[space.rank - 1] % v == 0;
     Index ix[VECTOR_MAX];
-    for (int j = 0; j < v; j++)
-        ix[j] = (Index){.shape = &space, .lin = j ? LLVMBuildNSWAdd(e->b, row, ev_int(e, j), "") : row};
+    LLVMValueRef lins[VECTOR_MAX];
+    for (int j = 0; j < v; j++) {
+        lins[j] = j ? LLVMBuildNSWAdd(e->b, row, ev_int(e, j), "") : row;
+        ix[j] = (Index){.shape = &space, .lin = lins[j]};
+    }
     if (inner) {
         Index run = ix[0]; /* its innermost axis a multiple of v: say so, for the alignment */
         ev_axes(e, &run);
         run.axis[space.rank - 1] = LLVMBuildAnd(e->b, run.axis[space.rank - 1],
                                                 ev_int(e, -(int64_t)v), "");
         ev_vector_begin(e, &run);
-        for (int r = 0; r < p->nroot; r++) {
-            const Node *root = gnode(e->g, p->root[r]);
-            Index own = {.shape = &root->shape, .lin = row};
-            if (shape_equal(&root->shape, &space))
-                ev_vector(e, p->root[r], &run, v, &val[r * v]);
-            else if (root->shape.rank > 0 && root->shape.dim[root->shape.rank - 1] % v == 0)
-                ev_vector(e, p->root[r], &own, v, &val[r * v]);
-            else
-                for (int j = 0; j < v; j++) {
-                    own.lin = ix[j].lin;
-                    own.has_axes = false;
-                    val[r * v + j] = ev_value(e, p->root[r], &own);
-                }
-        }
+        for (int r = 0; r < p->nroot; r++)
+            emit_run_value(e, p->root[r], &space, &run, lins, v, &val[r * v]);
     } else {
         /* the kernel's inputs with the space's elements, v at once; an input read only
          * through another index map (a transpose, say) leaves its load dead */
@@ -188,17 +212,8 @@ static void emit_elementwise(Emit *e, const PlanPhase *p)
         }
     }
     LLVMBasicBlockRef merge = if_begin(e, ok);
-    for (int r = 0; r < p->nroot; r++) {
-        int32_t n = p->root[r];
-        const Node *root = gnode(e->g, n);
-        for (int j = 0; j < v; j++) {
-            Index own = {.shape = &root->shape, .lin = ix[j].lin};
-            ev_store_root_buffer(e, n, shape_equal(&root->shape, &space) ? &ix[j] : &own,
-                                 val[r * v + j]);
-        }
-        if (plan_kernel_op(e->k, n)->output && e->tensor[n])
-            ev_store_vector(e, e->tensor[n], root->dtype, ix[0].lin, v, &val[r * v]);
-    }
+    for (int r = 0; r < p->nroot; r++)
+        emit_run_store(e, p->root[r], &space, lins, v, &val[r * v]);
     if_end(e, merge);
     loop_end(e, &tile, ev_int(e, 1), NULL);
     free(pre);

@@ -355,9 +355,7 @@ void emit_reduce(Emit *e, const PlanPhase *p, LLVMValueRef tile_iv)
         const Node *n = gnode(e->g, p->root[r]);
         if (n->op == ASTITCH_OP_REDUCE && n->attr.axes == m->reduce_axes &&
             shape_equal(&gnode(e->g, goperand(e->g, p->root[r], 0))->shape, &space)) {
-            LLVMValueRef id = ev_reduce_identity(e, n->attr.reduce, n->dtype);
-            if (m->row_len == 0 && n->attr.reduce == ASTITCH_REDUCE_SUM && dtype_is_float(n->dtype))
-                id = LLVMConstReal(LLVMFloatTypeInContext(e->c), 0.0); /* an empty sum is +0 */
+            LLVMValueRef id = ev_reduce_start(e, n->attr.reduce, n->dtype, m->row_len);
             for (int u = 0; u < v; u++)
                 init[nred * v + u] = id;
             red[nred++] = p->root[r];

@@ -487,14 +487,25 @@ static LLVMValueRef binary(Emit *e, const Node *n, astitch_dtype t, LLVMValueRef
                    astitch_op_name(n->op));
 }
 
+/* w (a Wide of dtype t) as a constant in t's register type. */
+static LLVMValueRef wide_const(Emit *e, astitch_dtype t, Wide w)
+{
+    return dtype_is_float(t) ? fconst(e, w.f)
+                             : LLVMConstInt(ev_type(e, t), (unsigned long long)w.i, 1);
+}
+
 LLVMValueRef ev_reduce_identity(Emit *e, astitch_reduce_kind k, astitch_dtype t)
 {
     if ((unsigned)k >= ASTITCH_REDUCE_COUNT)
         return ev_fail(e, ev_type(e, t), ASTITCH_ERR_INTERNAL, "bad reduce kind");
-    Wide w = reduce_identity(k, t);
-    if (dtype_is_float(t))
-        return fconst(e, w.f);
-    return LLVMConstInt(ev_type(e, t), (unsigned long long)w.i, 1);
+    return wide_const(e, t, reduce_identity(k, t));
+}
+
+LLVMValueRef ev_reduce_start(Emit *e, astitch_reduce_kind k, astitch_dtype t, int64_t len)
+{
+    if (len > 0 || (unsigned)k >= ASTITCH_REDUCE_COUNT)
+        return ev_reduce_identity(e, k, t);
+    return wide_const(e, t, reduce_empty(k, t));
 }
 
 LLVMValueRef ev_reduce_combine(Emit *e, astitch_reduce_kind k, astitch_dtype t, LLVMValueRef a,
