@@ -58,6 +58,15 @@ typedef struct Dump {
     const char *after; /* a step name, or NULL */
 } Dump;
 
+/* step_names' entry for name, or NULL. */
+static const char *step_named(const char *name)
+{
+    for (size_t i = 0; i < sizeof step_names / sizeof step_names[0]; i++)
+        if (strcmp(name, step_names[i]) == 0)
+            return step_names[i];
+    return NULL;
+}
+
 static Dump dump_request(void)
 {
     Dump d = {0};
@@ -68,9 +77,7 @@ static Dump dump_request(void)
         d.final = true;
         return d;
     }
-    for (size_t i = 0; i < sizeof step_names / sizeof step_names[0]; i++)
-        if (strcmp(v + 6, step_names[i]) == 0)
-            d.after = step_names[i];
+    d.after = step_named(v + 6);
     if (!d.after) {
         fprintf(stderr, "astitch: ASTITCH_DUMP_PLAN=%s: no such step; the steps are", v);
         for (size_t i = 0; i < sizeof step_names / sizeof step_names[0]; i++)
@@ -152,6 +159,7 @@ static astitch_status planner_init(Planner *pl, astitch_plan *p)
 static astitch_status step(Planner *pl, PlanKernel *k, const char *name, int stage,
                            astitch_status st)
 {
+    ASTITCH_ASSERT(step_named(name)); /* a step ASTITCH_DUMP_PLAN can name */
     astitch_plan *p = pl->p;
     int32_t lo = k ? (int32_t)(k - p->kernel) : 0, hi = k ? lo + 1 : p->nkernel;
 #ifdef ASTITCH_DEBUG_CHECKS
@@ -172,6 +180,7 @@ static astitch_status step(Planner *pl, PlanKernel *k, const char *name, int sta
 /* A graph rewrite ahead of planning: prints the graph's size after it when asked. */
 static void rewrite_done(const Dump *d, const char *name, const astitch_graph *g)
 {
+    ASTITCH_ASSERT(step_named(name));
     if (d->after && strcmp(d->after, name) == 0)
         fprintf(stderr, "astitch: graph after %s: %d nodes, %d outputs\n", name, (int)g->nnode,
                 (int)g->noutput);

@@ -2,7 +2,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/config.h"
 #include "runtime.h"
 
 /* The runtime guarantees what compiled kernels assume of their tensor arguments. */
@@ -98,8 +97,6 @@ static astitch_status layout(astitch_executable *x)
     }
     return ASTITCH_OK;
 }
-
-bool exec_force_parts(void) { return config_force_parts(); }
 
 /* Kernel k of r's plan: its arguments in the order of its signature (inputs, outputs, scratch,
  * counters), the split reductions' initial values, the launch. */

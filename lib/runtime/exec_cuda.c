@@ -13,6 +13,7 @@
 
 #include "compile_cache.h"
 #include "cuda_driver.h"
+#include "ir/config.h"
 #include "runtime.h"
 #include "passes/passes.h"
 
@@ -50,7 +51,7 @@ astitch_status exec_cuda_open(astitch_context *ctx, ExecCuda **out, astitch_devi
     }
     cuda_device_model(c->dev, model);
     cuda_workspace_init(&c->ws, c->dev);
-    c->force_parts = exec_force_parts();
+    c->force_parts = config_force_parts();
     *out = c;
     return ASTITCH_OK;
 }

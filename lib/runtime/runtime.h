@@ -73,8 +73,6 @@ struct astitch_executable {
  * cuda). On failure x holds what was made, for astitch_executable_destroy. */
 astitch_status exec_build(astitch_executable *x, const astitch_device *dev,
                           const astitch_plan_options *po);
-/* True when ASTITCH_FORCE_PARTS asks every grid-barrier kernel to run as its parts (for tests). */
-bool exec_force_parts(void);
 /* The destinations kernel k must have initialized; returns the count (0..n) written to out. */
 int exec_split_inits(const astitch_plan *p, int k, SplitInit *out, int n);
 

@@ -2,8 +2,8 @@
  * simt.h: the host SIMT runtime, private to libastitch. It runs GPU-style kernels on the CPU.
  *
  *   simt.c        launch: argument checks, waves of blocks, the scheduler, deadlock reports
- *   simt_prims.c  the primitives kernels call (astitch_simt_*), as host kernels bind them
- *                 (simt_host_primitives) and by name (simt_symbols)
+ *   simt_prims.c  the primitives kernels call (astitch_simt_*), and the table host kernels
+ *                 bind them through (simt_host_primitives)
  *   simt_fiber.c  fibers: stack pool with guard pages, context switch, ASan annotations
  *   simt_redzone.c  redzones: guard bytes around and between the memory a kernel may touch
  *
@@ -151,15 +151,7 @@ bool simt_redzone_check(const char *base, const SimtRedzones *z, int64_t *bad);
  * past the region's end" for a range the region does not hold. */
 void simt_redzone_explain(const SimtRedzones *z, int64_t bad, char *buf, size_t len);
 
-typedef struct SimtSymbol {
-    const char *name;
-    void (*addr)(void); /* cast back to the primitive's own type before calling */
-} SimtSymbol;
-
-/* The primitives by name, for binding as absolute symbols into a JIT; *n gets the count. The
- * table is constant. */
-const SimtSymbol *simt_symbols(int *n);
-/* The primitives as host kernels call them (compile_host); constant. */
+/* The primitives as host kernels call them (compile_host), every field set; constant. */
 const HostPrimitives *simt_host_primitives(void);
 
 /* ---- internals shared by the simt files -------------------------------------------------- */

@@ -209,27 +209,3 @@ static const HostPrimitives host_primitives = {
 };
 
 const HostPrimitives *simt_host_primitives(void) { return &host_primitives; }
-
-/* ---- the table ---------------------------------------------------------------------------- */
-
-#define SYM(f) {#f, (void (*)(void))f}
-static const SimtSymbol symbols[] = {
-    SYM(astitch_simt_thread_idx_x),   SYM(astitch_simt_block_idx_x),
-    SYM(astitch_simt_block_dim_x),    SYM(astitch_simt_grid_dim_x),
-    SYM(astitch_simt_barrier),        SYM(astitch_simt_grid_barrier),
-    SYM(astitch_simt_shfl_down_f32),  SYM(astitch_simt_shfl_xor_f32),
-    SYM(astitch_simt_shfl_idx_f32),   SYM(astitch_simt_shfl_down_i32),
-    SYM(astitch_simt_shfl_xor_i32),   SYM(astitch_simt_shfl_idx_i32),
-    SYM(astitch_simt_atomic_add_f32), SYM(astitch_simt_atomic_add_i32),
-    SYM(astitch_simt_atomic_cas_i32), SYM(astitch_simt_atomic_cas_u32),
-    SYM(astitch_simt_atomic_exch_i32), SYM(astitch_simt_atomic_exch_u32),
-    SYM(astitch_simt_atomic_max_f32), SYM(astitch_simt_atomic_min_f32),
-    SYM(astitch_simt_shared),         SYM(astitch_simt_trap),
-};
-#undef SYM
-
-const SimtSymbol *simt_symbols(int *n)
-{
-    *n = (int)(sizeof symbols / sizeof symbols[0]);
-    return symbols;
-}
