@@ -35,6 +35,7 @@ typedef struct BenchMode {
     bool persistent; /* every kernel one persistent wave */
     int form;        /* BenchForm: how a graph with a variant choice runs */
     bool column_vectors; /* plan option column_vectors on */
+    bool column_sums;    /* plan option column_sums_in_rows on */
 } BenchMode;
 
 /* The form a graph with a variant choice (docs/codegen.md, *Variant search*) runs in. */

@@ -16,7 +16,8 @@ enum {
     OPT_PLAN, OPT_DOT, OPT_EMIT, OPT_EMIT_FILE, OPT_NO_REMOTE, OPT_NO_MERGE, OPT_NO_PACKING,
     OPT_NO_ONE_PASS_VARIANCE,
     OPT_DETERMINISTIC,
-    OPT_PERSISTENT, OPT_WIDE_ROWS, OPT_NO_VARIANT_SEARCH, OPT_COLUMN_VECTORS
+    OPT_PERSISTENT, OPT_WIDE_ROWS, OPT_NO_VARIANT_SEARCH, OPT_COLUMN_VECTORS,
+    OPT_COLUMN_SUMS_IN_ROWS
 };
 
 typedef struct OptionSpec {
@@ -63,6 +64,9 @@ static const OptionSpec option_table[] = {
     {"column-vectors", no_argument, OPT_COLUMN_VECTORS, NULL,
      "a column reduction's thread takes 16 bytes of adjacent columns per access where the "
      "shapes and registers allow, instead of one column (docs/codegen.md, *Reduce phase*)"},
+    {"column-sums-in-rows", no_argument, OPT_COLUMN_SUMS_IN_ROWS, NULL,
+     "a column reduction of the elements a resident row group walks is summed in the row pass "
+     "(atomics across blocks) instead of its own pass (docs/planner.md, *across*)"},
     {"no-variant-search", no_argument, OPT_NO_VARIANT_SEARCH, NULL,
      "cuda: run the planner's default where it leaves a launch shape to a measurement, "
      "instead of timing both at the first run (docs/codegen.md, *Variant search*)"},
@@ -104,6 +108,7 @@ void plan_options(const Options *o, astitch_plan_options *po)
     po->persistent = o->persistent;
     po->wide_rows = o->wide_rows;
     po->column_vectors = o->column_vectors;
+    po->column_sums_in_rows = o->column_sums_in_rows;
 }
 
 void compile_options(const Options *o, astitch_compile_options *co)
@@ -245,6 +250,7 @@ int parse_options(int argc, char **argv, Options *o)
         case OPT_NO_ONE_PASS_VARIANCE: o->no_one_pass_variance = true; break;
         case OPT_WIDE_ROWS: o->wide_rows = true; break;
         case OPT_COLUMN_VECTORS: o->column_vectors = true; break;
+        case OPT_COLUMN_SUMS_IN_ROWS: o->column_sums_in_rows = true; break;
         case OPT_NO_VARIANT_SEARCH: o->no_variant_search = true; break;
         case OPT_NO_PACKING: o->no_packing = true; break;
         case OPT_DETERMINISTIC: o->deterministic = true; break;

@@ -85,10 +85,18 @@ typedef struct astitch_plan_options {
                           * *Reduce phase*); off, one column per thread. Code generation alone:
                           * the plan is the same either way. Off by default until measured on
                           * the GPU (bench mode stitch-colvec) */
+    bool column_sums_in_rows; /* fusion=stitch: a column reduction (f32 sum, max or min) of the
+                               * elements a resident row group walks, read by nothing in its
+                               * kernel, is taken in the row pass: each block sums its rows'
+                               * columns in shared memory and adds them into the destination
+                               * by atomics, so the kernel reads its inputs once (docs/
+                               * planner.md, *across*). Off by default: on the H200 it
+                               * measured faster on one layer-norm backward graph and slower
+                               * on two (bench/RESULTS.md); bench mode stitch-colsums */
 } astitch_plan_options;
 
 /* Fills *o with the defaults: fusion=stitch, every switch on (one_pass_variance included),
- * deterministic, persistent, wide_rows and column_vectors off. */
+ * deterministic, persistent, wide_rows, column_vectors and column_sums_in_rows off. */
 ASTITCH_API void astitch_plan_options_default(astitch_plan_options *o);
 /* "none", "xla", "stitch"; NULL for an out-of-range value. */
 ASTITCH_API const char *astitch_fusion_name(astitch_fusion f);

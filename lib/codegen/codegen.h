@@ -495,4 +495,7 @@ void if_end(Emit *e, LLVMBasicBlockRef merge);
  * destinations, by atomics (PlanOp.zero_init) or in split order through its PARTIAL buffer. */
 void emit_split_store(Emit *e, const astitch_mapping *m, int32_t root, LLVMValueRef row,
                       LLVMValueRef acc);
+/* Combines v into the element at `at` (global or shared memory) with the atomic of reduce
+ * root's kind and dtype (f32 sum, max, min; i32 sum); fails on Emit for any other. */
+void emit_atomic_combine(Emit *e, int32_t root, LLVMValueRef at, LLVMValueRef v);
 #endif

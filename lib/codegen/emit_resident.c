@@ -10,25 +10,15 @@
  * barrier between them. Invalid lanes (rows past the block's chunk or the tensor, slots past the
  * row) compute on the block's first row (its own part of any regional value read from shared
  * memory) or slot 0 and store nothing, so that every lane reaches every shuffle and barrier,
- * and loads stay in bounds. */
+ * and loads stay in bounds.
+ *
+ * A reduce summed across the rows (plan_reduce_across) is taken first in its phase, by
+ * emit_across.c. */
 #define ASTITCH_EMIT_INTERNAL
 #include <stdlib.h>
 
 #include "codegen.h"
-
-typedef struct Resident {
-    const astitch_mapping *m;
-    Shape space, kept;
-    int vector, slots, n;      /* elements per access, accesses per lane, n = vector * slots */
-    LLVMValueRef lane, row_in_tile;
-    LLVMValueRef row, valid;   /* this lane's row in the tensor and whether it is one */
-    LLVMValueRef *slot_ok;     /* per slot: inside the row (NULL: every slot always is) */
-    Index *ix;                 /* per element of the lane: its index in the space */
-    LLVMValueRef *cache;       /* per element: nnode cached values */
-    Index rowix;               /* the row, in the kept axes' shape */
-    LLVMValueRef *rowcache;    /* nnode cached values at the row */
-    LLVMValueRef *rowval;      /* nnode values of the run's row roots (Emit.rowval) */
-} Resident;
+#include "resident.h"
 
 /* The axes of element (row, j) of a space reduced over its trailing axes. */
 static void element_axes(Emit *e, const Resident *r, LLVMValueRef row, LLVMValueRef j, Index *ix)
@@ -86,6 +76,7 @@ static void begin_tile(Emit *e, Resident *r, LLVMValueRef tile_iv)
         for (int u = 0; u < r->vector; u++) {
             Index *ix = &r->ix[s * r->vector + u];
             LLVMValueRef j = u ? LLVMBuildAdd(e->b, j0, ev_int(e, u), "") : j0;
+            r->col[s * r->vector + u] = j;
             *ix = (Index){.shape = &r->space, .lin = LLVMBuildAdd(e->b, base, j, "")};
             element_axes(e, r, r->row, j, ix);
         }
@@ -112,15 +103,13 @@ static void begin_tile(Emit *e, Resident *r, LLVMValueRef tile_iv)
     }
 }
 
-/* Makes element k of the lane the one ev_value caches for. */
-static void at_element(Emit *e, Resident *r, int k)
+void resident_at_element(Emit *e, Resident *r, int k)
 {
     e->cache = &r->cache[(size_t)k * (size_t)e->g->nnode];
     e->cache_ix = &r->ix[k];
 }
 
-/* A condition that holds where the lane's row is valid and slot s is inside it. */
-static LLVMValueRef slot_valid(Emit *e, const Resident *r, int s)
+LLVMValueRef resident_slot_valid(Emit *e, const Resident *r, int s)
 {
     return r->slot_ok[s] ? LLVMBuildAnd(e->b, r->valid, r->slot_ok[s], "") : r->valid;
 }
@@ -185,7 +174,7 @@ static void store_space_root(Emit *e, Resident *r, int32_t n, LLVMValueRef *vals
     const PlanOp *op = plan_kernel_op(e->k, n);
     astitch_dtype t = gnode(e->g, n)->dtype;
     for (int s = 0; s < r->slots; s++) {
-        LLVMBasicBlockRef merge = if_begin(e, slot_valid(e, r, s));
+        LLVMBasicBlockRef merge = if_begin(e, resident_slot_valid(e, r, s));
         for (int u = 0; u < r->vector; u++)
             ev_store_root_buffer(e, n, &r->ix[s * r->vector + u], vals[s * r->vector + u]);
         if (op->output && e->tensor[n])
@@ -229,14 +218,21 @@ static void row_phase(Emit *e, Resident *r, const PlanPhase *p)
  * other root at every element of the lane. */
 static void reduce_phase(Emit *e, Resident *r, const PlanPhase *p, LLVMValueRef *vals)
 {
+    /* the column sums first, while little else is live (ptxas on bert_base_bwd_layernorm: 80
+     * registers, against 128 with them after the row sums) */
+    for (int i = 0; i < p->nroot; i++)
+        if (plan_reduce_across(e->g, r->m, p->root[i]))
+            emit_across_tile(e, r, p->root[i], vals);
     for (int i = 0; i < p->nroot; i++) {
         int32_t n = p->root[i];
+        if (plan_reduce_across(e->g, r->m, n))
+            continue;
         const Node *node = gnode(e->g, n);
         bool reduce = node->op == ASTITCH_OP_REDUCE && node->attr.axes == r->m->reduce_axes &&
                       shape_equal(&gnode(e->g, goperand(e->g, n, 0))->shape, &r->space);
         bool space = shape_equal(&node->shape, &r->space);
         for (int k = 0; k < r->n; k++) {
-            at_element(e, r, k);
+            resident_at_element(e, r, k);
             if (reduce) {
                 LLVMValueRef v = ev_value(e, goperand(e->g, n, 0), &r->ix[k]);
                 LLVMValueRef ok = r->slot_ok[k / r->vector];
@@ -248,7 +244,7 @@ static void reduce_phase(Emit *e, Resident *r, const PlanPhase *p, LLVMValueRef 
             } else { /* another shape of as many elements: at the same linear index */
                 Index own = {.shape = &node->shape, .lin = r->ix[k].lin};
                 LLVMValueRef v = ev_value(e, n, &own);
-                LLVMBasicBlockRef merge = if_begin(e, slot_valid(e, r, k / r->vector));
+                LLVMBasicBlockRef merge = if_begin(e, resident_slot_valid(e, r, k / r->vector));
                 ev_store_root(e, n, &own, v);
                 if_end(e, merge);
             }
@@ -268,16 +264,18 @@ static bool resident_alloc(Resident *r, size_t nnode)
 {
     r->slot_ok = malloc((size_t)r->slots * sizeof *r->slot_ok);
     r->ix = malloc((size_t)r->n * sizeof *r->ix);
+    r->col = malloc((size_t)r->n * sizeof *r->col);
     r->cache = malloc((size_t)r->n * nnode * sizeof *r->cache);
     r->rowcache = malloc(nnode * sizeof *r->rowcache);
     r->rowval = malloc(nnode * sizeof *r->rowval);
-    return r->slot_ok && r->ix && r->cache && r->rowcache && r->rowval;
+    return r->slot_ok && r->ix && r->col && r->cache && r->rowcache && r->rowval;
 }
 
 static void resident_free(Resident *r)
 {
     free(r->slot_ok);
     free(r->ix);
+    free(r->col);
     free(r->cache);
     free(r->rowcache);
     free(r->rowval);
@@ -323,6 +321,9 @@ void emit_resident_run(Emit *e, int32_t first, int32_t end)
     LLVMValueRef lane = LLVMBuildURem(e->b, e->tid, ev_int(e, tpr), "lane");
     e->run_first = first;
     e->run_end = end;
+    bool across = emit_across_fold(e, first, end, true);
+    if (across)
+        prim_call(e->b, e->m, PRIM_BARRIER_BLOCK, NULL, 0);
     Loop loop;
     int64_t steps = (m->tasks_per_block + tiles - 1) / tiles;
     if (e->interleave) { /* every block walks as many tiles; rows past the tensor idle */
@@ -348,6 +349,10 @@ void emit_resident_run(Emit *e, int32_t first, int32_t end)
         }
     }
     loop_end(e, &loop, ev_int(e, 1), NULL);
+    if (across && e->status == ASTITCH_OK) { /* every tile of the block added in */
+        prim_call(e->b, e->m, PRIM_BARRIER_BLOCK, NULL, 0);
+        emit_across_fold(e, first, end, false);
+    }
     /* the block barriers the plan puts between the run's phases were not needed inside it;
      * a later phase may still count on them for what the run stored in shared memory */
     if (end - first > 1 && end < e->k->nphase && e->k->phase[end].barrier == ASTITCH_BARRIER_NONE)

@@ -8,10 +8,9 @@
 #define ASTITCH_EMIT_INTERNAL
 #include "codegen.h"
 
-static void store_atomic(Emit *e, int32_t root, LLVMValueRef row, LLVMValueRef acc)
+void emit_atomic_combine(Emit *e, int32_t root, LLVMValueRef at, LLVMValueRef v)
 {
     const Node *node = gnode(e->g, root);
-    const PlanOp *op = plan_kernel_op(e->k, root);
     astitch_reduce_kind kind = node->attr.reduce;
     PrimId prim = PRIM_COUNT;
     if (node->dtype == ASTITCH_F32)
@@ -21,12 +20,20 @@ static void store_atomic(Emit *e, int32_t root, LLVMValueRef row, LLVMValueRef a
     else if (node->dtype == ASTITCH_I32 && kind == ASTITCH_REDUCE_SUM)
         prim = PRIM_ATOMIC_ADD_I32;
     if (prim == PRIM_COUNT) {
-        ev_fail_node(e, root, LLVMTypeOf(acc), ASTITCH_ERR_INTERNAL,
+        ev_fail_node(e, root, LLVMTypeOf(v), ASTITCH_ERR_INTERNAL,
                      "%s: reduce node %d '%s' (%s of %s) is planned with an atomic combine, which it "
                      "has not", e->k->name, root, node->name, astitch_reduce_name(kind),
                      astitch_dtype_name(node->dtype));
         return;
     }
+    prim_call(e->b, e->m, prim, (LLVMValueRef[]){at, v}, 2);
+}
+
+/* Adds acc into element `row` of every destination of root (its scratch buffer, its output). */
+static void store_atomic(Emit *e, int32_t root, LLVMValueRef row, LLVMValueRef acc)
+{
+    const Node *node = gnode(e->g, root);
+    const PlanOp *op = plan_kernel_op(e->k, root);
     LLVMTypeRef mt = node->dtype == ASTITCH_F32 ? LLVMFloatTypeInContext(e->c)
                                                  : LLVMInt32TypeInContext(e->c);
     LLVMValueRef dests[2];
@@ -35,10 +42,8 @@ static void store_atomic(Emit *e, int32_t root, LLVMValueRef row, LLVMValueRef a
         dests[nd++] = ev_buffer_base(e, &e->k->buf[op->buf]);
     if (op->output && e->tensor[root])
         dests[nd++] = e->tensor[root];
-    for (int d = 0; d < nd; d++) {
-        LLVMValueRef p = LLVMBuildGEP2(e->b, mt, dests[d], &row, 1, "");
-        prim_call(e->b, e->m, prim, (LLVMValueRef[]){p, acc}, 2);
-    }
+    for (int d = 0; d < nd && e->status == ASTITCH_OK; d++)
+        emit_atomic_combine(e, root, LLVMBuildGEP2(e->b, mt, dests[d], &row, 1, ""), acc);
 }
 
 /* Loads partial `slot` of buffer pb (volatile: other blocks wrote it) in the register type of

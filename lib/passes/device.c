@@ -44,6 +44,7 @@ void astitch_plan_options_default(astitch_plan_options *o)
     o->one_pass_variance = true;
     o->wide_rows = false;
     o->column_vectors = false;
+    o->column_sums_in_rows = false;
 }
 
 static const char *const fusion_names[] = {"none", "xla", "stitch"};

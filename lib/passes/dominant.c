@@ -82,7 +82,8 @@ static int32_t nearest_dominant(Planner *pl, PlanKernel *k, const int8_t *cand, 
             dist[y] = dist[x] + 1;
             if (y_in && cand[pl->kidx[y]] != NOT_CANDIDATE) {
                 int64_t q;
-                if (cand[pl->kidx[y]] == DOMINANT && sched_derive(g, y, s, &q) != DERIVE_NONE &&
+                Derive how = cand[pl->kidx[y]] == DOMINANT ? sched_derive(g, y, s, &q) : DERIVE_NONE;
+                if (how != DERIVE_NONE && how != DERIVE_ACROSS && /* across: after mapping */
                     (dist[y] < bestd || (dist[y] == bestd && y < best))) {
                     best = y;
                     bestd = dist[y];

@@ -111,6 +111,8 @@ static bool collect(Planner *pl, PlanKernel *k)
             int64_t lanes = ph->map.threads_per_row, warp = pl->p->dev.warp_size;
             int64_t acc = ph->map.kind == ASTITCH_MAP_ROW_REDUCE ? (lanes > warp ? k->block / warp : 0)
                                                                  : (lanes > 1 ? k->block : 0);
+            if (plan_reduce_across(g, &ph->map, o->node)) /* each slot's column sums */
+                acc = plan_across_slots(&ph->map) * ph->map.row_len;
             if (acc > 0) {
                 b.kind = ASTITCH_BUFFER_REDUCE;
                 b.dtype = acc_dtype(n->dtype);

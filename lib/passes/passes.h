@@ -76,7 +76,11 @@ typedef enum Derive {
     DERIVE_NONE,      /* unrelated: cannot share the dominant's mapping */
     DERIVE_SAME,      /* walks the dominant's space (same reduce, or an element-wise op of it) */
     DERIVE_OUTPUT,    /* element-wise over the dominant reduce's result rows */
-    DERIVE_QUOTIENT   /* element-wise over leading dims of an element-wise dominant's space */
+    DERIVE_QUOTIENT,  /* element-wise over leading dims of an element-wise dominant's space */
+    DERIVE_ACROSS     /* a reduce of the dominant row reduce's space over the other axes (its
+                       * columns): walks the same elements with the same mapping, but its
+                       * results are summed across the rows of every block (across.c); only
+                       * the across step groups such a pair */
 } Derive;
 
 /* How far planning has brought a kernel; the invariants of each stage hold from it on, until a
@@ -227,6 +231,11 @@ bool mapping_rows_may_reside(const Shape *s, uint32_t axes);
  * differently (a warp holds it at more than the goal of elements per lane): the one choice of
  * launch shape the cost model leaves to a measurement (the runtime's variant search). */
 bool mapping_wide_alternative(const astitch_plan *p);
+/* across.c: moves every column group whose reductions can be summed inside a resident row
+ * group of the same space (plan_reduce_across) into that group; *moved says whether it moved
+ * one (the mapping step then runs again over the groups left). Requires the groups'
+ * mappings; fails only on memory. */
+astitch_status pass_across(Planner *pl, PlanKernel *k, bool *moved);
 /* propagate.c: roots, phases in dependence order and pl->read from the groups' mappings
  * (PLAN_STAGE_PHASES but for schemes and barriers). */
 astitch_status pass_propagate(Planner *pl, PlanKernel *k);

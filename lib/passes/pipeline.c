@@ -19,6 +19,7 @@
  *     | for every kernel:
  *     |   dominant                     candidates, merging, groups (4.3 step 1)
  *     |   +-> mapping                  thread mapping of each dominant (3.3, 4.3 step 2)
+ *     |   |   across -> mapping        column sums moved into resident row groups
  *     |   |   propagate                roots, phases, reads (4.2 observation A)
  *     |   |   adapt -> propagate       proactive block-locality adaptation (4.3 step 3)
  *     |   |   schemes                  passive locality check, schemes (4.3 step 3)
@@ -48,7 +49,7 @@
 /* The steps as ASTITCH_DUMP_PLAN=after:<step> names them, in pipeline order. */
 static const char *const step_names[] = {
     "prune",    "concat_tree", "variance", "scope",   "xla",    "remote", "bound",
-    "fill",     "dominant",    "mapping",  "propagate", "adapt", "schemes", "barriers",
+    "fill",     "dominant",    "mapping",  "across",  "propagate", "adapt", "schemes", "barriers",
     "tiles",    "memory",      "launch",   "traffic", "check",
 };
 
@@ -190,6 +191,11 @@ static void rewrite_done(const Dump *d, const char *name, const astitch_graph *g
 static astitch_status schedule(Planner *pl, PlanKernel *k)
 {
     astitch_status st = step(pl, k, "mapping", PLAN_STAGE_GROUPS, pass_mapping(pl, k));
+    bool moved = false;
+    if (!st)
+        st = step(pl, k, "across", PLAN_STAGE_GROUPS, pass_across(pl, k, &moved));
+    if (!st && moved)
+        st = step(pl, k, "mapping", PLAN_STAGE_GROUPS, pass_mapping(pl, k));
     if (!st)
         st = step(pl, k, "propagate", PLAN_STAGE_PHASES, pass_propagate(pl, k));
     for (int round = 0; !st && round < 3; round++) {

@@ -87,7 +87,8 @@ typedef struct PlanPhase {
 /* Memory a kernel uses besides its argument tensors. SHARED: one block's chunk of a regional
  * op: element e of the op lives at offset + (e - first element the block owns) * dtype size,
  * elements = the most elements one block owns. REDUCE: block-reduction workspace of a reduce
- * root (one accumulator per warp of the block, elements of f32/i64/... accumulator dtype).
+ * root (one accumulator per warp of the block, elements of f32/i64/... accumulator dtype; for
+ * a reduce summed across rows, plan_reduce_across, plan_across_slots x row_len).
  * SCRATCH: all elements of a global op, row-major, in the scratch arena. PARTIAL: rows * split
  * accumulators of a split reduce, in the arena. */
 typedef struct PlanBuffer {
@@ -174,6 +175,27 @@ static inline int plan_resident_tiles(const astitch_mapping *m)
 {
     int64_t e = plan_lane_elements(m), u = e > 0 ? PLAN_LANE_ELEMENTS_GOAL / e : 1;
     return (int)(u < 1 ? 1 : u > PLAN_RESIDENT_TILES_MAX ? PLAN_RESIDENT_TILES_MAX : u);
+}
+
+/* True when root n, materialized in a phase of mapping m, is a reduce taken across the rows
+ * of row mapping m rather than along them: a column reduce the across step put into a
+ * resident row group (across.c). Each block sums its rows' elements of every column through a
+ * REDUCE buffer (plan_across_slots rows of m.row_len accumulators); the blocks' sums meet in
+ * the destination by atomics (zero_init). */
+static inline bool plan_reduce_across(const astitch_graph *g, const astitch_mapping *m, int32_t n)
+{
+    const Node *x = gnode(g, n);
+    return x->op == ASTITCH_OP_REDUCE && m->kind == ASTITCH_MAP_ROW_REDUCE &&
+           x->attr.axes != m->reduce_axes;
+}
+
+/* Writer slots of a reduce summed across the rows of resident mapping m: each warp when a
+ * warp holds several rows (after combining them by shuffles), else each row of the block. Its
+ * REDUCE buffer holds a row of m->row_len accumulators per slot. */
+static inline int64_t plan_across_slots(const astitch_mapping *m)
+{
+    int32_t t = m->threads_per_row < 32 ? 32 : m->threads_per_row;
+    return m->block / t > 0 ? m->block / t : 1;
 }
 
 /* plan.c: storage */

@@ -169,7 +169,8 @@ static json_t *plan_json(const astitch_plan *p)
          put(opt, "persistent", json_boolean(p->opt.persistent)) &&
          put(opt, "one_pass_variance", json_boolean(p->opt.one_pass_variance)) &&
          put(opt, "wide_rows", json_boolean(p->opt.wide_rows)) &&
-         put(opt, "column_vectors", json_boolean(p->opt.column_vectors));
+         put(opt, "column_vectors", json_boolean(p->opt.column_vectors)) &&
+         put(opt, "column_sums_in_rows", json_boolean(p->opt.column_sums_in_rows));
     json_t *rewritten = json_array();
     ok = ok && rewritten;
     for (int32_t i = 0; ok && i < p->nrewritten; i++)

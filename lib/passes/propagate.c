@@ -160,7 +160,7 @@ static void derive_map(const astitch_graph *g, const PlanKernel *k, const PlanGr
     const astitch_mapping *dm = &gr->map;
     int64_t q = 1;
     Derive d = r == gr->dominant ? DERIVE_SAME : sched_derive(g, gr->dominant, r, &q);
-    if (d == DERIVE_SAME) {
+    if (d == DERIVE_SAME || d == DERIVE_ACROSS) { /* across: the rows' own walk (across.c) */
         *m = *dm;
     } else if (d == DERIVE_OUTPUT && dm->split == 1) {
         elementwise_map(g, r, k, dm->chunk, m);
@@ -189,6 +189,11 @@ static astitch_status place_roots(Planner *pl, PlanKernel *k, Walk *w)
             continue;
         astitch_mapping m;
         derive_map(g, k, &k->group[o->group], o->node, &m);
+        if (plan_reduce_across(g, &m, o->node) && (m.vector < 1 || m.split > 1))
+            return ctx_fail(g->ctx, ASTITCH_ERR_INTERNAL,
+                            "planner: kernel %s: node %d '%s' is summed across the rows of a "
+                            "mapping that does not keep them in registers", k->name, o->node,
+                            gnode(g, o->node)->name);
         /* reads are needed before placement: walk with no phase yet */
         int32_t first_read = pl->nread;
         o->phase = -1;

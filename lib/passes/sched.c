@@ -197,6 +197,8 @@ static IndexMap owner(const astitch_graph *g, const PlanPhase *ph, int32_t r, bo
     const astitch_mapping *m = &ph->map;
     if (m->split > 1 || m->chunk < 1)
         return index_unknown();
+    if (value && plan_reduce_across(g, m, r))
+        return index_unknown(); /* every block adds to every element */
     bool is_reduce = gnode(g, r)->op == ASTITCH_OP_REDUCE && m->kind != ASTITCH_MAP_ELEMENTWISE;
     if (m->kind == ASTITCH_MAP_ELEMENTWISE || (is_reduce && value))
         return (IndexMap){true, m->chunk, 0};
@@ -237,11 +239,16 @@ Derive sched_derive(const astitch_graph *g, int32_t dom, int32_t r, int64_t *q)
     *q = 1;
     if (d->op == ASTITCH_OP_REDUCE) {
         const Shape *ds = &gnode(g, goperand(g, dom, 0))->shape;
-        if (n->op == ASTITCH_OP_REDUCE)
-            return shape_equal(&gnode(g, goperand(g, r, 0))->shape, ds) &&
-                           n->attr.axes == d->attr.axes
-                       ? DERIVE_SAME
+        if (n->op == ASTITCH_OP_REDUCE) {
+            if (!shape_equal(&gnode(g, goperand(g, r, 0))->shape, ds))
+                return DERIVE_NONE;
+            if (n->attr.axes == d->attr.axes)
+                return DERIVE_SAME;
+            uint32_t all = (1u << ds->rank) - 1;
+            return axes_trailing(ds->rank, d->attr.axes) && n->attr.axes == (all & ~d->attr.axes)
+                       ? DERIVE_ACROSS
                        : DERIVE_NONE;
+        }
         if (shape_elements(&n->shape) == shape_elements(ds))
             return DERIVE_SAME;
         if (shape_elements(&n->shape) == shape_elements(&d->shape))

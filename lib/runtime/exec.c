@@ -158,13 +158,12 @@ int exec_split_inits(const astitch_plan *p, int k, SplitInit *out, int n)
     int count = 0;
     for (int32_t ph = 0; ph < pk->nphase; ph++) {
         const PlanPhase *phase = &pk->phase[ph];
-        if (phase->map.split <= 1)
-            continue;
         for (int32_t r = 0; r < phase->nroot; r++) {
             const Node *node = gnode(g, phase->root[r]);
-            if (node->op != ASTITCH_OP_REDUCE)
-                continue;
             const PlanOp *op = plan_kernel_op(pk, phase->root[r]);
+            /* split reduces, and reduces summed across rows (zero_init, never split) */
+            if (node->op != ASTITCH_OP_REDUCE || (phase->map.split <= 1 && !op->zero_init))
+                continue;
             if (!op->zero_init) { /* combined in order: zero the PARTIAL buffer's counters */
                 const PlanBuffer *b = plan_kernel_buffer(pk, ASTITCH_BUFFER_PARTIAL, phase->root[r]);
                 if (b && count < n)
