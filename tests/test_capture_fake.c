@@ -143,11 +143,11 @@ static astitch_executable *compile_for_fake(const Fake *f, astitch_graph *g, boo
     astitch_compile_options o;
     astitch_compile_options_default(&o);
     o.target = ASTITCH_TARGET_CUDA;
-    if (as_parts)
-        setenv("ASTITCH_FORCE_PARTS", "1", 1);
+    astitch_context *ctx = astitch_graph_context(g);
+    expect_ok(f, astitch_context_set_option(ctx, "force_parts", as_parts ? "1" : NULL));
     astitch_executable *x = NULL;
     astitch_status s = astitch_compile(g, &o, &x);
-    unsetenv("ASTITCH_FORCE_PARTS");
+    expect_ok(f, astitch_context_set_option(ctx, "force_parts", NULL));
     expect_ok(f, s);
     return x;
 }
@@ -407,7 +407,7 @@ static void test_variant_search(void **state)
     astitch_executable_destroy(x);
     astitch_graph_destroy(g);
     g = wide_rows_graph(f, 768);
-    setenv("ASTITCH_CACHE", "0", 1);
+    expect_ok(f, astitch_context_set_option(f->ctx, "cache", "0"));
     /* the times of the last three runs of each form, in turn (the warm-up pair is not read):
      * each form's fastest counts */
     static const struct { float ms[6], best[2]; bool wide; } timed[] = {
@@ -474,8 +474,8 @@ static void test_variant_search(void **state)
     /* recorded: memory, then disk after the memory layer is emptied */
     char dir[] = "/tmp/astitch-variant-XXXXXX";
     assert_non_null(mkdtemp(dir));
-    setenv("ASTITCH_CACHE", "1", 1);
-    setenv("ASTITCH_CACHE_DIR", dir, 1);
+    expect_ok(f, astitch_context_set_option(f->ctx, "cache", "1"));
+    expect_ok(f, astitch_context_set_option(f->ctx, "cache_dir", dir));
     compile_cache_reset();
     x = compile_for_fake(f, g, false);
     f->set_elapsed((const float[]){3.0f, 1.5f, 3.0f, 1.5f, 3.0f, 1.5f}, 6);
@@ -505,7 +505,7 @@ static void test_variant_search(void **state)
     char cmd[64];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
-    setenv("ASTITCH_CACHE_DIR", "", 1);
+    expect_ok(f, astitch_context_set_option(f->ctx, "cache_dir", ""));
     compile_cache_reset();
     astitch_graph_destroy(g);
 }

@@ -723,10 +723,10 @@ static void test_redzone_scratch(void **state)
         DiffRef *d = NULL;
         assert_int_equal(diff_ref_create(t.g, diff_fresh_seed(), false, &d), ASTITCH_OK);
         piece_run_ok(&t, d, "scratch, plan as made");
-        setenv("ASTITCH_FORCE_PARTS", "1", 1);
+        assert_int_equal(astitch_context_set_option(t.ctx, "force_parts", "1"), ASTITCH_OK);
         piece_recompile(&t);
         piece_run_ok(&t, d, "scratch, plan as made, parts form");
-        unsetenv("ASTITCH_FORCE_PARTS");
+        assert_int_equal(astitch_context_set_option(t.ctx, "force_parts", NULL), ASTITCH_OK);
         PlanKernel *k = &t.x->plan->kernel[0];
         PlanBuffer *b = top_buffer(&t, ASTITCH_BUFFER_SCRATCH);
         char node[96];

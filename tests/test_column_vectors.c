@@ -107,17 +107,19 @@ static astitch_executable *compile(astitch_graph *g, astitch_fusion f, bool vect
     for (int k = 0; k < x->plan->nkernel; k++)
         if (x->plan->kernel[k].regs < FORM_REGS)
             x->plan->kernel[k].regs = FORM_REGS;
-    if (split)
-        setenv("ASTITCH_FORCE_PARTS", "1", 1);
+    assert_int_equal(astitch_context_set_option(ctx, "force_parts", split ? "1" : NULL),
+                     ASTITCH_OK);
     host_kernels_destroy(x->hk);
     host_kernels_destroy(x->hk_parts);
     free(x->as_parts);
     x->hk = x->hk_parts = NULL;
     x->as_parts = NULL;
     astitch_status s = exec_host_prepare(x);
-    unsetenv("ASTITCH_FORCE_PARTS");
+    assert_int_equal(astitch_context_set_option(ctx, "force_parts", NULL), ASTITCH_OK);
     if (s != ASTITCH_OK)
         fail_msg("recompile: %s", astitch_last_error(ctx));
+    for (int k = 0; k < x->plan->nkernel; k++) /* the switch reached the runtime */
+        assert_true(!split || x->plan->kernel[k].global_barriers == 0 || x->as_parts[k]);
     return x;
 }
 

@@ -206,10 +206,9 @@ static void test_corrupt(void **state)
     char *good = compile(m, 90, false);
     assert_int_equal(entries(dir, path), 1);
     snprintf(odir, sizeof odir, "%s/other", dir);
-    setenv("ASTITCH_CACHE_DIR", odir, 1);
+    assert_int_equal(astitch_context_set_option(other.ctx, "cache_dir", odir), ASTITCH_OK);
     free(compile(other, 90, false));
     assert_int_equal(entries(odir, opath), 1);
-    setenv("ASTITCH_CACHE_DIR", dir, 1);
     size_t len, flen;
     char *bytes = slurp(path, &len), *foreign = slurp(opath, &flen);
     assert_true(len > 100);
@@ -268,7 +267,7 @@ static void test_dirs(void **state)
     snprintf(d, sizeof d, "%s/file", dir);
     spill(d, "x", 1);
     snprintf(d, sizeof d, "%s/file/sub", dir); /* its parent is a file: even root cannot */
-    setenv("ASTITCH_CACHE_DIR", d, 1);
+    assert_int_equal(astitch_context_set_option(m.ctx, "cache_dir", d), ASTITCH_OK);
     for (int off = 0; off < 2; off++) {
         compile_cache_reset();
         free(compile(m, 90, false));
@@ -277,7 +276,8 @@ static void test_dirs(void **state)
         assert_int_equal(s.misses, 1);
         assert_int_equal(s.memory_hits, 1);
         assert_int_equal(s.disk_writes, 0);
-        setenv("ASTITCH_CACHE_DIR", "", 1); /* the disk cache off */
+        /* the disk cache off */
+        assert_int_equal(astitch_context_set_option(m.ctx, "cache_dir", ""), ASTITCH_OK);
     }
     const char *home = getenv("HOME");
     char *saved = home ? strdup(home) : NULL;
@@ -288,8 +288,10 @@ static void test_dirs(void **state)
         unsetenv("ASTITCH_CACHE_DIR");
         unsetenv("XDG_CACHE_HOME");
         setenv(place == 0 ? "ASTITCH_CACHE_DIR" : place == 1 ? "XDG_CACHE_HOME" : "HOME", d, 1);
+        Made here = make(2.0, 256); /* a context reads the environment when it is made */
         compile_cache_reset();
-        free(compile(m, 90, false));
+        free(compile(here, 90, false));
+        unmake(here);
         snprintf(d, sizeof d, "%s/%s", dir, tail[place]);
         assert_int_equal(entries(d, path), 1);
         assert_int_equal(stat(d, &st), 0);
@@ -298,6 +300,7 @@ static void test_dirs(void **state)
     if (saved)
         setenv("HOME", saved, 1);
     free(saved);
+    setenv("ASTITCH_CACHE_DIR", dir, 1); /* as setup left it, for the contexts of later tests */
     unmake(m);
 }
 
@@ -309,7 +312,7 @@ static void test_disabled(void **state)
     char path[1024];
     const char *values[] = {"0", "off"};
     for (int i = 0; i < 2; i++) {
-        setenv("ASTITCH_CACHE", values[i], 1);
+        assert_int_equal(astitch_context_set_option(m.ctx, "cache", values[i]), ASTITCH_OK);
         char *a = compile(m, 90, false), *b = compile(m, 90, false);
         assert_string_equal(a, b);
         free(a), free(b);
@@ -317,7 +320,7 @@ static void test_disabled(void **state)
     CompileCacheStats s = stats();
     assert_int_equal(s.misses + s.memory_hits + s.disk_hits + s.disk_writes, 0);
     assert_int_equal(entries(dir, path), 0);
-    unsetenv("ASTITCH_CACHE");
+    assert_int_equal(astitch_context_set_option(m.ctx, "cache", NULL), ASTITCH_OK);
     free(compile(m, 90, false));
     assert_int_equal(stats().misses, 1);
     unmake(m);

@@ -40,15 +40,15 @@ static double now_seconds(void)
 static astitch_status compile_gpu(astitch_graph *g, astitch_fusion fusion, bool as_parts,
                                   astitch_executable **x)
 {
-    if (as_parts)
-        setenv("ASTITCH_FORCE_PARTS", "1", 1);
+    astitch_context *ctx = astitch_graph_context(g);
+    astitch_status s = astitch_context_set_option(ctx, "force_parts", as_parts ? "1" : NULL);
     astitch_compile_options o;
     astitch_compile_options_default(&o);
     o.target = ASTITCH_TARGET_CUDA;
     o.plan.fusion = fusion;
-    astitch_status s = astitch_compile(g, &o, x);
-    if (as_parts)
-        unsetenv("ASTITCH_FORCE_PARTS");
+    if (s == ASTITCH_OK)
+        s = astitch_compile(g, &o, x);
+    astitch_context_set_option(ctx, "force_parts", NULL);
     return s;
 }
 
@@ -517,11 +517,11 @@ static void test_caller_workspace(void **state)
         astitch_compile_options_default(&o);
         o.target = ASTITCH_TARGET_CUDA;
         o.caller_workspace = true;
-        if (cases[c].as_parts)
-            setenv("ASTITCH_FORCE_PARTS", "1", 1);
+        assert_int_equal(astitch_context_set_option(ctx, "force_parts",
+                                                    cases[c].as_parts ? "1" : NULL), ASTITCH_OK);
         astitch_executable *x;
         astitch_status s = astitch_compile(g, &o, &x);
-        unsetenv("ASTITCH_FORCE_PARTS");
+        astitch_context_set_option(ctx, "force_parts", NULL);
         if (s != ASTITCH_OK)
             fail_msg("%s: compile: %s", cases[c].file, astitch_last_error(ctx));
         size_t bytes = 0;

@@ -769,6 +769,47 @@ static void test_half_round_trip(void **state)
     assert_int_equal(float_to_bf16(1.01171875f), 0x3f82);
 }
 
+/* A context's switches: read from the environment when it is made, set and unset through
+ * astitch_context_set_option afterwards, an unknown name refused with the list of names. */
+static void test_context_options(void **state)
+{
+    (void)state;
+    setenv("ASTITCH_CACHE", "off", 1);
+    unsetenv("ASTITCH_FORCE_PARTS");
+    astitch_context *ctx = NULL;
+    assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
+    unsetenv("ASTITCH_CACHE");
+    setenv("ASTITCH_FORCE_PARTS", "1", 1); /* too late for ctx */
+    assert_string_equal(astitch_context_option(ctx, "cache"), "off");
+    assert_null(astitch_context_option(ctx, "force_parts"));
+    assert_false(config_cache_on(&ctx->config));
+    assert_false(config_force_parts(&ctx->config));
+    assert_int_equal(astitch_context_set_option(ctx, "force_parts", "1"), ASTITCH_OK);
+    assert_true(config_force_parts(&ctx->config));
+    assert_int_equal(astitch_context_set_option(ctx, "cache", NULL), ASTITCH_OK);
+    assert_null(astitch_context_option(ctx, "cache"));
+    assert_true(config_cache_on(&ctx->config));
+    assert_int_equal(astitch_context_set_option(ctx, "dump_plan", "after:memory"), ASTITCH_OK);
+    assert_string_equal(config_dump_plan(&ctx->config), "after:memory");
+    assert_int_equal(astitch_context_set_option(ctx, "dump_plan", "0"), ASTITCH_OK);
+    assert_null(config_dump_plan(&ctx->config));
+    char dir[64];
+    assert_int_equal(astitch_context_set_option(ctx, "cache_dir", "/x/y"), ASTITCH_OK);
+    assert_true(config_cache_dir(&ctx->config, dir, sizeof dir));
+    assert_string_equal(dir, "/x/y");
+    assert_int_equal(astitch_context_set_option(ctx, "cache_dir", "off"), ASTITCH_OK);
+    assert_false(config_cache_dir(&ctx->config, dir, sizeof dir));
+    assert_int_equal(astitch_context_set_option(ctx, "ASTITCH_CACHE", "0"), ASTITCH_ERR_ARGUMENT);
+    assert_non_null(strstr(astitch_last_error(ctx), "no switch named 'ASTITCH_CACHE'"));
+    assert_non_null(strstr(astitch_last_error(ctx), "dump_plan, force_parts, cache, cache_dir"));
+    assert_int_equal(astitch_context_set_option(ctx, NULL, "1"), ASTITCH_ERR_ARGUMENT);
+    assert_int_equal(astitch_context_set_option(NULL, "cache", "1"), ASTITCH_ERR_ARGUMENT);
+    assert_null(astitch_context_option(ctx, "nothing"));
+    assert_null(astitch_context_option(NULL, "cache"));
+    unsetenv("ASTITCH_FORCE_PARTS");
+    astitch_context_destroy(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -777,6 +818,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_builder_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_zero_extent_shapes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_error_names_node, setup, teardown),
+        cmocka_unit_test(test_context_options),
         cmocka_unit_test_setup_teardown(test_error_location, setup, teardown),
         cmocka_unit_test_setup_teardown(test_debug_assertion, setup, teardown),
         cmocka_unit_test_setup_teardown(test_verifier_errors, setup, teardown),

@@ -139,7 +139,8 @@ static void test_error_node_into(void **state)
     astitch_context_destroy(ctx);
 }
 
-/* What planning fig7 under ASTITCH_DUMP_PLAN=value writes to stderr (malloc'd). */
+/* What planning fig7 under the switch dump_plan=value (ASTITCH_DUMP_PLAN) writes to stderr
+ * (malloc'd). */
 static char *dump_of(const char *value)
 {
     char path[] = "/tmp/astitch_dump_XXXXXX";
@@ -148,13 +149,12 @@ static char *dump_of(const char *value)
     fflush(stderr);
     int saved = dup(STDERR_FILENO);
     assert_true(saved >= 0 && dup2(fd, STDERR_FILENO) >= 0);
-    setenv("ASTITCH_DUMP_PLAN", value, 1);
     astitch_context *ctx = NULL;
     astitch_graph *g = NULL;
     assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
+    assert_int_equal(astitch_context_set_option(ctx, "dump_plan", value), ASTITCH_OK);
     astitch_plan *p = fig7_plan(ctx, &g);
     fflush(stderr);
-    unsetenv("ASTITCH_DUMP_PLAN");
     dup2(saved, STDERR_FILENO);
     close(saved);
     astitch_plan_destroy(p);

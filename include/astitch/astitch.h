@@ -99,8 +99,24 @@ ASTITCH_API astitch_status astitch_reduce_from_name(const char *name, astitch_re
 
 typedef struct astitch_context astitch_context;
 
+/* Makes a context. Its switches (below) start from the environment as it is now: ASTITCH_ and
+ * the switch's name in capitals (ASTITCH_FORCE_PARTS=1); later changes of the environment do
+ * not reach it. */
 ASTITCH_API astitch_status astitch_context_create(astitch_context **out);
 ASTITCH_API void astitch_context_destroy(astitch_context *ctx);
+/* Sets switch `name` of ctx to a copy of value, or back to unset (its default) for NULL; for
+ * everything made from ctx from then on. The switches (README, *Environment*):
+ *   "dump_plan"    "1": the planner prints each finished plan to stderr; "after:<step>": the
+ *                  plan after each run of that step
+ *   "force_parts"  "1": kernels with global barriers run as their parts
+ *   "cache"        "0" or "off": no compile cache
+ *   "cache_dir"    the disk cache's directory; "", "0" or "off": no disk cache
+ * ASTITCH_ERR_ARGUMENT (naming the switches) for another name, ASTITCH_ERR_MEMORY. */
+ASTITCH_API astitch_status astitch_context_set_option(astitch_context *ctx, const char *name,
+                                                      const char *value);
+/* The value of switch `name` of ctx, NULL when unset or not a switch. Valid until it is set
+ * again or ctx is destroyed. */
+ASTITCH_API const char *astitch_context_option(const astitch_context *ctx, const char *name);
 /* The message of the last failed call made with ctx (or an object made from it); "" if none.
  * Valid until the next call on ctx. */
 ASTITCH_API const char *astitch_last_error(const astitch_context *ctx);

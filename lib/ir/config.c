@@ -5,19 +5,109 @@
 
 #include "config.h"
 
+/* The switches' names: as astitch_context_set_option takes them, and in the environment. */
+static const char *const names[CONFIG_SWITCHES][2] = {
+    [CONFIG_DUMP_PLAN] = {"dump_plan", "ASTITCH_DUMP_PLAN"},
+    [CONFIG_FORCE_PARTS] = {"force_parts", "ASTITCH_FORCE_PARTS"},
+    [CONFIG_CACHE] = {"cache", "ASTITCH_CACHE"},
+    [CONFIG_CACHE_DIR] = {"cache_dir", "ASTITCH_CACHE_DIR"},
+};
+
 /* True for a value that switches a flag off: empty, "0" or "off". */
 static bool off(const char *v) { return !*v || strcmp(v, "0") == 0 || strcmp(v, "off") == 0; }
 
-const char *config_dump_plan(void)
+static char *copy(const char *s)
 {
-    const char *v = getenv("ASTITCH_DUMP_PLAN");
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    return d ? memcpy(d, s, n) : NULL;
+}
+
+/* The disk cache's default directory, malloc'd, or NULL (none, or memory). */
+static char *cache_home(void)
+{
+    const char *base = getenv("XDG_CACHE_HOME"), *suffix = "/astitch";
+    if (!base || base[0] != '/') {
+        base = getenv("HOME");
+        suffix = "/.cache/astitch";
+    }
+    if (!base || !*base)
+        return NULL;
+    size_t n = strlen(base) + strlen(suffix) + 1;
+    char *d = malloc(n);
+    if (d)
+        snprintf(d, n, "%s%s", base, suffix);
+    return d;
+}
+
+bool config_from_env(Config *c)
+{
+    memset(c, 0, sizeof *c);
+    bool ok = true;
+    for (int i = 0; i < CONFIG_SWITCHES; i++) {
+        const char *v = getenv(names[i][1]);
+        if (v && !(c->value[i] = copy(v)))
+            ok = false;
+    }
+    c->cache_home = cache_home();
+    return ok;
+}
+
+void config_free(Config *c)
+{
+    for (int i = 0; i < CONFIG_SWITCHES; i++)
+        free(c->value[i]);
+    free(c->cache_home);
+    memset(c, 0, sizeof *c);
+}
+
+int config_switch_named(const char *name)
+{
+    for (int i = 0; name && i < CONFIG_SWITCHES; i++)
+        if (strcmp(name, names[i][0]) == 0)
+            return i;
+    return -1;
+}
+
+const char *config_switch_name(int i) { return i >= 0 && i < CONFIG_SWITCHES ? names[i][0] : NULL; }
+
+bool config_set(Config *c, ConfigSwitch sw, const char *value)
+{
+    char *v = NULL;
+    if (value && !(v = copy(value)))
+        return false;
+    free(c->value[sw]);
+    c->value[sw] = v;
+    return true;
+}
+
+const char *config_dump_plan(const Config *c)
+{
+    const char *v = c->value[CONFIG_DUMP_PLAN];
     return v && *v && strcmp(v, "0") != 0 ? v : NULL;
 }
 
-bool config_force_parts(void)
+bool config_force_parts(const Config *c)
 {
-    const char *v = getenv("ASTITCH_FORCE_PARTS");
+    const char *v = c->value[CONFIG_FORCE_PARTS];
     return v && *v && strcmp(v, "0") != 0;
+}
+
+bool config_cache_on(const Config *c)
+{
+    const char *v = c->value[CONFIG_CACHE];
+    return !v || (strcmp(v, "0") != 0 && strcmp(v, "off") != 0);
+}
+
+bool config_cache_dir(const Config *c, char *dir, size_t len)
+{
+    const char *d = c->value[CONFIG_CACHE_DIR];
+    if (d && off(d))
+        return false;
+    if (!d && !(d = c->cache_home))
+        return false;
+    int n = snprintf(dir, len, "%s", d);
+    return n >= 0 && (size_t)n < len;
 }
 
 const char *config_libcuda(void)
@@ -30,29 +120,6 @@ const char *config_cuda_path(void)
 {
     const char *v = getenv("ASTITCH_CUDA_PATH");
     return v && *v ? v : NULL;
-}
-
-bool config_cache_on(void)
-{
-    const char *v = getenv("ASTITCH_CACHE");
-    return !v || (strcmp(v, "0") != 0 && strcmp(v, "off") != 0);
-}
-
-bool config_cache_dir(char *dir, size_t len)
-{
-    const char *d = getenv("ASTITCH_CACHE_DIR"), *base = getenv("XDG_CACHE_HOME");
-    int n;
-    if (d && off(d))
-        return false;
-    if (d)
-        n = snprintf(dir, len, "%s", d);
-    else if (base && base[0] == '/')
-        n = snprintf(dir, len, "%s/astitch", base);
-    else if ((base = getenv("HOME")) && *base)
-        n = snprintf(dir, len, "%s/.cache/astitch", base);
-    else
-        return false;
-    return n >= 0 && (size_t)n < len;
 }
 
 const char *config_search_path(void) { return getenv("PATH"); }

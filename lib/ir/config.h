@@ -1,19 +1,27 @@
 /*
- * config.h: the switches libastitch takes from the environment, read in config.c and nowhere
- * else. Each is read when it is consulted, so a program (or a test) may change one between
- * calls; what each value means is decided there too.
+ * config.h: what libastitch takes from the environment, read in config.c and nowhere else.
  *
- *   ASTITCH_DUMP_PLAN    planner: "1" prints the finished plan, "after:<step>" the plan after
- *                        each run of a step (docs/planner.md); unset, empty or "0": nothing
- *   ASTITCH_FORCE_PARTS  runtime: every kernel with global barriers runs as its parts, as when
- *                        its blocks cannot all be resident; unset, empty or "0": off
- *   ASTITCH_LIBCUDA      runtime: the CUDA driver library to open (default libcuda.so.1)
+ * The switches are a context's (Config, astitch_context.config): read once from the
+ * environment when the context is created, changed after through astitch_context_set_option
+ * (the name in parentheses), so that a program or a test sets them through the API:
+ *
+ *   ASTITCH_DUMP_PLAN    (dump_plan) planner: "1" prints the finished plan, "after:<step>" the
+ *                        plan after each run of a step (docs/planner.md); unset, empty or
+ *                        "0": nothing
+ *   ASTITCH_FORCE_PARTS  (force_parts) runtime: every kernel with global barriers runs as its
+ *                        parts, as when its blocks cannot all be resident; unset, empty or
+ *                        "0": off
+ *   ASTITCH_CACHE        (cache) "0" or "off": no compile cache (memory or disk)
+ *   ASTITCH_CACHE_DIR    (cache_dir) the disk cache's directory; empty, "0" or "off": no disk
+ *                        cache; unset: $XDG_CACHE_HOME/astitch (an absolute XDG_CACHE_HOME),
+ *                        else $HOME/.cache/astitch (read when the context is created)
+ *
+ * The places of things are the process's, read when consulted:
+ *
+ *   ASTITCH_LIBCUDA      runtime: the CUDA driver library to open (default libcuda.so.1; the
+ *                        driver is opened once per process)
  *   ASTITCH_CUDA_PATH    codegen and the compile cache: the CUDA toolkit root (libdevice,
  *                        ptxas); unset or empty: the configured one
- *   ASTITCH_CACHE        "0" or "off": no compile cache (memory or disk)
- *   ASTITCH_CACHE_DIR    the disk cache's directory; empty, "0" or "off": no disk cache;
- *                        unset: $XDG_CACHE_HOME/astitch (an absolute XDG_CACHE_HOME), else
- *                        $HOME/.cache/astitch
  *   PATH, TMPDIR         ptxas: where else to find it, where its files go (default /tmp)
  */
 #ifndef ASTITCH_CONFIG_ENV_H
@@ -22,17 +30,43 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* ASTITCH_DUMP_PLAN's value when it asks for a dump, else NULL. */
-const char *config_dump_plan(void);
-bool config_force_parts(void);
+typedef enum ConfigSwitch {
+    CONFIG_DUMP_PLAN,
+    CONFIG_FORCE_PARTS,
+    CONFIG_CACHE,
+    CONFIG_CACHE_DIR,
+    CONFIG_SWITCHES
+} ConfigSwitch;
+
+/* A context's switches: each value malloc'd, NULL when unset. cache_home is the disk cache's
+ * default directory, from XDG_CACHE_HOME or HOME at creation (NULL: none). */
+typedef struct Config {
+    char *value[CONFIG_SWITCHES];
+    char *cache_home;
+} Config;
+
+/* Reads every switch from the environment into c (zeroed first); false on memory. */
+bool config_from_env(Config *c);
+void config_free(Config *c);
+/* The switch named name ("dump_plan", ...), or -1. */
+int config_switch_named(const char *name);
+/* The name of switch i (0 .. CONFIG_SWITCHES - 1), or NULL. */
+const char *config_switch_name(int i);
+/* Sets switch sw to a copy of value (NULL: unset); false on memory (c unchanged). */
+bool config_set(Config *c, ConfigSwitch sw, const char *value);
+
+/* dump_plan's value when it asks for a dump, else NULL. */
+const char *config_dump_plan(const Config *c);
+bool config_force_parts(const Config *c);
+bool config_cache_on(const Config *c);
+/* Writes the disk cache's directory into dir (len bytes); false when the disk cache is off, no
+ * directory can be named, or the name does not fit. */
+bool config_cache_dir(const Config *c, char *dir, size_t len);
+
 /* The driver library to dlopen. */
 const char *config_libcuda(void);
 /* ASTITCH_CUDA_PATH when set and not empty, else NULL (the caller's default). */
 const char *config_cuda_path(void);
-bool config_cache_on(void);
-/* Writes the disk cache's directory into dir (len bytes); false when the disk cache is off, no
- * directory can be named, or the name does not fit. */
-bool config_cache_dir(char *dir, size_t len);
 /* PATH, or NULL. */
 const char *config_search_path(void);
 /* The directory for temporary files: TMPDIR when set and not empty, else /tmp. */

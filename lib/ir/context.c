@@ -33,7 +33,38 @@ astitch_status astitch_context_create(astitch_context **out)
     if (!*out)
         return ASTITCH_ERR_MEMORY;
     (*out)->error_node = ASTITCH_NO_NODE;
+    if (!config_from_env(&(*out)->config)) {
+        astitch_context_destroy(*out);
+        *out = NULL;
+        return ASTITCH_ERR_MEMORY;
+    }
     return ASTITCH_OK;
+}
+
+astitch_status astitch_context_set_option(astitch_context *ctx, const char *name,
+                                          const char *value)
+{
+    if (!ctx)
+        return ASTITCH_ERR_ARGUMENT;
+    int sw = config_switch_named(name);
+    if (sw < 0) {
+        char list[128] = "";
+        for (int i = 0; config_switch_name(i); i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                     config_switch_name(i));
+        return ctx_fail(ctx, ASTITCH_ERR_ARGUMENT,
+                        "astitch_context_set_option: no switch named '%s' (the switches: %s)",
+                        name ? name : "(null)", list);
+    }
+    if (!config_set(&ctx->config, (ConfigSwitch)sw, value))
+        return ctx_fail(ctx, ASTITCH_ERR_MEMORY, "out of memory");
+    return ASTITCH_OK;
+}
+
+const char *astitch_context_option(const astitch_context *ctx, const char *name)
+{
+    int sw = config_switch_named(name);
+    return ctx && sw >= 0 ? ctx->config.value[sw] : NULL;
 }
 
 void astitch_context_destroy(astitch_context *ctx)
@@ -43,6 +74,7 @@ void astitch_context_destroy(astitch_context *ctx)
     for (int i = 0; i < ctx->ncustom; i++)
         free(ctx->custom[i].target);
     free(ctx->custom);
+    config_free(&ctx->config);
     free(ctx);
 }
 

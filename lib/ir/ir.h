@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "astitch/astitch.h"
+#include "ir/config.h"
 
 #define MAX_RANK ASTITCH_MAX_RANK
 /* Largest element count of one tensor; bigger shapes are rejected as absurd. */
@@ -74,6 +75,7 @@ struct astitch_context {
     int error_line, error_col; /* astitch_last_error_position; 0 when none */
     CustomFn *custom;
     int ncustom;
+    Config config;             /* its switches (config.h) */
 };
 
 struct astitch_graph {

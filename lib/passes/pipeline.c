@@ -68,10 +68,10 @@ static const char *step_named(const char *name)
     return NULL;
 }
 
-static Dump dump_request(void)
+static Dump dump_request(const astitch_context *ctx)
 {
     Dump d = {0};
-    const char *v = config_dump_plan();
+    const char *v = config_dump_plan(&ctx->config);
     if (!v)
         return d;
     if (strncmp(v, "after:", 6) != 0) {
@@ -329,7 +329,7 @@ astitch_status astitch_plan_create(astitch_graph *g, const astitch_device *dev,
         p->opt = *opts;
     else
         astitch_plan_options_default(&p->opt);
-    Dump dump = dump_request();
+    Dump dump = dump_request(g->ctx);
     st = pass_prune(g, &p->own_graph, &p->dropped, &p->ndropped);
     if (!st && p->own_graph)
         p->graph = p->own_graph;

@@ -19,6 +19,7 @@
 #include "codegen/compile.h"
 #include "compile_cache.h"
 #include "ir/config.h"
+#include "ir/ir.h"
 
 #define MEM_ENTRIES 64
 #define MEM_BYTES ((size_t)64 << 20)
@@ -76,7 +77,7 @@ static void build_id_init(void)
  * search's choice for p on sm); false (k empty) when it cannot be made. */
 static bool key_make(const char *kind, const astitch_plan *p, int sm, bool as_parts, CacheKey *k)
 {
-    *k = (CacheKey){0};
+    *k = (CacheKey){.config = &astitch_plan_graph(p)->ctx->config};
     char *graph = NULL, *plan = NULL;
     const char *cuda = config_cuda_path();
     pthread_once(&build_once, build_id_init);
@@ -237,14 +238,18 @@ static void store(const CacheKey *k, const char *text, size_t n)
 
 /* ---- entry points -------------------------------------------------------------------------- */
 
-static bool cache_on(void) { return config_cache_on(); }
+/* The compile cache's switch in the context of p's graph. */
+static bool cache_on(const astitch_plan *p)
+{
+    return config_cache_on(&astitch_plan_graph(p)->ctx->config);
+}
 
 astitch_status cached_compile_ptx(astitch_context *ctx, const astitch_plan *p, int sm,
                                   bool as_parts, char **ptx)
 {
     *ptx = NULL;
     CacheKey k;
-    if (!cache_on() || !key_make("ptx", p, sm, as_parts, &k))
+    if (!cache_on(p) || !key_make("ptx", p, sm, as_parts, &k))
         return compile_ptx(ctx, p, sm, as_parts, ptx);
     astitch_status s = ASTITCH_OK;
     if (!(*ptx = lookup(&k))) {
@@ -260,7 +265,7 @@ astitch_status cached_compile_ptx(astitch_context *ctx, const astitch_plan *p, i
 void compile_cache_replace(const astitch_plan *p, int sm, bool as_parts, const char *ptx)
 {
     CacheKey k;
-    if (!cache_on() || !key_make("ptx", p, sm, as_parts, &k))
+    if (!cache_on(p) || !key_make("ptx", p, sm, as_parts, &k))
         return;
     store(&k, ptx, strlen(ptx));
     free(k.text);
@@ -269,7 +274,7 @@ void compile_cache_replace(const astitch_plan *p, int sm, bool as_parts, const c
 int compile_cache_choice(const astitch_plan *p, int sm)
 {
     CacheKey k;
-    if (!cache_on() || !key_make("variant", p, sm, false, &k))
+    if (!cache_on(p) || !key_make("variant", p, sm, false, &k))
         return -1;
     char *text = lookup(&k);
     int choice = text && (text[0] == '0' || text[0] == '1') && text[1] == '\n' ? text[0] - '0' : -1;
@@ -281,7 +286,7 @@ int compile_cache_choice(const astitch_plan *p, int sm)
 void compile_cache_set_choice(const astitch_plan *p, int sm, int choice)
 {
     CacheKey k;
-    if (!cache_on() || (choice != 0 && choice != 1) || !key_make("variant", p, sm, false, &k))
+    if (!cache_on(p) || (choice != 0 && choice != 1) || !key_make("variant", p, sm, false, &k))
         return;
     store(&k, choice ? "1\n" : "0\n", 2);
     free(k.text);

@@ -28,6 +28,7 @@
 
 #include "astitch/astitch.h"
 #include "astitch/plan.h"
+#include "ir/config.h"
 
 /* compile_ptx (codegen/compile.h) through the cache: the same contract and the same text.
  * *ptx is malloc'd; errors are compile_ptx's, on ctx. */
@@ -67,6 +68,7 @@ typedef struct CacheKey {
     size_t len;
     uint64_t hash[2]; /* cache_hash of text: high, low */
     const char *kind; /* "ptx" or "variant": the disk file's name prefix */
+    const Config *config; /* the switches of the plan's context: the disk cache's directory */
 } CacheKey;
 
 /* compile_cache.c */

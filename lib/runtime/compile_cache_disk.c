@@ -31,7 +31,7 @@
 /* Writes the disk cache's directory and k's entry path; false when the disk cache is off. */
 bool cache_disk_paths(const CacheKey *k, char *dir, char *path)
 {
-    if (!config_cache_dir(dir, CACHE_PATH_BYTES))
+    if (!k->config || !config_cache_dir(k->config, dir, CACHE_PATH_BYTES))
         return false;
     int n = snprintf(path, CACHE_PATH_BYTES, "%s/%s-%016" PRIx64 "%016" PRIx64, dir,
                  k->kind ? k->kind : "ptx", k->hash[0], k->hash[1]);

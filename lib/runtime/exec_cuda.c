@@ -51,7 +51,7 @@ astitch_status exec_cuda_open(astitch_context *ctx, ExecCuda **out, astitch_devi
     }
     cuda_device_model(c->dev, model);
     cuda_workspace_init(&c->ws, c->dev);
-    c->force_parts = config_force_parts();
+    c->force_parts = config_force_parts(&ctx->config);
     *out = c;
     return ASTITCH_OK;
 }

@@ -25,7 +25,7 @@ astitch_status exec_host_prepare(astitch_executable *x)
     x->as_parts = calloc((size_t)p->nkernel + 1, sizeof *x->as_parts);
     if (!x->as_parts)
         return ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory");
-    bool any = false, force = config_force_parts();
+    bool any = false, force = config_force_parts(&x->ctx->config);
     for (int k = 0; k < p->nkernel; k++) {
         const PlanKernel *pk = &p->kernel[k];
         x->as_parts[k] = pk->global_barriers > 0 &&
