@@ -111,9 +111,9 @@ bool emit_across_fold(Emit *e, int32_t first, int32_t end, bool init)
                     sum = ev_reduce_combine(e, node->attr.reduce, node->dtype, sum,
                                             ev_load(e, base, buf->dtype, LLVMBuildAdd(e->b, col.iv,
                                                     ev_int(e, s * m->row_len), "")));
-                if (m->grid > 1) { /* the blocks' sums meet by atomics */
+                if (plan_kernel_op(e->k, n)->zero_init) { /* the blocks' sums meet by atomics */
                     emit_split_store(e, m, n, col.iv, sum);
-                } else { /* one block: the sum is the result */
+                } else { /* one block (schemes.c): the sum is the result */
                     Index at = {.shape = &node->shape, .lin = col.iv};
                     ev_store_root(e, n, &at, sum);
                 }

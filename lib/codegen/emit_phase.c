@@ -262,14 +262,7 @@ void emit_phase_run(Emit *e, int32_t first, int32_t end)
     LLVMBasicBlockRef merge = NULL;
     if (p->map.grid < e->k->grid)
         merge = if_begin(e, LLVMBuildICmp(e->b, LLVMIntSLT, e->ctaid, ev_int(e, p->map.grid), ""));
-    for (int32_t ph = first; !p->resident && ph < end; ph++)
-        for (int i = 0; i < e->k->phase[ph].nroot; i++)
-            if (plan_reduce_across(e->g, &e->k->phase[ph].map, e->k->phase[ph].root[i]))
-                ev_fail(e, e->ix, ASTITCH_ERR_INTERNAL, "%s: phase %d sums node %d across rows "
-                        "it does not keep in registers", e->k->name, ph, e->k->phase[ph].root[i]);
-    if (e->status != ASTITCH_OK) {
-        ; /* failed above */
-    } else if (p->resident) {
+    if (p->resident) {
         emit_resident_run(e, first, end);
     } else if (end - first == 1) {
         if (p->map.kind == ASTITCH_MAP_ELEMENTWISE)

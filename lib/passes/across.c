@@ -19,7 +19,7 @@
  *   - the blocks' column sums fit in ACROSS_SHARED_MAX bytes of shared memory.
  *
  * The moved roots become sub-dominants of the row group and its members join it; the
- * mapping step then runs again over the groups left. Code generation: emit_resident.c.
+ * mapping step then runs again over the groups left. Code generation: emit_across.c.
  */
 #include <stdlib.h>
 #include <string.h>

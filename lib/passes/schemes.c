@@ -6,10 +6,10 @@
  * phases is regional when every such read finds its elements in the reading block's own part
  * of the root (sched_regional: the reader's block ownership equals the producer's through the
  * read's index map), and global otherwise. A split reduce is always global: its split blocks
- * combine their results across blocks in global memory, read or not; so does a reduce summed
- * across the rows of a row mapping (across.c), whose blocks add theirs into the destination by
- * atomics (zero_init), as a split one does without the deterministic option. Barriers follow from the
- * schemes: the pipeline's next step (sched_barriers).
+ * combine their results across blocks in global memory, read or not. A reduce summed across
+ * the rows of a row mapping (across.c) is read by nothing in its kernel; its blocks add theirs
+ * into the destination by atomics (zero_init) unless the mapping has one block. Barriers follow
+ * from the schemes: the pipeline's next step (sched_barriers).
  */
 #include <stdlib.h>
 
@@ -52,12 +52,13 @@ astitch_status pass_schemes(Planner *pl, PlanKernel *k)
             continue;
         const PlanPhase *ph = &k->phase[o->phase];
         bool split_reduce = ph->map.split > 1 && gnode(g, o->node)->op == ASTITCH_OP_REDUCE;
-        /* blocks add up by atomics, unless there is one block */
+        bool regional = !split_reduce && !(flags[i] & NOT_LOCAL);
+        /* a reduce summed across rows is read by nothing in its kernel (across.c); its blocks
+         * add up by atomics, unless there is one block */
         bool across = plan_reduce_across(g, &ph->map, o->node) && ph->map.grid > 1;
-        bool regional = !split_reduce && !across && !(flags[i] & NOT_LOCAL);
         o->zero_init = across || (split_reduce && !pl->p->opt.deterministic &&
                                   plan_split_atomic(gnode(g, o->node)));
-        if (split_reduce || (across && (flags[i] & READ_LATER)))
+        if (split_reduce)
             o->scheme = ASTITCH_SCHEME_GLOBAL;
         else if (flags[i] & READ_LATER)
             o->scheme = regional ? ASTITCH_SCHEME_REGIONAL : ASTITCH_SCHEME_GLOBAL;
