@@ -361,6 +361,13 @@ int32_t ev_memo_find(const EvMemo *m, int32_t node, uint32_t gen); /* the slot, 
 bool ev_memo_add(EvMemo *m, int32_t node, uint32_t gen, int32_t slot); /* false: no memory */
 void ev_memo_free(EvMemo *m);
 
+/* The index *sub, in the operand shape `source`, of the element *ix of broadcast `bcast` (a
+ * size-1 operand axis reads index 0). */
+void ev_broadcast_source(Emit *e, const Node *bcast, const Shape *source, Index *ix,
+                         Index *sub);
+/* The index *sub, in the operand shape `source`, of the element *ix of `transpose`. */
+void ev_transpose_source(Emit *e, const Node *transpose, const Shape *source, Index *ix,
+                         Index *sub);
 /* The index *sub, in the slice's operand shape `source`, of the element *ix of slice `slice`. */
 void ev_slice_source(Emit *e, const Node *slice, const Shape *source, Index *ix, Index *sub);
 

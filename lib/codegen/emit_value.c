@@ -557,6 +557,24 @@ static LLVMValueRef constant_table(Emit *e, int32_t n)
     return LLVMBuildAddrSpaceCast(e->b, gv, LLVMPointerTypeInContext(e->c, 0), "");
 }
 
+void ev_broadcast_source(Emit *e, const Node *bcast, const Shape *source, Index *ix,
+                         Index *sub)
+{
+    ev_axes(e, ix);
+    *sub = (Index){.shape = source, .has_axes = true};
+    for (int i = 0; i < source->rank; i++)
+        sub->axis[i] = source->dim[i] == 1 ? ev_int(e, 0) : ix->axis[bcast->attr.dims[i]];
+}
+
+void ev_transpose_source(Emit *e, const Node *transpose, const Shape *source, Index *ix,
+                         Index *sub)
+{
+    ev_axes(e, ix);
+    *sub = (Index){.shape = source, .has_axes = true};
+    for (int i = 0; i < source->rank; i++)
+        sub->axis[transpose->attr.dims[i]] = ix->axis[i];
+}
+
 void ev_slice_source(Emit *e, const Node *slice, const Shape *source, Index *ix, Index *sub)
 {
     ev_axes(e, ix);
@@ -627,14 +645,8 @@ static uint32_t walk_gen(const Walk *w, int32_t of) { return of < 0 ? 0 : w->f[o
  * remembered. */
 static void walk_remember(Walk *w, int32_t n, int32_t of, LLVMValueRef v)
 {
-    if (w->nval == w->capval) {
-        int32_t cap = w->capval ? 2 * w->capval : 64;
-        LLVMValueRef *val = realloc(w->val, (size_t)cap * sizeof *val);
-        if (!val)
-            return;
-        w->val = val;
-        w->capval = cap;
-    }
+    if (!ARRAY_RESERVE(w->val, w->nval, w->capval, 64))
+        return;
     if (ev_memo_add(&w->memo, n, walk_gen(w, of), w->nval))
         w->val[w->nval++] = v;
 }
@@ -800,6 +812,10 @@ static LLVMValueRef compute_step(Emit *e, Walk *w, int32_t fi, LLVMValueRef got,
     const Node *node = gnode(e->g, n);
     const Node *x = node->nin > 0 ? gnode(e->g, goperand(e->g, n, 0)) : NULL;
     int32_t x0 = node->nin > 0 ? goperand(e->g, n, 0) : -1;
+    bool moves = node->op == ASTITCH_OP_BROADCAST_IN_DIM || node->op == ASTITCH_OP_SLICE ||
+                 node->op == ASTITCH_OP_RESHAPE || node->op == ASTITCH_OP_TRANSPOSE;
+    if (got && moves) /* asked for its operand's value, which is the node's */
+        return got;
     switch (node->op) {
     case ASTITCH_OP_CONSTANT:
         if (node->attr.nvalues == 1)
@@ -813,29 +829,15 @@ static LLVMValueRef compute_step(Emit *e, Walk *w, int32_t fi, LLVMValueRef got,
         return LLVMBuildIntCast2(e->b, i, ev_type(e, node->dtype), 0, "");
     }
     case ASTITCH_OP_BROADCAST_IN_DIM:
-        if (got)
-            return got;
-        ev_axes(e, ix);
-        f->sub = (Index){.shape = &x->shape, .has_axes = true};
-        for (int i = 0; i < x->shape.rank; i++)
-            f->sub.axis[i] = x->shape.dim[i] == 1 ? ev_int(e, 0) : ix->axis[node->attr.dims[i]];
+        ev_broadcast_source(e, node, &x->shape, ix, &f->sub);
         return ask(x0, fi, child, child_ix);
     case ASTITCH_OP_RESHAPE:
-        if (got)
-            return got;
         f->sub = (Index){.shape = &x->shape, .lin = ev_lin(e, ix)};
         return ask(x0, fi, child, child_ix);
     case ASTITCH_OP_TRANSPOSE:
-        if (got)
-            return got;
-        ev_axes(e, ix);
-        f->sub = (Index){.shape = &x->shape, .has_axes = true};
-        for (int i = 0; i < x->shape.rank; i++)
-            f->sub.axis[node->attr.dims[i]] = ix->axis[i];
+        ev_transpose_source(e, node, &x->shape, ix, &f->sub);
         return ask(x0, fi, child, child_ix);
     case ASTITCH_OP_SLICE:
-        if (got)
-            return got;
         ev_slice_source(e, node, &x->shape, ix, &f->sub);
         return ask(x0, fi, child, child_ix);
     case ASTITCH_OP_CONCATENATE:
@@ -921,15 +923,8 @@ static LLVMValueRef enter(Emit *e, Walk *w, int32_t n, int32_t ix_of)
 
 LLVMValueRef ev_value(Emit *e, int32_t n, Index *ix)
 {
-    Walk w;
-    w.ix = ix;
+    Walk w = {.ix = ix, .cap = WALK_LOCAL};
     w.f = w.local;
-    w.n = 0;
-    w.cap = WALK_LOCAL;
-    w.gens = 0;
-    w.memo = (EvMemo){0};
-    w.val = NULL;
-    w.nval = w.capval = 0;
     LLVMValueRef v = enter(e, &w, n, -1);
     while (w.n > 0) {
         int32_t child, child_ix;

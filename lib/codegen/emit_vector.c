@@ -140,19 +140,9 @@ static bool ask(int32_t x, int32_t of, int32_t *child, int32_t *child_ix)
     return false;
 }
 
-/* The operand's run is the node's: done. */
-static bool pass(Frame *f, const LLVMValueRef *got, int v)
+static bool broadcast(Emit *e, Frame *f, int32_t fi, Index *ix, int v, int32_t *child,
+                      int32_t *child_ix)
 {
-    for (int j = 0; j < v; j++)
-        f->out[j] = got[j];
-    return true;
-}
-
-static bool broadcast(Emit *e, Frame *f, int32_t fi, Index *ix, int v, const LLVMValueRef *got,
-                      int32_t *child, int32_t *child_ix)
-{
-    if (got)
-        return pass(f, got, v);
     const Node *node = gnode(e->g, f->n);
     int32_t x0 = goperand(e->g, f->n, 0);
     const Shape *xs = &gnode(e->g, x0)->shape;
@@ -164,31 +154,11 @@ static bool broadcast(Emit *e, Frame *f, int32_t fi, Index *ix, int v, const LLV
         by_element(e, f->n, ix, v, f->out);
         return true;
     }
-    ev_axes(e, ix);
-    f->sub = (Index){.shape = xs, .has_axes = true};
-    for (int i = 0; i < xs->rank; i++)
-        f->sub.axis[i] = xs->dim[i] == 1 ? ev_int(e, 0) : ix->axis[node->attr.dims[i]];
+    ev_broadcast_source(e, node, xs, ix, &f->sub);
     if (from >= 0)
         return ask(x0, fi, child, child_ix);
     uniform(e, x0, &f->sub, v, f->out);
     return true;
-}
-
-static bool slice(Emit *e, Frame *f, int32_t fi, Index *ix, int v, const LLVMValueRef *got,
-                  int32_t *child, int32_t *child_ix)
-{
-    if (got)
-        return pass(f, got, v);
-    const Node *node = gnode(e->g, f->n);
-    int32_t x0 = goperand(e->g, f->n, 0);
-    const Shape *xs = &gnode(e->g, x0)->shape;
-    int last = xs->rank - 1;
-    if (node->attr.stride[last] != 1 || node->attr.dims[last] % v || !runs_in(xs->dim[last], v)) {
-        by_element(e, f->n, ix, v, f->out);
-        return true;
-    }
-    ev_slice_source(e, node, xs, ix, &f->sub);
-    return ask(x0, fi, child, child_ix);
 }
 
 /* Concatenate: starts operand f->k (a branch of its own unless speculating) and asks for its
@@ -321,6 +291,13 @@ static bool compute_step(Emit *e, Walk *w, int32_t fi, const LLVMValueRef *got, 
     int32_t n = f->n;
     const Node *node = gnode(e->g, n);
     int32_t x0 = node->nin > 0 ? goperand(e->g, n, 0) : -1;
+    bool moves = node->op == ASTITCH_OP_BROADCAST_IN_DIM || node->op == ASTITCH_OP_SLICE ||
+                 node->op == ASTITCH_OP_RESHAPE || node->op == ASTITCH_OP_TRANSPOSE;
+    if (got && moves) { /* asked for its operand's run, which is the node's */
+        for (int j = 0; j < v; j++)
+            f->out[j] = got[j];
+        return true;
+    }
     switch (node->op) {
     case ASTITCH_OP_CONSTANT:
         if (node->attr.nvalues == 1)
@@ -328,28 +305,28 @@ static bool compute_step(Emit *e, Walk *w, int32_t fi, const LLVMValueRef *got, 
         else
             by_element(e, n, ix, v, f->out);
         return true;
-    case ASTITCH_OP_BROADCAST_IN_DIM: return broadcast(e, f, fi, ix, v, got, child, child_ix);
-    case ASTITCH_OP_SLICE: return slice(e, f, fi, ix, v, got, child, child_ix);
+    case ASTITCH_OP_BROADCAST_IN_DIM: return broadcast(e, f, fi, ix, v, child, child_ix);
     case ASTITCH_OP_CONCATENATE: return concat(e, f, fi, ix, v, got, child, child_ix);
     case ASTITCH_OP_RESHAPE: {
-        if (got)
-            return pass(f, got, v);
         const Shape *xs = &gnode(e->g, x0)->shape;
         if (xs->rank == 0 || !runs_in(xs->dim[xs->rank - 1], v))
             break;
         f->sub = (Index){.shape = xs, .lin = ev_lin(e, ix)};
         return ask(x0, fi, child, child_ix);
     }
+    case ASTITCH_OP_SLICE: {
+        const Shape *xs = &gnode(e->g, x0)->shape;
+        int last = xs->rank - 1;
+        if (node->attr.stride[last] != 1 || node->attr.dims[last] % v || !runs_in(xs->dim[last], v))
+            break;
+        ev_slice_source(e, node, xs, ix, &f->sub);
+        return ask(x0, fi, child, child_ix);
+    }
     case ASTITCH_OP_TRANSPOSE: {
-        if (got)
-            return pass(f, got, v);
         int last = ix->shape->rank - 1;
         if (node->attr.dims[last] != last)
             break;
-        ev_axes(e, ix);
-        f->sub = (Index){.shape = &gnode(e->g, x0)->shape, .has_axes = true};
-        for (int i = 0; i <= last; i++)
-            f->sub.axis[node->attr.dims[i]] = ix->axis[i];
+        ev_transpose_source(e, node, &gnode(e->g, x0)->shape, ix, &f->sub);
         return ask(x0, fi, child, child_ix);
     }
     default:
@@ -422,16 +399,8 @@ static const LLVMValueRef *enter(Emit *e, Walk *w, int32_t n, int32_t ix_of)
 
 void ev_vector(Emit *e, int32_t n, Index *ix, int v, LLVMValueRef *out)
 {
-    Walk w;
-    w.ix = ix;
-    w.v = v;
+    Walk w = {.ix = ix, .v = v, .cap = WALK_LOCAL};
     w.f = w.local;
-    w.n = 0;
-    w.cap = WALK_LOCAL;
-    w.gens = 0;
-    w.memo = (EvMemo){0};
-    w.val = NULL;
-    w.nval = w.capval = 0;
     const LLVMValueRef *got = enter(e, &w, n, -1);
     while (w.n > 0) {
         int32_t child, child_ix;

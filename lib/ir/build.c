@@ -503,6 +503,18 @@ astitch_node graph_copy_mapped(astitch_graph *g, const astitch_graph *src, int32
     return r;
 }
 
+astitch_node graph_name_derived(astitch_graph *g, const astitch_graph *src, astitch_node v,
+                                const char *base, const char *what)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s.%s", base, what);
+    for (int k = 1; astitch_graph_find(src, buf) >= 0 || astitch_graph_find(g, buf) >= 0; k++)
+        snprintf(buf, sizeof buf, "%s.%s_%d", base, what, k);
+    if (v != ASTITCH_NO_NODE && astitch_set_name(g, v, buf) != ASTITCH_OK)
+        return ASTITCH_NO_NODE;
+    return v;
+}
+
 astitch_status graph_copy_finish(astitch_graph *g, const astitch_graph *src, const int32_t *map,
                                  const char *what)
 {
@@ -535,6 +547,23 @@ static bool set_shape(astitch_graph *g, Shape *s, int rank, const int64_t *dims,
 }
 
 static bool usable(astitch_graph *g) { return g && g->status == ASTITCH_OK; }
+
+/* Copies one entry of list per axis of x into out (nothing when x is not a node, which
+ * add_checked reports); a missing list for an x of rank > 0 fails naming what (who). */
+static bool copy_axis_list(astitch_graph *g, astitch_node x, const int64_t *list, int64_t *out,
+                           const char *who)
+{
+    if (!graph_valid_id(g, x))
+        return true;
+    int xr = g->node[x].shape.rank;
+    if (xr > 0 && !list) {
+        graph_fail(g, ASTITCH_ERR_ARGUMENT, "%s missing", who);
+        return false;
+    }
+    for (int i = 0; i < xr; i++)
+        out[i] = list[i];
+    return true;
+}
 
 astitch_node astitch_parameter(astitch_graph *g, const char *name, astitch_dtype t, int rank,
                                const int64_t *dims)
@@ -623,15 +652,8 @@ astitch_node astitch_broadcast_in_dim(astitch_graph *g, astitch_node x, int rank
     Node n = {.op = ASTITCH_OP_BROADCAST_IN_DIM};
     if (!usable(g) || !set_shape(g, &n.shape, rank, dims, "broadcast_in_dim"))
         return ASTITCH_NO_NODE;
-    if (graph_valid_id(g, x)) {
-        int xr = g->node[x].shape.rank;
-        if (xr > 0 && !broadcast_dims) {
-            graph_fail(g, ASTITCH_ERR_ARGUMENT, "broadcast_in_dim: broadcast_dims missing");
-            return ASTITCH_NO_NODE;
-        }
-        for (int i = 0; i < xr; i++)
-            n.attr.dims[i] = broadcast_dims[i];
-    }
+    if (!copy_axis_list(g, x, broadcast_dims, n.attr.dims, "broadcast_in_dim: broadcast_dims"))
+        return ASTITCH_NO_NODE;
     return add_checked(g, &n, &x, 1, NULL);
 }
 
@@ -646,17 +668,8 @@ astitch_node astitch_reshape(astitch_graph *g, astitch_node x, int rank, const i
 astitch_node astitch_transpose(astitch_graph *g, astitch_node x, const int64_t *perm)
 {
     Node n = {.op = ASTITCH_OP_TRANSPOSE};
-    if (!usable(g))
+    if (!usable(g) || !copy_axis_list(g, x, perm, n.attr.dims, "transpose: permutation"))
         return ASTITCH_NO_NODE;
-    if (graph_valid_id(g, x)) {
-        int xr = g->node[x].shape.rank;
-        if (xr > 0 && !perm) {
-            graph_fail(g, ASTITCH_ERR_ARGUMENT, "transpose: permutation missing");
-            return ASTITCH_NO_NODE;
-        }
-        for (int i = 0; i < xr; i++)
-            n.attr.dims[i] = perm[i];
-    }
     return add_checked(g, &n, &x, 1, NULL);
 }
 

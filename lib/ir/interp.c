@@ -203,32 +203,32 @@ static astitch_status run_node(const astitch_graph *g, int32_t id, Wide **val,
     return ASTITCH_OK;
 }
 
-/* Rejects NULL buffer arrays and NULL buffers, naming the first one. */
+/* Rejects a NULL array of buffers, and a NULL buffer in it, naming the first: the
+ * parameters' (params) or the outputs'. */
+static astitch_status check_list(const astitch_graph *g, bool params, const void *const *buf)
+{
+    const char *list = params ? "inputs" : "outputs";
+    const int32_t *ids = params ? g->param : g->output;
+    int32_t count = params ? g->nparam : g->noutput;
+    char ts[160];
+    if (count > 0 && !buf)
+        return ctx_fail(g->ctx, ASTITCH_ERR_ARGUMENT,
+                        "astitch_run_reference: %s is NULL, but the graph has %d %s", list,
+                        count, params ? "parameters" : "outputs");
+    for (int32_t i = 0; i < count; i++)
+        if (!buf[i])
+            return ctx_fail(g->ctx, ASTITCH_ERR_ARGUMENT,
+                            "astitch_run_reference: %s[%d] is NULL (%snode %d '%s' %s)", list, i,
+                            params ? "parameter " : "", ids[i],
+                            gnode(g, ids[i])->name, TS(ts, gnode(g, ids[i])));
+    return ASTITCH_OK;
+}
+
 static astitch_status check_buffers(const astitch_graph *g, const void *const *inputs,
                                     void *const *outputs)
 {
-    char ts[160];
-    if (g->nparam > 0 && !inputs)
-        return ctx_fail(g->ctx, ASTITCH_ERR_ARGUMENT,
-                        "astitch_run_reference: inputs is NULL, but the graph has %d parameters",
-                        g->nparam);
-    for (int32_t i = 0; i < g->nparam; i++)
-        if (!inputs[i])
-            return ctx_fail(g->ctx, ASTITCH_ERR_ARGUMENT,
-                            "astitch_run_reference: inputs[%d] is NULL (parameter node %d '%s' %s)",
-                            i, g->param[i], gnode(g, g->param[i])->name,
-                            TS(ts, gnode(g, g->param[i])));
-    if (g->noutput > 0 && !outputs)
-        return ctx_fail(g->ctx, ASTITCH_ERR_ARGUMENT,
-                        "astitch_run_reference: outputs is NULL, but the graph has %d outputs",
-                        g->noutput);
-    for (int32_t i = 0; i < g->noutput; i++)
-        if (!outputs[i])
-            return ctx_fail(g->ctx, ASTITCH_ERR_ARGUMENT,
-                            "astitch_run_reference: outputs[%d] is NULL (node %d '%s' %s)", i,
-                            g->output[i], gnode(g, g->output[i])->name,
-                            TS(ts, gnode(g, g->output[i])));
-    return ASTITCH_OK;
+    astitch_status s = check_list(g, true, inputs);
+    return s == ASTITCH_OK ? check_list(g, false, (const void *const *)outputs) : s;
 }
 
 /* The bytes the reference may hold at once: three quarters of the smallest of the machine's

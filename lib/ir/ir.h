@@ -183,6 +183,10 @@ astitch_node graph_copy_node(astitch_graph *g, const astitch_graph *src, int32_t
 /* graph_copy_node with operands map[operand of v in src]. */
 astitch_node graph_copy_mapped(astitch_graph *g, const astitch_graph *src, int32_t v,
                                const int32_t *map);
+/* Names node v of g, a rewrite of src, "<base>.<what>", with a "_<k>" suffix while src or g
+ * already has that name; v, or ASTITCH_NO_NODE when v is none or naming fails. */
+astitch_node graph_name_derived(astitch_graph *g, const astitch_graph *src, astitch_node v,
+                                const char *base, const char *what);
 /* Ends a copy of src into g whose nodes map[] gives: src's outputs, name and comment, then the
  * verifier. A failure recorded on g is reported on src's context as "<what> of graph '<name>':
  * <the builder's message>". */

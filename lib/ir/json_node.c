@@ -333,10 +333,13 @@ static bool get_values(const json_t *obj, astitch_dtype t, int64_t elements, dou
     return true;
 }
 
-/* Checks that list `key` of n entries matches the rank of operand x. */
-static bool rank_matches(const astitch_graph *g, astitch_node x, const char *key, int n,
-                         char *why, size_t len)
+/* Reads list `key` of obj into out, one entry per axis of operand x. */
+static bool get_axis_ints(const json_t *obj, const char *key, const astitch_graph *g,
+                          astitch_node x, int64_t *out, char *why, size_t len)
 {
+    int n;
+    if (!get_ints(obj, key, MAX_RANK, out, &n, why, len))
+        return false;
     astitch_tensor_info info;
     if (astitch_node_info(g, x, &info) != ASTITCH_OK)
         return failf(why, len, "bad operand");
@@ -383,8 +386,7 @@ static bool build(astitch_graph *g, const json_t *obj, astitch_op op, const asti
     case ASTITCH_OP_SELECT: *id = astitch_select(g, in[0], in[1], in[2]); return true;
     case ASTITCH_OP_BROADCAST_IN_DIM: {
         int64_t bd[MAX_RANK];
-        if (!get_ints(obj, "broadcast_dimensions", MAX_RANK, bd, &n, why, len) ||
-            !rank_matches(g, in[0], "broadcast_dimensions", n, why, len))
+        if (!get_axis_ints(obj, "broadcast_dimensions", g, in[0], bd, why, len))
             return false;
         *id = astitch_broadcast_in_dim(g, in[0], s.rank, s.dim, bd);
         return true;
@@ -392,8 +394,7 @@ static bool build(astitch_graph *g, const json_t *obj, astitch_op op, const asti
     case ASTITCH_OP_RESHAPE: *id = astitch_reshape(g, in[0], s.rank, s.dim); return true;
     case ASTITCH_OP_TRANSPOSE: {
         int64_t perm[MAX_RANK];
-        if (!get_ints(obj, "permutation", MAX_RANK, perm, &n, why, len) ||
-            !rank_matches(g, in[0], "permutation", n, why, len))
+        if (!get_axis_ints(obj, "permutation", g, in[0], perm, why, len))
             return false;
         *id = astitch_transpose(g, in[0], perm);
         return true;
@@ -401,13 +402,9 @@ static bool build(astitch_graph *g, const json_t *obj, astitch_op op, const asti
     case ASTITCH_OP_SLICE: {
         int64_t start[MAX_RANK], limit[MAX_RANK], stride[MAX_RANK];
         bool strided = json_object_get(obj, "strides") != NULL;
-        if (!get_ints(obj, "start", MAX_RANK, start, &n, why, len) ||
-            !rank_matches(g, in[0], "start", n, why, len) ||
-            !get_ints(obj, "limit", MAX_RANK, limit, &n, why, len) ||
-            !rank_matches(g, in[0], "limit", n, why, len))
-            return false;
-        if (strided && (!get_ints(obj, "strides", MAX_RANK, stride, &n, why, len) ||
-                        !rank_matches(g, in[0], "strides", n, why, len)))
+        if (!get_axis_ints(obj, "start", g, in[0], start, why, len) ||
+            !get_axis_ints(obj, "limit", g, in[0], limit, why, len) ||
+            (strided && !get_axis_ints(obj, "strides", g, in[0], stride, why, len)))
             return false;
         *id = astitch_slice(g, in[0], start, limit, strided ? stride : NULL);
         return true;

@@ -112,6 +112,18 @@ static int32_t *find_slot(const Reader *r, const char *name)
             return &r->slot[i];
 }
 
+/* Checks that top-level key is present and an array (of what). */
+static astitch_status top_array(Reader *r, const json_t *root, const char *key, const char *of)
+{
+    const json_t *v = json_object_get(root, key);
+    if (!v)
+        return fail_at(r, ASTITCH_ERR_PARSE, r->pos.root, "missing \"%s\"", key);
+    if (!json_is_array(v))
+        return fail_at(r, ASTITCH_ERR_PARSE, json_pos_key(&r->pos, key),
+                       "\"%s\" must be an array of %s, not %s", key, of, jtype(v));
+    return ASTITCH_OK;
+}
+
 static astitch_status check_top(Reader *r, const json_t *root)
 {
     static const char *const keys[] = {"format", "version", "name", "comment", "nodes",
@@ -154,19 +166,10 @@ static astitch_status check_top(Reader *r, const json_t *root)
             return fail_at(r, ASTITCH_ERR_PARSE, json_pos_key(&r->pos, text_key),
                            "\"%s\" must be a string, not %s", text_key, jtype(t));
     }
-    const json_t *nodes = json_object_get(root, "nodes");
-    if (!nodes)
-        return fail_at(r, ASTITCH_ERR_PARSE, r->pos.root, "missing \"nodes\"");
-    if (!json_is_array(nodes))
-        return fail_at(r, ASTITCH_ERR_PARSE, json_pos_key(&r->pos, "nodes"),
-                       "\"nodes\" must be an array of node objects, not %s", jtype(nodes));
-    const json_t *outputs = json_object_get(root, "outputs");
-    if (!outputs)
-        return fail_at(r, ASTITCH_ERR_PARSE, r->pos.root, "missing \"outputs\"");
-    if (!json_is_array(outputs))
-        return fail_at(r, ASTITCH_ERR_PARSE, json_pos_key(&r->pos, "outputs"),
-                       "\"outputs\" must be an array of node names, not %s", jtype(outputs));
-    if (json_array_size(outputs) == 0)
+    astitch_status s = top_array(r, root, "nodes", "node objects");
+    if (s != ASTITCH_OK || (s = top_array(r, root, "outputs", "node names")) != ASTITCH_OK)
+        return s;
+    if (json_array_size(json_object_get(root, "outputs")) == 0)
         return fail_at(r, ASTITCH_ERR_GRAPH, json_pos_key(&r->pos, "outputs"),
                        "\"outputs\" is empty; a graph needs at least one output");
     return ASTITCH_OK;

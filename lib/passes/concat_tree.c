@@ -16,17 +16,13 @@
 
 #include "passes/passes.h"
 
-/* Names node v of d "<base>.part<level>_<i>", with a "_k" suffix when src or d has that name. */
+/* Names node v of d "<base>.part<level>_<i>" (graph_name_derived). */
 static astitch_node named(const astitch_graph *src, astitch_graph *d, astitch_node v,
                           const char *base, int level, int i)
 {
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s.part%d_%d", base, level, i);
-    for (int k = 1; astitch_graph_find(src, buf) >= 0 || astitch_graph_find(d, buf) >= 0; k++)
-        snprintf(buf, sizeof buf, "%s.part%d_%d_%d", base, level, i, k);
-    if (v != ASTITCH_NO_NODE && astitch_set_name(d, v, buf) != ASTITCH_OK)
-        return ASTITCH_NO_NODE;
-    return v;
+    char what[64];
+    snprintf(what, sizeof what, "part%d_%d", level, i);
+    return graph_name_derived(d, src, v, base, what);
 }
 
 /* Appends to d the tree that concatenates src's node v (its operands mapped by map[]); returns

@@ -5,6 +5,15 @@
 
 #include "passes/passes.h"
 
+/* obj when every part of it was put (ok), else NULL with obj released. */
+static json_t *built(json_t *obj, bool ok)
+{
+    if (ok)
+        return obj;
+    json_decref(obj);
+    return NULL;
+}
+
 /* Sets obj[key] = val, taking val in every case (jansson returns NULL when out of memory). */
 static bool put(json_t *obj, const char *key, json_t *val)
 {
@@ -38,11 +47,7 @@ static json_t *mapping(const astitch_mapping *m)
     ok = put(o, "kind", json_string(astitch_mapping_kind_name(m->kind))) && ok;
     ok = put(o, "space", space) && ok;
     ok = put(o, "reduce_axes", axes) && ok;
-    if (!ok) {
-        json_decref(o);
-        return NULL;
-    }
-    ok = put(o, "rows", json_integer(m->rows)) && put(o, "row_len", json_integer(m->row_len)) &&
+    ok = ok && put(o, "rows", json_integer(m->rows)) && put(o, "row_len", json_integer(m->row_len)) &&
          put(o, "block", json_integer(m->block)) && put(o, "grid", json_integer(m->grid)) &&
          put(o, "threads_per_row", json_integer(m->threads_per_row)) &&
          put(o, "rows_per_block", json_integer(m->rows_per_block)) &&
@@ -52,11 +57,7 @@ static json_t *mapping(const astitch_mapping *m)
          put(o, "split_len", json_integer(m->split_len)) &&
          put(o, "vector", json_integer(m->vector)) &&
          put(o, "elements_per_thread", json_integer(astitch_mapping_elements_per_thread(m)));
-    if (!ok) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
+    return built(o, ok);
 }
 
 static json_t *op_json(const astitch_plan *p, const PlanOp *o)
@@ -71,11 +72,7 @@ static json_t *op_json(const astitch_plan *p, const PlanOp *o)
               put(j, "buffer", json_integer(o->buf)) && put(j, "output", json_boolean(o->output)) &&
               put(j, "zero_init", json_boolean(o->zero_init)) &&
               put(j, "evals", json_integer(o->evals));
-    if (!ok) {
-        json_decref(j);
-        return NULL;
-    }
-    return j;
+    return built(j, ok);
 }
 
 static json_t *kernel_json(const astitch_plan *p, const PlanKernel *k)
@@ -136,11 +133,7 @@ static json_t *kernel_json(const astitch_plan *p, const PlanKernel *k)
     ok = put(j, "groups", groups) && ok;
     ok = put(j, "phases", phases) && ok;
     ok = put(j, "buffers", bufs) && ok;
-    if (!ok) {
-        json_decref(j);
-        return NULL;
-    }
-    return j;
+    return built(j, ok);
 }
 
 static json_t *plan_json(const astitch_plan *p)
@@ -201,11 +194,7 @@ static json_t *plan_json(const astitch_plan *p)
     ok = put(root, "scratch_bytes", json_integer(p->scratch_bytes)) && ok;
     ok = put(root, "steps", steps) && ok;
     ok = put(root, "kernels", kernels) && ok;
-    if (!ok) {
-        json_decref(root);
-        return NULL;
-    }
-    return root;
+    return built(root, ok);
 }
 
 astitch_status astitch_plan_write_json(const astitch_plan *p, FILE *f)

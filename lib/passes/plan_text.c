@@ -14,8 +14,10 @@ static void list(FILE *f, const astitch_plan *p, const int32_t *v, int32_t n)
         fputs("-", f);
 }
 
+/* The mapping of a group or phase, on a line of its own after the line before. */
 static void mapping(FILE *f, const astitch_mapping *m)
 {
+    fputs("\n    mapping ", f);
     fprintf(f, "%s [", astitch_mapping_kind_name(m->kind));
     for (int i = 0; i < m->rank; i++)
         fprintf(f, "%s%lld%s", i ? "," : "", (long long)m->dims[i],
@@ -29,7 +31,7 @@ static void mapping(FILE *f, const astitch_mapping *m)
         fprintf(f, ", split %d x %lld", (int)m->split, (long long)m->split_len);
     if (m->vector > 0)
         fprintf(f, ", resident rows, vector %d", (int)m->vector);
-    fprintf(f, ", %lld elements/thread", (long long)astitch_mapping_elements_per_thread(m));
+    fprintf(f, ", %lld elements/thread\n", (long long)astitch_mapping_elements_per_thread(m));
 }
 
 void plan_kernel_text(FILE *f, const astitch_plan *p, const PlanKernel *k)
@@ -54,9 +56,7 @@ void plan_kernel_text(FILE *f, const astitch_plan *p, const PlanKernel *k)
         list(f, p, gr->sub, gr->nsub);
         fputs("; members ", f);
         list(f, p, gr->member, gr->nmember);
-        fputs("\n    mapping ", f);
         mapping(f, &gr->map);
-        fputc('\n', f);
     }
     for (int32_t i = 0; i < k->nphase; i++) {
         const PlanPhase *ph = &k->phase[i];
@@ -68,9 +68,7 @@ void plan_kernel_text(FILE *f, const astitch_plan *p, const PlanKernel *k)
             fputs(", rows in registers", f);
         fputs(": ", f);
         list(f, p, ph->root, ph->nroot);
-        fputs("\n    mapping ", f);
         mapping(f, &ph->map);
-        fputc('\n', f);
     }
     for (int32_t i = 0; i < k->nop; i++) {
         const PlanOp *o = &k->op[i];

@@ -89,22 +89,11 @@ typedef struct Rewrite {
     const char *base; /* the rewritten reduce's name */
 } Rewrite;
 
-/* Names node v of dst "<base>.<what>", or with a "_k" suffix when src or dst has that name. */
 static astitch_node named(Rewrite *rw, astitch_node v, const char *what)
 {
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s.%s", rw->base, what);
-    for (int k = 1; astitch_graph_find(rw->src, buf) >= 0 || astitch_graph_find(rw->dst, buf) >= 0;
-         k++)
-        snprintf(buf, sizeof buf, "%s.%s_%d", rw->base, what, k);
-    if (v != ASTITCH_NO_NODE && astitch_set_name(rw->dst, v, buf) != ASTITCH_OK)
-        return ASTITCH_NO_NODE;
-    return v;
+    return graph_name_derived(rw->dst, rw->src, v, rw->base, what);
 }
 
-/* Appends to rw->dst the nodes that compute src's reduce r (matched as mt) in one pass over X;
- * map[] holds the dst ids of src's earlier nodes. Returns the id of the node that replaces r
- * (named as r). */
 static astitch_node emit_one_pass(Rewrite *rw, int32_t r, const Match *mt, const int32_t *map)
 {
     astitch_graph *d = rw->dst;

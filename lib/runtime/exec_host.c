@@ -228,9 +228,10 @@ out:
     return s;
 }
 
-static astitch_status run_compute(astitch_executable *x, int32_t n, const void *const *inputs,
-                                  void *const *outputs, char *temps)
+/* A compute op through the reference interpreter, on the run's buffers. */
+static astitch_status host_compute(ExecRun *r, int32_t n)
 {
+    const astitch_executable *x = r->x;
     const Node *node = gnode(x->g, n);
     const void *ops[ASTITCH_MAX_RANK * 4] = {0};
     const void **opv = node->nin <= (int)(sizeof ops / sizeof ops[0]) ? ops
@@ -238,17 +239,11 @@ static astitch_status run_compute(astitch_executable *x, int32_t n, const void *
     if (!opv)
         return ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory");
     for (int k = 0; k < node->nin; k++)
-        opv[k] = value_ptr(x, goperand(x->g, n, k), inputs, outputs, temps);
-    astitch_status s = interp_node(x->g, n, opv, value_ptr(x, n, inputs, outputs, temps));
+        opv[k] = (const void *)(uintptr_t)host_value(r, goperand(x->g, n, k));
+    astitch_status s = interp_node(x->g, n, opv, (void *)(uintptr_t)host_value(r, n));
     if (opv != ops)
         free(opv);
     return s;
-}
-
-static astitch_status host_compute(ExecRun *r, int32_t n)
-{
-    HostRun *h = (HostRun *)r;
-    return run_compute(r->x, n, h->inputs, h->outputs, h->temps);
 }
 
 static astitch_status host_copy_param(ExecRun *r, int i, int32_t n)
