@@ -4,6 +4,7 @@
  *   pipeline.c   astitch_plan_create: the pass pipeline (diagram at its head)
  *   prune.c      nodes that feed no output left out: the plan's own copy of the graph
  *   concat_tree.c  concatenates of more than 64 operands as trees: a graph rewrite
+ *   dot_lower.c  integer dots as a product and a row sum: a graph rewrite
  *   variance.c   one-pass variance: a graph rewrite ahead of scoping (fusion=stitch)
  *   scope.c      stitch scopes: BFS clusters of memory-intensive ops, no cycles (or one
  *                kernel per op under fusion=none)                          paper 4.1
@@ -181,6 +182,10 @@ void prune_free_names(char **names, int32_t n);
  * else *out is NULL. Fails only on memory. */
 #define CONCAT_TREE_WIDTH 64
 astitch_status pass_concat_tree(const astitch_graph *g, astitch_graph **out);
+/* dot_lower.c: when g has an integer dot (of fewer than MAX_RANK axes), *out is a copy of g
+ * (owned by the caller) where each is the row sum of a product of its broadcast operands,
+ * named as the dot; else *out is NULL. Fails only on memory. */
+astitch_status pass_dot_lower(const astitch_graph *g, astitch_graph **out);
 /* scope.c (fusion stitch or none) and xla.c (fusion xla): split the graph's memory-intensive
  * ops into kernels (p->kernel, their op lists; p->owner), no cycle between kernels. Require
  * a fresh Planner; fail only on memory. */

@@ -7,6 +7,8 @@
  *     |                                output, when there are any
  *   concat_tree                        ... with each concatenate of more than 64 operands as a
  *     |                                tree of narrower ones
+ *   dot_lower                          ... with each integer dot as a product and a row sum
+ *     |
  *     +- fusion=stitch:      variance  one-pass variance: the plan's own rewritten copy, when
  *     |                                a sum of squared deviations would read its input twice
  *     +- fusion=stitch|none: scope     clusters of memory-intensive ops, convex (4.1)
@@ -48,7 +50,7 @@
 
 /* The steps as ASTITCH_DUMP_PLAN=after:<step> names them, in pipeline order. */
 static const char *const step_names[] = {
-    "prune",    "concat_tree", "variance", "scope",   "xla",    "remote", "bound",
+    "prune",    "concat_tree", "dot_lower", "variance", "scope", "xla",   "remote", "bound",
     "fill",     "dominant",    "mapping",  "across",  "propagate", "adapt", "schemes", "barriers",
     "tiles",    "memory",      "launch",   "traffic", "check",
 };
@@ -185,6 +187,17 @@ static void rewrite_done(const Dump *d, const char *name, const astitch_graph *g
     if (d->after && strcmp(d->after, name) == 0)
         fprintf(stderr, "astitch: graph after %s: %d nodes, %d outputs\n", name, (int)g->nnode,
                 (int)g->noutput);
+}
+
+/* Ends graph rewrite `name`: its result rw (NULL: nothing to rewrite) becomes the plan's own
+ * graph, in place of an earlier rewrite's. */
+static void adopt(astitch_plan *p, astitch_graph *rw, const Dump *d, const char *name)
+{
+    if (rw) {
+        astitch_graph_destroy(p->own_graph);
+        p->own_graph = p->graph = rw;
+    }
+    rewrite_done(d, name, p->graph);
 }
 
 /* Mapping to memory for kernel k (the part that launch feedback repeats). */
@@ -333,27 +346,16 @@ astitch_status astitch_plan_create(astitch_graph *g, const astitch_device *dev,
     st = pass_prune(g, &p->own_graph, &p->dropped, &p->ndropped);
     if (!st && p->own_graph)
         p->graph = p->own_graph;
-    if (!st) {
-        rewrite_done(&dump, "prune", p->graph);
-        astitch_graph *tree = NULL;
-        st = pass_concat_tree(p->graph, &tree);
-        if (!st && tree) {
-            astitch_graph_destroy(p->own_graph);
-            p->own_graph = p->graph = tree;
-        }
-    }
     if (!st)
-        rewrite_done(&dump, "concat_tree", p->graph);
-    if (!st && p->opt.fusion == ASTITCH_FUSION_STITCH && p->opt.one_pass_variance) {
-        astitch_graph *rw = NULL;
-        st = pass_variance(p->graph, p->opt.packing, &rw, &p->rewritten, &p->nrewritten);
-        if (!st && rw) {
-            astitch_graph_destroy(p->own_graph);
-            p->own_graph = p->graph = rw;
-        }
-        if (!st)
-            rewrite_done(&dump, "variance", p->graph);
-    }
+        rewrite_done(&dump, "prune", p->graph);
+    astitch_graph *rw = NULL;
+    if (!st && !(st = pass_concat_tree(p->graph, &rw)))
+        adopt(p, rw, &dump, "concat_tree");
+    if (!st && !(st = pass_dot_lower(p->graph, &rw)))
+        adopt(p, rw, &dump, "dot_lower");
+    if (!st && p->opt.fusion == ASTITCH_FUSION_STITCH && p->opt.one_pass_variance &&
+        !(st = pass_variance(p->graph, p->opt.packing, &rw, &p->rewritten, &p->nrewritten)))
+        adopt(p, rw, &dump, "variance");
     if (st) {
         astitch_plan_destroy(p);
         return st;
