@@ -250,7 +250,8 @@ astitch_status astitch_compile(astitch_graph *g, const astitch_compile_options *
     if ((s = exec_build(x, &dev, &o->plan)) != ASTITCH_OK)
         goto fail;
     for (int i = 0; x->caller_workspace && i < x->plan->nstep; i++)
-        if (x->plan->step[i].kind == ASTITCH_STEP_COMPUTE) {
+        if (x->plan->step[i].kind == ASTITCH_STEP_COMPUTE &&
+            !exec_cuda_compute_on_gpu(x, x->plan->step[i].index)) {
             s = ctx_fail(x->ctx, ASTITCH_ERR_UNSUPPORTED,
                          "caller_workspace: the graph's compute op '%s' runs on the host "
                          "through memory the executable holds",
