@@ -360,6 +360,7 @@ static void test_capture_dot_on_gpu(void **state)
     astitch_executable *x = compile_for_fake(f, g, false);
     assert_int_equal(f->lt_handles(), handles + 1);
     assert_true(exec_cuda_compute_on_gpu(x, first_compute(x)));
+    assert_int_equal(astitch_executable_host_compute_ops(x), 0);
     Queued want, got;
     expect_from_plan(x, false, &want);
     CUresult end;
@@ -501,6 +502,7 @@ static void test_cublaslt_missing(void **state)
     expect_ok(f, astitch_context_set_option(f->ctx, "host_compute", "1"));
     expect_ok(f, astitch_compile(g, &o, &x));
     assert_false(exec_cuda_compute_on_gpu(x, first_compute(x)));
+    assert_int_equal(astitch_executable_host_compute_ops(x), 1);
     astitch_executable_destroy(x);
     expect_ok(f, astitch_context_set_option(f->ctx, "host_compute", NULL));
     setenv("ASTITCH_CUBLASLT", fake, 1);

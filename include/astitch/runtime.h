@@ -138,6 +138,13 @@ ASTITCH_API astitch_status astitch_execute(astitch_executable *x, const void *co
 ASTITCH_API astitch_status astitch_execute_device(astitch_executable *x, const uint64_t *inputs,
                                                   const uint64_t *outputs, void *stream);
 
+/* How many of x's compute ops (dot, custom) run on the host between kernels, through the
+ * reference interpreter: on the cuda target those cuBLASLt does not take (integer dots, layouts
+ * that are not one strided-batched GEMM, custom ops; all of them under the context switch
+ * host_compute); on the host and reference targets all of them. A run of x can be captured
+ * into a CUDA graph only when this is 0. 0 for NULL. */
+ASTITCH_API int astitch_executable_host_compute_ops(const astitch_executable *x);
+
 /* cuda only: the bytes of device memory one run of x uses besides its inputs and outputs (the
  * temporaries between its kernels, split-reduction partials, barrier counters), at least 256;
  * while a variant search is PENDING, the larger of the two forms' needs. ASTITCH_ERR_UNSUPPORTED

@@ -289,6 +289,23 @@ void astitch_executable_destroy(astitch_executable *x)
     free(x);
 }
 
+int astitch_executable_host_compute_ops(const astitch_executable *x)
+{
+    if (!x)
+        return 0;
+    int n = 0;
+    if (!x->plan) { /* reference: the whole graph on the host */
+        for (int32_t i = 0; i < x->g->nnode; i++)
+            n += x->g->node[i].op == ASTITCH_OP_DOT || x->g->node[i].op == ASTITCH_OP_CUSTOM;
+        return n;
+    }
+    for (int32_t i = 0; i < x->plan->nstep; i++)
+        n += x->plan->step[i].kind == ASTITCH_STEP_COMPUTE &&
+             !(x->target == ASTITCH_TARGET_CUDA &&
+               exec_cuda_compute_on_gpu(x, x->plan->step[i].index));
+    return n;
+}
+
 astitch_target astitch_executable_target(const astitch_executable *x)
 {
     return x ? x->target : ASTITCH_TARGET_AUTO;
