@@ -432,25 +432,31 @@ static bool has_compute_ops(const astitch_graph *g)
     return false;
 }
 
-/* A graph with compute ops is compiled under the first mode (compile time and kernels in its
- * row), but neither verified nor timed. */
-static void compile_only(astitch_graph *g, const BenchOptions *o, BenchRow *r)
+/* A graph with compute ops is compiled under the first mode; when all of them run on the GPU
+ * (dots on cuBLASLt) it is measured as any other (returns true); else it keeps the compile
+ * time and kernels in its row, but is neither verified nor timed. */
+static bool compute_on_gpu(astitch_graph *g, const BenchOptions *o, BenchRow *r)
 {
     astitch_compile_options co;
     mode_options(o, o->mode[0], &co);
     astitch_executable *x = NULL;
     double t0 = bench_now();
     astitch_status s = astitch_compile(g, &co, &x);
+    int on_host = s == ASTITCH_OK ? astitch_executable_host_compute_ops(x) : -1;
+    if (on_host == 0) {
+        astitch_executable_destroy(x);
+        return true;
+    }
     if (s == ASTITCH_OK) {
         r->compile_ms = (bench_now() - t0) * 1e3;
         count_kernels(astitch_executable_plan(x), r);
     }
     astitch_executable_destroy(x);
     fail(r, "skipped", "%s", s == ASTITCH_OK
-                                 ? "has compute ops (dot/custom), which run on the host between "
-                                   "kernels in this version: compiled (first mode), not verified "
-                                   "or timed"
+                                 ? "has compute ops (dot/custom) that run on the host between "
+                                   "kernels: compiled (first mode), not verified or timed"
                                  : "has compute ops (dot/custom): not compiled, verified or timed");
+    return false;
 }
 
 int bench_graph(const char *path, const BenchOptions *o, BenchCuda *cuda, const BenchDevice *dev,
@@ -491,8 +497,8 @@ int bench_graph(const char *path, const BenchOptions *o, BenchCuda *cuda, const 
         free(c.bytes);
         return 0;
     }
-    if (g && has_compute_ops(g)) {
-        compile_only(g, o, &proto);
+    if (g && has_compute_ops(g) && !compute_on_gpu(g, o, &proto)) {
+        /* one row, not measured */
     } else if (g) {
         double t0 = bench_now();
         fprintf(stderr, "%s: reference run...", proto.graph);

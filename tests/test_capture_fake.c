@@ -5,8 +5,12 @@
  * open and refuses, as the real driver does in global mode, calls that allocate or synchronize.
  * A captured run must queue exactly the plan's launches, counter resets and identity fills on
  * the capturing stream and nothing else: examples with grid barriers, split reductions and the
- * parts fallback. A run with a compute op must refuse the capture naming the op, queue nothing,
- * and leave the stream usable. Exits 77 (SKIP) where the fake was not built.
+ * parts fallback. Dots run on a fake cuBLASLt (tests/fake_cublaslt.c, ASTITCH_FAKE_CUBLASLT):
+ * a captured run queues one cublasLtMatmul per dot on the capturing stream, with the sizes,
+ * transposes, leading dimensions and batch strides of the row-major product, and nothing on
+ * the host. A run with a compute op on the host (host_compute) must refuse the capture naming
+ * the op, queue nothing, and leave the stream usable. Exits 77 (SKIP) where the fakes were not
+ * built.
  */
 #include <dirent.h>
 #include <dlfcn.h>
@@ -20,8 +24,10 @@
 
 #include <cmocka.h>
 
+#include "fake_cublaslt.h"
 #include "gen_graph.h"
 #include "runtime/compile_cache.h"
+#include "runtime/cublaslt.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/runtime.h"
 
@@ -34,6 +40,9 @@ typedef struct Fake {
     int (*loads)(void);          /* modules the fake has loaded */
     int (*function_regs)(void);  /* .maxnreg of the function it handed out last */
     void (*set_elapsed)(const float *ms, int n); /* what cuEventElapsedTime gives next */
+    int (*matmuls)(FakeMatmul *out, int max);    /* cublasLtMatmul calls since the reset */
+    void (*matmuls_reset)(void);
+    int (*lt_handles)(void);                     /* cuBLASLt handles alive */
 } Fake;
 
 /* What a captured run queued on the capturing stream, from the fake's log. */
@@ -219,14 +228,17 @@ static void test_sync_breaks_capture(void **state)
     assert_null(graph);
 }
 
-/* A compute op (the dot between two kernels) cannot be captured: the run is refused before
- * anything is queued, the capture stays valid, and the stream then runs x normally. */
+/* A compute op on the host (the dot between two kernels, under host_compute) cannot be
+ * captured: the run is refused before anything is queued, the capture stays valid, and the
+ * stream then runs x normally. */
 static void test_capture_refuses_compute_op(void **state)
 {
     const Fake *f = *state;
     astitch_graph *g = gen_dot_between(f->ctx, 64, 96, 32);
     assert_non_null(g);
+    expect_ok(f, astitch_context_set_option(f->ctx, "host_compute", "1"));
     astitch_executable *x = compile_for_fake(f, g, false);
+    expect_ok(f, astitch_context_set_option(f->ctx, "host_compute", NULL));
     Queued got;
     CUresult end;
     astitch_status s = capture(f, x, &end, &got);
@@ -298,10 +310,203 @@ static void test_caller_workspace(void **state)
     astitch_executable_destroy(x);
     astitch_graph_destroy(g);
 
+    /* a dot on cuBLASLt takes cuBLASLt's workspace from the caller's too; on the host it is
+     * refused */
     g = gen_dot_between(f->ctx, 64, 96, 32);
     assert_non_null(g);
+    expect_ok(f, astitch_compile(g, &o, &x));
+    expect_ok(f, astitch_executable_workspace_bytes(x, &bytes));
+    f->matmuls_reset();
+    expect_ok(f, capture_ws(f, x, ws, bytes, &end, &got));
+    assert_int_equal(end, CUDA_SUCCESS);
+    assert_int_equal(got.other, 0);
+    FakeMatmul mm[2];
+    assert_int_equal(f->matmuls(mm, 2), 1);
+    printf("# caller workspace of %zu bytes at 0x%llx: cuBLASLt's %zu bytes at 0x%llx\n", bytes,
+           (unsigned long long)ws, mm[0].workspace_bytes, (unsigned long long)mm[0].workspace);
+    assert_int_equal(mm[0].workspace_bytes, 1u << 20); /* what the fake's heuristic asks */
+    assert_int_equal(mm[0].workspace % 256, 0);
+    assert_true(mm[0].workspace >= ws);
+    assert_true(mm[0].workspace + mm[0].workspace_bytes <= ws + bytes);
+    astitch_executable_destroy(x);
+    expect_ok(f, astitch_context_set_option(f->ctx, "host_compute", "1"));
     assert_int_equal(astitch_compile(g, &o, &x), ASTITCH_ERR_UNSUPPORTED);
     assert_non_null(strstr(astitch_last_error(f->ctx), "compute op 'between'"));
+    expect_ok(f, astitch_context_set_option(f->ctx, "host_compute", NULL));
+    astitch_graph_destroy(g);
+}
+
+/* The node of the first compute op of x's plan. */
+static int32_t first_compute(const astitch_executable *x)
+{
+    const astitch_plan *p = astitch_executable_plan(x);
+    for (int32_t i = 0; i < p->nstep; i++)
+        if (p->step[i].kind == ASTITCH_STEP_COMPUTE)
+            return p->step[i].index;
+    fail_msg("no compute op in the plan");
+    return -1;
+}
+
+/* Dots on the fake cuBLASLt, captured: one cublasLtMatmul per dot on the capturing stream and
+ * no other call but the kernels' (no copy to the host, no synchronization), with the column-
+ * major form of the row-major product: m = N, n = M, A = the rhs, B = the lhs (exec_dot.c).
+ * The dot between two kernels: x2 [64, 96] . w [96, 32]. */
+static void test_capture_dot_on_gpu(void **state)
+{
+    const Fake *f = *state;
+    astitch_graph *g = gen_dot_between(f->ctx, 64, 96, 32);
+    assert_non_null(g);
+    int handles = f->lt_handles();
+    astitch_executable *x = compile_for_fake(f, g, false);
+    assert_int_equal(f->lt_handles(), handles + 1);
+    assert_true(exec_cuda_compute_on_gpu(x, first_compute(x)));
+    assert_int_equal(astitch_executable_host_compute_ops(x), 0);
+    Queued want, got;
+    expect_from_plan(x, false, &want);
+    CUresult end;
+    f->matmuls_reset();
+    expect_ok(f, capture(f, x, &end, &got));
+    assert_int_equal(end, CUDA_SUCCESS);
+    assert_int_equal(got.other, 0);
+    assert_int_equal(got.copies, 0);
+    assert_int_equal(got.launches, want.launches);
+    assert_true(got.launches >= 2); /* the kernel before the dot and the one after */
+    FakeMatmul mm[4];
+    assert_int_equal(f->matmuls(mm, 4), 1);
+    FakeMatmul m = mm[0];
+    printf("# dot: m %llu n %llu k %llu, trans %d %d, ld %lld %lld %lld, batch %d, align %u\n",
+           (unsigned long long)m.m, (unsigned long long)m.n, (unsigned long long)m.k, m.transa,
+           m.transb, (long long)m.lda, (long long)m.ldb, (long long)m.ldc, m.batch,
+           m.algo_align);
+    assert_ptr_equal(m.stream, f->stream);
+    assert_true(m.m == 32 && m.n == 64 && m.k == 96);
+    assert_true(m.transa == 0 && m.transb == 0);
+    assert_true(m.lda == 32 && m.ldb == 96 && m.ldc == 32 && m.ldd == 32);
+    assert_int_equal(m.batch, 1);
+    assert_int_equal(m.a, 0x200100000000ull); /* w, the rhs: the second input */
+    assert_true(m.c == m.d && m.b != m.a && m.d != m.a && m.d != m.b);
+    assert_true(m.compute == 68 && m.scale == 0 && m.type == 0); /* 32F, f32, f32 */
+    assert_true(m.alpha == 1.0f && m.beta == 0.0f);
+    assert_int_equal(m.algo_align, 16);
+    /* plain runs queue the same */
+    f->matmuls_reset();
+    uint64_t in[2] = {0x200000000000ull, 0x200100000000ull}, out = 0x300000000000ull;
+    expect_ok(f, astitch_execute_device(x, in, &out, f->stream));
+    assert_int_equal(f->matmuls(mm, 4), 1);
+    astitch_executable_destroy(x);
+    assert_int_equal(f->lt_handles(), handles);
+    astitch_graph_destroy(g);
+
+    /* K = 7: rows of 28 bytes break 16-byte alignment: the element-aligned algorithm */
+    g = gen_dot_between(f->ctx, 64, 7, 32);
+    assert_non_null(g);
+    x = compile_for_fake(f, g, false);
+    f->matmuls_reset();
+    expect_ok(f, capture(f, x, &end, &got));
+    assert_int_equal(end, CUDA_SUCCESS);
+    assert_int_equal(f->matmuls(mm, 4), 1);
+    m = mm[0];
+    assert_true(m.k == 7 && m.ldb == 7);
+    assert_int_equal(m.algo_align, 4);
+    astitch_executable_destroy(x);
+    astitch_graph_destroy(g);
+}
+
+/* examples/bert_layer.json: its eight dots on cuBLASLt, the whole run captured. The attention
+ * scores [b,h,s,d] . [b,h,s,d] (batch 0,1, contract 3/3) take the rhs transposed; the context
+ * [b,h,s,s] . [b,h,s,d] (contract 3/2) and the projections [B*S,H] . [H,H'] plain. */
+static void test_capture_bert_dots(void **state)
+{
+    const Fake *f = *state;
+    const char *root = getenv("ASTITCH_SOURCE_ROOT");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/examples/bert_layer.json", root ? root : ".");
+    astitch_graph *g;
+    expect_ok(f, astitch_graph_load_json(f->ctx, path, &g));
+    astitch_executable *x = compile_for_fake(f, g, false);
+    Queued want, got;
+    expect_from_plan(x, false, &want);
+    CUresult end;
+    f->matmuls_reset();
+    expect_ok(f, capture(f, x, &end, &got));
+    assert_int_equal(end, CUDA_SUCCESS);
+    assert_int_equal(got.other, 0);
+    assert_int_equal(got.launches, want.launches);
+    FakeMatmul mm[16];
+    int n = f->matmuls(mm, 16), scores = 0, context = 0, proj = 0;
+    assert_int_equal(n, 8);
+    for (int i = 0; i < n; i++) {
+        const FakeMatmul *m = &mm[i];
+        printf("# bert dot %d: m %llu n %llu k %llu, trans %d %d, ld %lld %lld %lld, batch %d, "
+               "strides %lld %lld %lld\n", i, (unsigned long long)m->m, (unsigned long long)m->n,
+               (unsigned long long)m->k, m->transa, m->transb, (long long)m->lda,
+               (long long)m->ldb, (long long)m->ldc, m->batch, (long long)m->stride_a,
+               (long long)m->stride_b, (long long)m->stride_c);
+        assert_ptr_equal(m->stream, f->stream);
+        if (m->batch == 96 && m->k == 64) { /* scores: M = N = s = 128, K = d = 64 */
+            scores++;
+            assert_true(m->m == 128 && m->n == 128 && m->transa == 1 && m->transb == 0);
+            assert_true(m->lda == 64 && m->ldb == 64 && m->ldc == 128);
+            assert_true(m->stride_a == 128 * 64 && m->stride_b == 128 * 64 &&
+                        m->stride_c == 128 * 128);
+        } else if (m->batch == 96) { /* context: M = s = 128, N = d = 64, K = s = 128 */
+            context++;
+            assert_true(m->m == 64 && m->n == 128 && m->k == 128);
+            assert_true(m->transa == 0 && m->transb == 0);
+            assert_true(m->lda == 64 && m->ldb == 128 && m->ldc == 64);
+            assert_true(m->stride_a == 128 * 64 && m->stride_b == 128 * 128 &&
+                        m->stride_c == 128 * 64);
+        } else { /* [1024, H] . [H, H']: m = H', n = 1024, k = H */
+            proj++;
+            assert_int_equal(m->batch, 1);
+            assert_true(m->n == 1024 && m->transa == 0 && m->transb == 0);
+            assert_true(m->lda == (int64_t)m->m && m->ldb == (int64_t)m->k &&
+                        m->ldc == (int64_t)m->m);
+        }
+    }
+    assert_true(scores == 1 && context == 1 && proj == 6);
+    astitch_executable_destroy(x);
+    astitch_graph_destroy(g);
+}
+
+/* Where cuBLASLt is looked for, and a missing one: an error naming every place tried, unless
+ * host_compute asks for the dots on the host. */
+static void test_cublaslt_missing(void **state)
+{
+    const Fake *f = *state;
+    char places[CUBLASLT_MAX_PLACES][512], *fake = strdup(getenv("ASTITCH_CUBLASLT"));
+    assert_int_equal(cublaslt_places(places, CUBLASLT_MAX_PLACES), 1);
+    assert_string_equal(places[0], fake);
+    unsetenv("ASTITCH_CUBLASLT");
+    setenv("ASTITCH_CUDA_PATH", "/nonexistent/cuda", 1);
+    int n = cublaslt_places(places, CUBLASLT_MAX_PLACES);
+    assert_int_equal(n, 3);
+    assert_string_equal(places[0], "/nonexistent/cuda/lib64/libcublasLt.so.13");
+    assert_non_null(strstr(places[1], "/lib64/libcublasLt.so.13"));
+    assert_string_equal(places[2], "libcublasLt.so.13");
+    unsetenv("ASTITCH_CUDA_PATH");
+
+    setenv("ASTITCH_CUBLASLT", "/nonexistent/libcublasLt-missing.so.13", 1);
+    astitch_graph *g = gen_dot_between(f->ctx, 64, 96, 32);
+    assert_non_null(g);
+    astitch_compile_options o;
+    astitch_compile_options_default(&o);
+    o.target = ASTITCH_TARGET_CUDA;
+    astitch_executable *x = NULL;
+    assert_int_equal(astitch_compile(g, &o, &x), ASTITCH_ERR_NO_DEVICE);
+    const char *msg = astitch_last_error(f->ctx);
+    printf("# expected error: %s\n", msg);
+    assert_non_null(strstr(msg, "cuBLASLt"));
+    assert_non_null(strstr(msg, "/nonexistent/libcublasLt-missing.so.13 ("));
+    assert_non_null(strstr(msg, "host_compute"));
+    expect_ok(f, astitch_context_set_option(f->ctx, "host_compute", "1"));
+    expect_ok(f, astitch_compile(g, &o, &x));
+    assert_false(exec_cuda_compute_on_gpu(x, first_compute(x)));
+    assert_int_equal(astitch_executable_host_compute_ops(x), 1);
+    astitch_executable_destroy(x);
+    expect_ok(f, astitch_context_set_option(f->ctx, "host_compute", NULL));
+    setenv("ASTITCH_CUBLASLT", fake, 1);
+    free(fake);
     astitch_graph_destroy(g);
 }
 
@@ -515,6 +720,10 @@ static int setup(void **state)
     const char *fake = getenv("ASTITCH_FAKE_CUDA");
     setenv("ASTITCH_LIBCUDA", fake, 1);
     setenv("FAKE_CUDA_MODE", "device", 1);
+    const char *fake_lt = getenv("ASTITCH_FAKE_CUBLASLT");
+    if (!fake_lt)
+        return -1;
+    setenv("ASTITCH_CUBLASLT", fake_lt, 1);
     setenv("ASTITCH_CACHE_DIR", "", 1); /* no PTX files for a device that does not exist */
     Fake *f = calloc(1, sizeof *f);
     void *lib = dlopen(fake, RTLD_NOW | RTLD_LOCAL); /* the instance the library opens too */
@@ -529,6 +738,15 @@ static int setup(void **state)
     memcpy(&f->function_regs, &regs, sizeof regs);
     void *elapsed = dlsym(lib, "fake_cuda_set_elapsed");
     memcpy(&f->set_elapsed, &elapsed, sizeof elapsed);
+    void *lt = dlopen(fake_lt, RTLD_NOW | RTLD_LOCAL); /* the instance the library opens */
+    void *mm = lt ? dlsym(lt, "fake_cublaslt_matmuls") : NULL;
+    void *mr = lt ? dlsym(lt, "fake_cublaslt_reset") : NULL;
+    void *lh = lt ? dlsym(lt, "fake_cublaslt_handles") : NULL;
+    if (!mm || !mr || !lh)
+        return -1;
+    memcpy(&f->matmuls, &mm, sizeof mm);
+    memcpy(&f->matmuls_reset, &mr, sizeof mr);
+    memcpy(&f->lt_handles, &lh, sizeof lh);
     if (!f->log || !f->log_reset || !f->loads || !f->function_regs || !f->set_elapsed || cuda_device_open(f->ctx, 0, &f->dev) != ASTITCH_OK ||
         cuda_stream_create(f->ctx, f->dev, &f->stream) != ASTITCH_OK) {
         fprintf(stderr, "setup: %s\n", astitch_last_error(f->ctx));
@@ -561,6 +779,9 @@ int main(void)
         cmocka_unit_test(test_capture_examples),
         cmocka_unit_test(test_sync_breaks_capture),
         cmocka_unit_test(test_capture_refuses_compute_op),
+        cmocka_unit_test(test_capture_dot_on_gpu),
+        cmocka_unit_test(test_capture_bert_dots),
+        cmocka_unit_test(test_cublaslt_missing),
         cmocka_unit_test(test_caller_workspace),
         cmocka_unit_test(test_relax_spills),
     };

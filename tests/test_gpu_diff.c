@@ -1,7 +1,8 @@
 /* test_gpu_diff.c: the generated kernels on a real GPU against the reference interpreter: every
  * example and many random graphs under fusion none, xla and stitch (one reference run per graph);
  * the parts fallback forced on every example; two executables running at once on two streams; runs
- * captured into CUDA graphs and replayed on fresh inputs, and the refused capture of a compute op.
+ * captured into CUDA graphs and replayed on fresh inputs, the refused capture of a compute op on
+ * the host, and a captured dot on cuBLASLt.
  * Exits 77 (skip) without a driver; stops at the first kernel fault (the context is lost then).
  * ASTITCH_GPU_GRAPHS sets the number of random graphs (default 1000, fixed seeds and one fresh
  * seed, printed); ASTITCH_GPU_SHARD=K/N runs only the random graphs i with i % N == K (N processes
@@ -631,8 +632,10 @@ static void test_graph_replay(void **state)
     assert_true(coop > 0 && splits > 0);
 }
 
-/* A run with a compute op is refused inside a capture, naming the op, before anything is
- * queued: the capture stays valid and ends; the stream then runs the graph as usual. */
+/* A run with a compute op on the host (host_compute) is refused inside a capture, naming the
+ * op, before anything is queued: the capture stays valid and ends; the stream then runs the
+ * graph as usual. Without host_compute the dot runs on cuBLASLt: the run is captured, and the
+ * replayed graph gives the reference's values. */
 static void test_graph_capture_compute_op(void **state)
 {
     (void)state;
@@ -644,7 +647,9 @@ static void test_graph_capture_compute_op(void **state)
     astitch_graph *g = gen_dot_between(ctx, 64, 96, 32);
     assert_non_null(g);
     astitch_executable *x;
+    assert_int_equal(astitch_context_set_option(ctx, "host_compute", "1"), ASTITCH_OK);
     assert_int_equal(compile_gpu(g, ASTITCH_FUSION_STITCH, false, &x), ASTITCH_OK);
+    assert_int_equal(astitch_context_set_option(ctx, "host_compute", NULL), ASTITCH_OK);
     CUstream st;
     Io io;
     DiffRef *d;
@@ -667,6 +672,22 @@ static void test_graph_capture_compute_op(void **state)
     if (astitch_execute_device(x, io.ptr, io.ptr + io.nin, st) != ASTITCH_OK)
         fail_msg("run after the refused capture: %s", astitch_last_error(ctx));
     assert_true(io_check(ctx, dev, &io, d, st, "dot between kernels, after the refused capture"));
+    astitch_executable_destroy(x);
+
+    assert_int_equal(compile_gpu(g, ASTITCH_FUSION_STITCH, false, &x), ASTITCH_OK);
+    assert_int_equal(astitch_executable_host_compute_ops(x), 0);
+    assert_int_equal(dev->drv.StreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    s = astitch_execute_device(x, io.ptr, io.ptr + io.nin, st);
+    r = dev->drv.StreamEndCapture(st, &graph);
+    if (s != ASTITCH_OK)
+        fail_msg("captured run with the dot on cuBLASLt: %s", astitch_last_error(ctx));
+    assert_int_equal(r, CUDA_SUCCESS);
+    CUgraphExec exec = NULL;
+    assert_int_equal(dev->drv.GraphInstantiate(&exec, graph, 0), CUDA_SUCCESS);
+    assert_int_equal(dev->drv.GraphLaunch(exec, st), CUDA_SUCCESS);
+    assert_true(io_check(ctx, dev, &io, d, st, "dot on cuBLASLt, replayed from a CUDA graph"));
+    dev->drv.GraphExecDestroy(exec);
+    dev->drv.GraphDestroy(graph);
     diff_ref_destroy(d);
     io_free(dev, &io);
     cuda_stream_destroy(dev, st);

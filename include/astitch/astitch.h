@@ -111,6 +111,9 @@ ASTITCH_API void astitch_context_destroy(astitch_context *ctx);
  *   "force_parts"  "1": kernels with global barriers run as their parts
  *   "cache"        "0" or "off": no compile cache
  *   "cache_dir"    the disk cache's directory; "", "0" or "off": no disk cache
+ *   "host_compute" "1": on the cuda target every compute op (dot, custom) runs on the host
+ *                  through the reference interpreter and cuBLASLt is never opened; else the
+ *                  dots cuBLASLt can take run on the GPU (docs/codegen.md, *Compute ops*)
  * ASTITCH_ERR_ARGUMENT (naming the switches) for another name, ASTITCH_ERR_MEMORY. */
 ASTITCH_API astitch_status astitch_context_set_option(astitch_context *ctx, const char *name,
                                                       const char *value);

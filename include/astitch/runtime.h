@@ -49,7 +49,8 @@ typedef struct astitch_compile_options {
     /* cuda: the executable holds no device memory of its own for runs (temporaries between
      * kernels, scratch, barrier counters); each run takes it from the caller
      * (astitch_execute_device_workspace), so that a framework's allocator accounts for it.
-     * Such an executable runs only through that call; a graph with a compute op is refused
+     * Such an executable runs only through that call; cuBLASLt's workspace for dots on the
+     * GPU comes from it too; a graph with a compute op on the host is refused
      * (ASTITCH_ERR_UNSUPPORTED). Off by default. */
     bool caller_workspace;
 } astitch_compile_options;
@@ -131,12 +132,20 @@ ASTITCH_API astitch_status astitch_execute(astitch_executable *x, const void *co
  * outputs, device-to-device copies) and neither allocates nor synchronizes. A replay uses the
  * device pointers the captured call was given (write new inputs into those buffers) and x's
  * workspace: keep x alive while the graph may be launched, and keep replays and other runs of x
- * from overlapping (queue them on one stream). A plan with a compute op (dot, custom: they run
- * on the host) cannot be captured: on a capturing stream the call queues nothing and returns
+ * from overlapping (queue them on one stream). Dots on cuBLASLt are captured too (one
+ * cublasLtMatmul each); a plan with a compute op on the host (astitch_executable_host_compute_ops)
+ * cannot be captured: on a capturing stream the call queues nothing and returns
  * ASTITCH_ERR_UNSUPPORTED naming the op; the capture stays valid. After any other error the
  * capture may hold part of the run: discard its graph. */
 ASTITCH_API astitch_status astitch_execute_device(astitch_executable *x, const uint64_t *inputs,
                                                   const uint64_t *outputs, void *stream);
+
+/* How many of x's compute ops (dot, custom) run on the host between kernels, through the
+ * reference interpreter: on the cuda target those cuBLASLt does not take (integer dots, layouts
+ * that are not one strided-batched GEMM, custom ops; all of them under the context switch
+ * host_compute); on the host and reference targets all of them. A run of x can be captured
+ * into a CUDA graph only when this is 0. 0 for NULL. */
+ASTITCH_API int astitch_executable_host_compute_ops(const astitch_executable *x);
 
 /* cuda only: the bytes of device memory one run of x uses besides its inputs and outputs (the
  * temporaries between its kernels, split-reduction partials, barrier counters), at least 256;

@@ -11,6 +11,7 @@ static const char *const names[CONFIG_SWITCHES][2] = {
     [CONFIG_FORCE_PARTS] = {"force_parts", "ASTITCH_FORCE_PARTS"},
     [CONFIG_CACHE] = {"cache", "ASTITCH_CACHE"},
     [CONFIG_CACHE_DIR] = {"cache_dir", "ASTITCH_CACHE_DIR"},
+    [CONFIG_HOST_COMPUTE] = {"host_compute", "ASTITCH_HOST_COMPUTE"},
 };
 
 /* True for a value that switches a flag off: empty, "0" or "off". */
@@ -93,6 +94,12 @@ bool config_force_parts(const Config *c)
     return v && *v && strcmp(v, "0") != 0;
 }
 
+bool config_host_compute(const Config *c)
+{
+    const char *v = c->value[CONFIG_HOST_COMPUTE];
+    return v && *v && strcmp(v, "0") != 0;
+}
+
 bool config_cache_on(const Config *c)
 {
     const char *v = c->value[CONFIG_CACHE];
@@ -114,6 +121,12 @@ const char *config_libcuda(void)
 {
     const char *v = getenv("ASTITCH_LIBCUDA");
     return v && *v ? v : "libcuda.so.1";
+}
+
+const char *config_cublaslt(void)
+{
+    const char *v = getenv("ASTITCH_CUBLASLT");
+    return v && *v ? v : NULL;
 }
 
 const char *config_cuda_path(void)

@@ -15,13 +15,21 @@
  *   ASTITCH_CACHE_DIR    (cache_dir) the disk cache's directory; empty, "0" or "off": no disk
  *                        cache; unset: $XDG_CACHE_HOME/astitch (an absolute XDG_CACHE_HOME),
  *                        else $HOME/.cache/astitch (read when the context is created)
+ *   ASTITCH_HOST_COMPUTE (host_compute) runtime, cuda target: "1" runs every compute op (dot,
+ *                        custom) on the host through the reference interpreter, as before
+ *                        cuBLASLt, and never opens cuBLASLt; unset, empty or "0": the dots
+ *                        cuBLASLt can take run on the GPU, and a missing cuBLASLt is an error
  *
  * The places of things are the process's, read when consulted:
  *
  *   ASTITCH_LIBCUDA      runtime: the CUDA driver library to open (default libcuda.so.1; the
  *                        driver is opened once per process)
- *   ASTITCH_CUDA_PATH    codegen and the compile cache: the CUDA toolkit root (libdevice,
- *                        ptxas); unset or empty: the configured one
+ *   ASTITCH_CUDA_PATH    codegen, the compile cache and the runtime: the CUDA toolkit root
+ *                        (libdevice, ptxas, lib64/libcublasLt.so.13); unset or empty: the
+ *                        configured one
+ *   ASTITCH_CUBLASLT     runtime: the cuBLASLt library to open, the only place tried when set
+ *                        and not empty; else libcublasLt.so.13 in $ASTITCH_CUDA_PATH/lib64,
+ *                        the configured toolkit's lib64, then the dynamic loader's search
  *   PATH, TMPDIR         ptxas: where else to find it, where its files go (default /tmp)
  */
 #ifndef ASTITCH_CONFIG_ENV_H
@@ -35,6 +43,7 @@ typedef enum ConfigSwitch {
     CONFIG_FORCE_PARTS,
     CONFIG_CACHE,
     CONFIG_CACHE_DIR,
+    CONFIG_HOST_COMPUTE,
     CONFIG_SWITCHES
 } ConfigSwitch;
 
@@ -58,6 +67,7 @@ bool config_set(Config *c, ConfigSwitch sw, const char *value);
 /* dump_plan's value when it asks for a dump, else NULL. */
 const char *config_dump_plan(const Config *c);
 bool config_force_parts(const Config *c);
+bool config_host_compute(const Config *c);
 bool config_cache_on(const Config *c);
 /* Writes the disk cache's directory into dir (len bytes); false when the disk cache is off, no
  * directory can be named, or the name does not fit. */
@@ -65,6 +75,8 @@ bool config_cache_dir(const Config *c, char *dir, size_t len);
 
 /* The driver library to dlopen. */
 const char *config_libcuda(void);
+/* ASTITCH_CUBLASLT when set and not empty, else NULL. */
+const char *config_cublaslt(void);
 /* ASTITCH_CUDA_PATH when set and not empty, else NULL (the caller's default). */
 const char *config_cuda_path(void);
 /* PATH, or NULL. */

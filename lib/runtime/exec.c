@@ -250,7 +250,8 @@ astitch_status astitch_compile(astitch_graph *g, const astitch_compile_options *
     if ((s = exec_build(x, &dev, &o->plan)) != ASTITCH_OK)
         goto fail;
     for (int i = 0; x->caller_workspace && i < x->plan->nstep; i++)
-        if (x->plan->step[i].kind == ASTITCH_STEP_COMPUTE) {
+        if (x->plan->step[i].kind == ASTITCH_STEP_COMPUTE &&
+            !exec_cuda_compute_on_gpu(x, x->plan->step[i].index)) {
             s = ctx_fail(x->ctx, ASTITCH_ERR_UNSUPPORTED,
                          "caller_workspace: the graph's compute op '%s' runs on the host "
                          "through memory the executable holds",
@@ -286,6 +287,23 @@ void astitch_executable_destroy(astitch_executable *x)
     astitch_plan_destroy(x->plan); /* last: x->g may be the plan's graph */
     free(x->slot);
     free(x);
+}
+
+int astitch_executable_host_compute_ops(const astitch_executable *x)
+{
+    if (!x)
+        return 0;
+    int n = 0;
+    if (!x->plan) { /* reference: the whole graph on the host */
+        for (int32_t i = 0; i < x->g->nnode; i++)
+            n += x->g->node[i].op == ASTITCH_OP_DOT || x->g->node[i].op == ASTITCH_OP_CUSTOM;
+        return n;
+    }
+    for (int32_t i = 0; i < x->plan->nstep; i++)
+        n += x->plan->step[i].kind == ASTITCH_STEP_COMPUTE &&
+             !(x->target == ASTITCH_TARGET_CUDA &&
+               exec_cuda_compute_on_gpu(x, x->plan->step[i].index));
+    return n;
 }
 
 astitch_target astitch_executable_target(const astitch_executable *x)

@@ -1,17 +1,22 @@
 /* exec_cuda.c: an executable on an NVIDIA GPU: PTX from the plan, loaded into the primary
  * context; each kernel checked for co-residency after load (occupancy x SMs) and launched
  * cooperatively when it has grid barriers. A kernel whose grid cannot be co-resident runs as
- * its parts cut at the grid barriers instead (a second module), never as a hang. Compute ops
- * (dot, custom) run on the host through the reference interpreter, between kernels.
+ * its parts cut at the grid barriers instead (a second module), never as a hang. Dots of
+ * f32/f16/bf16 that are one strided-batched GEMM over their operands run on the GPU through
+ * cuBLASLt (exec_dot.c, prepared at load); other compute ops (integer dots, other layouts,
+ * custom ops, and every one under the host_compute switch) run on the host through the
+ * reference interpreter, between kernels.
  *
  * A run on device pointers queues only asynchronous work on the caller's stream (identity
- * fills and counter resets with cuMemsetD32Async, launches, parameter copies device to device)
- * into memory allocated at compile time, so it can be captured into a CUDA graph. A compute
- * op's host round trip cannot: a run that has one refuses a capturing stream up front. */
+ * fills and counter resets with cuMemsetD32Async, launches, cublasLtMatmul, parameter copies
+ * device to device) into memory allocated at compile time, so it can be captured into a CUDA
+ * graph. A compute op's host round trip cannot: a run that has one on the host refuses a
+ * capturing stream up front. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "compile_cache.h"
+#include "cublaslt.h"
 #include "cuda_driver.h"
 #include "ir/config.h"
 #include "runtime.h"
@@ -30,8 +35,11 @@ struct ExecCuda {
     CUdeviceptr temps;      /* x's own temporaries (none under caller_workspace) */
     size_t temps_bytes;
     size_t scratch_need;    /* bytes of scratch a run uses */
+    ExecDots *dots;         /* the dots on cuBLASLt, or NULL */
+    size_t dot_ws_bytes;    /* the cuBLASLt workspace they need */
+    CUdeviceptr dot_ws;     /* x's own (none under caller_workspace) */
     struct {                /* the memory the next runs use: x's own or the caller's */
-        CUdeviceptr temps, scratch, counters;
+        CUdeviceptr temps, scratch, counters, dot_ws;
     } run;
     CUdeviceptr *io;        /* staging buffers for astitch_execute: params then outputs */
     int nio;
@@ -64,6 +72,8 @@ void exec_cuda_close(ExecCuda *c)
         for (int i = 0; c->io && i < c->nio; i++)
             cuda_free(c->dev, c->io[i]);
         cuda_free(c->dev, c->temps);
+        cuda_free(c->dev, c->dot_ws);
+        exec_dots_destroy(c->dots);
         cuda_workspace_release(&c->ws);
         cuda_module_unload(c->mod);
         cuda_module_unload(c->parts_mod);
@@ -220,12 +230,16 @@ astitch_status exec_cuda_prepare(astitch_executable *x)
     if (s == ASTITCH_OK && any_parts)
         s = load_parts(x, c);
     c->scratch_need = (size_t)(any_parts ? compile_parts_scratch_bytes(p, false) : p->scratch_bytes) + 256;
+    if (s == ASTITCH_OK)
+        s = exec_dots_prepare(x, c->dev, &c->dots, &c->dot_ws_bytes);
     if (s == ASTITCH_OK && x->caller_workspace) {
         exec_cuda_use_workspace(x, 0);
         goto out;
     }
     if (s == ASTITCH_OK)
         s = cuda_alloc(x->ctx, c->dev, x->temp_bytes, &c->temps);
+    if (s == ASTITCH_OK)
+        s = cuda_alloc(x->ctx, c->dev, c->dot_ws_bytes, &c->dot_ws);
     for (int32_t n = 0; s == ASTITCH_OK && n < x->g->nnode; n++)
         if (x->const_data[n] && x->slot[n].bytes)
             s = cuda_copy_to_device(x->ctx, c->dev, c->temps + x->slot[n].offset,
@@ -347,10 +361,18 @@ static astitch_status run_compute(astitch_executable *x, int32_t n, const uint64
     return s;
 }
 
+/* A dot on cuBLASLt is queued on the stream; any other compute op runs on the host. */
 static astitch_status cuda_compute(ExecRun *r, int32_t n)
 {
     CudaRun *c = (CudaRun *)r;
-    return run_compute(r->x, n, c->in, c->outp, c->st);
+    astitch_executable *x = r->x;
+    ExecCuda *ec = x->cuda;
+    if (!exec_dots_on_gpu(ec->dots, n))
+        return run_compute(x, n, c->in, c->outp, c->st);
+    const astitch_graph *g = x->g;
+    return exec_dots_run(x, ec->dots, n, dev_ptr(x, goperand(g, n, 0), c->in, c->outp),
+                         dev_ptr(x, goperand(g, n, 1), c->in, c->outp),
+                         dev_ptr(x, n, c->in, c->outp), ec->run.dot_ws, c->st);
 }
 
 static astitch_status cuda_copy_param(ExecRun *r, int i, int32_t n)
@@ -377,14 +399,21 @@ static astitch_status run_steps(astitch_executable *x, const uint64_t *in, const
     return exec_run_steps(&r.base);
 }
 
-/* ASTITCH_ERR_UNSUPPORTED, naming the plan's first compute op, when st is capturing a CUDA
- * graph (or was, and the capture broke); ASTITCH_OK otherwise. Asks the driver only when the
- * plan has a compute op, so runs of plans without one pay nothing. Runs inside cuda_enter. */
+bool exec_cuda_compute_on_gpu(const astitch_executable *x, int32_t n)
+{
+    return exec_dots_on_gpu(x->cuda->dots, n);
+}
+
+/* ASTITCH_ERR_UNSUPPORTED, naming the plan's first compute op on the host, when st is
+ * capturing a CUDA graph (or was, and the capture broke); ASTITCH_OK otherwise. Asks the
+ * driver only when the plan has a compute op on the host, so other runs pay nothing. Runs
+ * inside cuda_enter. */
 static astitch_status check_capturable(astitch_executable *x, CUstream st)
 {
     const astitch_plan *p = x->plan;
     int32_t i = 0;
-    while (i < p->nstep && p->step[i].kind != ASTITCH_STEP_COMPUTE)
+    while (i < p->nstep && (p->step[i].kind != ASTITCH_STEP_COMPUTE ||
+                            exec_cuda_compute_on_gpu(x, p->step[i].index)))
         i++;
     if (i == p->nstep)
         return ASTITCH_OK;
@@ -406,9 +435,17 @@ static size_t round256(size_t n)
     return (n + 255) & ~(size_t)255;
 }
 
+/* The cuBLASLt workspace's share of a caller's workspace: room to round its start up to 256
+ * bytes (the caller's is only 16-byte aligned). */
+static size_t dot_ws_share(const ExecCuda *c)
+{
+    return c->dot_ws_bytes ? round256(c->dot_ws_bytes) + 256 : 0;
+}
+
 size_t exec_cuda_workspace_bytes(const astitch_executable *x)
 {
-    return round256(x->temp_bytes) + round256(x->cuda->scratch_need) + 256;
+    return round256(x->temp_bytes) + round256(x->cuda->scratch_need) + 256 +
+           dot_ws_share(x->cuda);
 }
 
 void exec_cuda_use_workspace(astitch_executable *x, uint64_t base)
@@ -418,11 +455,13 @@ void exec_cuda_use_workspace(astitch_executable *x, uint64_t base)
         c->run.temps = c->temps;
         c->run.scratch = c->ws.scratch;
         c->run.counters = c->ws.counters;
+        c->run.dot_ws = c->dot_ws;
         return;
     }
     c->run.temps = (CUdeviceptr)base;
     c->run.scratch = c->run.temps + round256(x->temp_bytes);
     c->run.counters = c->run.scratch + round256(c->scratch_need);
+    c->run.dot_ws = c->dot_ws_bytes ? (c->run.counters + 256 + 255) & ~(CUdeviceptr)255 : 0;
 }
 
 astitch_status exec_cuda_run_device(astitch_executable *x, const uint64_t *inputs,

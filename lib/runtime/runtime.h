@@ -5,6 +5,8 @@
  *                  where every value lives during a run, split-reduction initial values
  *   exec_host.c    running an executable's steps on the host SIMT runtime
  *   exec_cuda.c    running them on a GPU: PTX modules, device buffers, launches, fallback
+ *   exec_dot.c     dots on the GPU through cuBLASLt (cublaslt.h); dot_gemm.c, the GEMM a
+ *                  dot is over its operands (dot_gemm.h)
  *   variant.c      the variant search: both forms of a plan the cost model cannot rank,
  *                  timed at the first run (docs/codegen.md, *Variant search*)
  *   compile_cache*.c  the PTX cache and the search's choices (compile_cache.h)
@@ -142,12 +144,15 @@ astitch_status exec_cuda_stage_host(astitch_executable *x, const void *const *in
 astitch_status exec_cuda_run_host(astitch_executable *x, const void *const *inputs,
                                   void *const *outputs);
 /* Bytes of the workspace a run of x takes from its caller: the temporaries between kernels,
- * the scratch and the barrier counters, each 256-byte aligned. */
+ * the scratch, the barrier counters and cuBLASLt's workspace, each 256-byte aligned. */
 size_t exec_cuda_workspace_bytes(const astitch_executable *x);
 /* The device memory x's runs use from now on: carved from base (at least
  * exec_cuda_workspace_bytes), or x's own for base 0 (none under caller_workspace). */
 void exec_cuda_use_workspace(astitch_executable *x, uint64_t base);
-/* Queues x's run on stream; refuses a capturing stream when the plan has a compute op. */
+/* Whether compute op n of x's plan runs on the GPU (a dot on cuBLASLt), not on the host. */
+bool exec_cuda_compute_on_gpu(const astitch_executable *x, int32_t n);
+/* Queues x's run on stream; refuses a capturing stream when the plan has a compute op that
+ * runs on the host. */
 astitch_status exec_cuda_run_device(astitch_executable *x, const uint64_t *inputs,
                                     const uint64_t *outputs, void *stream);
 void exec_cuda_close(ExecCuda *c); /* accepts NULL */
