@@ -412,6 +412,106 @@ static void test_capture_dot_on_gpu(void **state)
     astitch_graph_destroy(g);
 }
 
+/* What the device form of "dev_op" saw at its last call. */
+typedef struct CustomCall {
+    int calls;
+    void *stream;
+    int n;
+    astitch_tensor_view in, out;
+    astitch_status give; /* what it returns */
+} CustomCall;
+
+static astitch_status dev_op(void *user, void *stream, int n, const astitch_tensor_view *in,
+                             astitch_tensor_view *out)
+{
+    CustomCall *c = user;
+    c->calls++;
+    c->stream = stream;
+    c->n = n;
+    c->in = in[0];
+    c->out = *out;
+    return c->give;
+}
+
+/* exp(x) -> custom "dev_op" -> x + 1 on [64, 32]: the custom op between two kernels. */
+static astitch_graph *custom_between(astitch_context *ctx)
+{
+    astitch_graph *g;
+    if (astitch_graph_create(ctx, &g) != ASTITCH_OK)
+        return NULL;
+    int64_t d[2] = {64, 32};
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, d);
+    astitch_node e = astitch_unary(g, ASTITCH_OP_EXP, x);
+    astitch_node c = astitch_custom(g, "dev_op", 1, &e, ASTITCH_F32, 2, d);
+    astitch_set_name(g, c, "op");
+    astitch_add_output(g, astitch_binary(g, ASTITCH_OP_ADD, c, x));
+    return astitch_graph_verify(g) == ASTITCH_OK ? g : (astitch_graph_destroy(g), NULL);
+}
+
+/* A custom op on the cuda target: without a device form the compile is refused naming it and
+ * both ways out; with one, a captured run calls it once with the capturing stream, the device
+ * addresses and shapes of its tensors, and queues nothing else of its own; an error it
+ * returns fails the run naming the op. */
+static void test_custom_on_gpu(void **state)
+{
+    const Fake *f = *state;
+    astitch_context *ctx;
+    expect_ok(f, astitch_context_create(&ctx));
+    astitch_graph *g = custom_between(ctx);
+    assert_non_null(g);
+    astitch_compile_options o;
+    astitch_compile_options_default(&o);
+    o.target = ASTITCH_TARGET_CUDA;
+    astitch_executable *x = NULL;
+    assert_int_equal(astitch_compile(g, &o, &x), ASTITCH_ERR_UNSUPPORTED);
+    const char *msg = astitch_last_error(ctx);
+    printf("# expected error: %s\n", msg);
+    assert_non_null(strstr(msg, "'op' (target 'dev_op') has no device implementation"));
+    assert_non_null(strstr(msg, "astitch_register_custom_device"));
+    assert_non_null(strstr(msg, "host_compute"));
+    assert_null(x);
+    assert_int_equal(astitch_register_custom_device(ctx, "dev_op", "metal", dev_op, NULL),
+                     ASTITCH_ERR_ARGUMENT);
+    assert_int_equal(astitch_register_custom_device(ctx, "dev_op", "cuda", NULL, NULL),
+                     ASTITCH_ERR_ARGUMENT);
+
+    CustomCall call = {0};
+    expect_ok(f, astitch_register_custom_device(ctx, "dev_op", "cuda", dev_op, &call));
+    expect_ok(f, astitch_compile(g, &o, &x));
+    assert_true(exec_cuda_compute_on_gpu(x, first_compute(x)));
+    assert_int_equal(astitch_executable_host_compute_ops(x), 0);
+    Queued want, got;
+    expect_from_plan(x, false, &want);
+    CUresult end;
+    astitch_status s = capture(f, x, &end, &got);
+    if (s != ASTITCH_OK)
+        print_error("%s\n", astitch_last_error(ctx));
+    assert_int_equal(s, ASTITCH_OK);
+    assert_int_equal(end, CUDA_SUCCESS);
+    assert_int_equal(got.other, 0);
+    assert_int_equal(got.launches, want.launches);
+    assert_true(got.launches >= 2);
+    assert_int_equal(call.calls, 1);
+    assert_ptr_equal(call.stream, f->stream);
+    assert_int_equal(call.n, 1);
+    assert_true(call.in.rank == 2 && call.in.dims[0] == 64 && call.in.dims[1] == 32);
+    assert_true(call.out.rank == 2 && call.out.dims[0] == 64 && call.out.dims[1] == 32);
+    assert_int_equal(call.in.dtype, ASTITCH_F32);
+    assert_true(call.in.data && call.out.data && call.in.data != call.out.data);
+
+    call.give = ASTITCH_ERR_ARGUMENT;
+    uint64_t in = 0x200000000000ull, out = 0x300000000000ull;
+    s = astitch_execute_device(x, &in, &out, f->stream);
+    msg = astitch_last_error(ctx);
+    printf("# expected error: %s\n", msg);
+    assert_int_equal(s, ASTITCH_ERR_DEVICE);
+    assert_non_null(strstr(msg, "'op' (target 'dev_op'): its device implementation returned"));
+    expect_ok(f, cuda_stream_sync(ctx, f->dev, f->stream));
+    astitch_executable_destroy(x);
+    astitch_graph_destroy(g);
+    astitch_context_destroy(ctx);
+}
+
 /* examples/bert_layer.json: its eight dots on cuBLASLt, the whole run captured. The attention
  * scores [b,h,s,d] . [b,h,s,d] (batch 0,1, contract 3/3) take the rhs transposed; the context
  * [b,h,s,s] . [b,h,s,d] (contract 3/2) and the projections [B*S,H] . [H,H'] plain. */
@@ -781,6 +881,7 @@ int main(void)
         cmocka_unit_test(test_capture_refuses_compute_op),
         cmocka_unit_test(test_capture_dot_on_gpu),
         cmocka_unit_test(test_capture_bert_dots),
+        cmocka_unit_test(test_custom_on_gpu),
         cmocka_unit_test(test_cublaslt_missing),
         cmocka_unit_test(test_caller_workspace),
         cmocka_unit_test(test_relax_spills),

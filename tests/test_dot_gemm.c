@@ -1,5 +1,5 @@
 /*
- * test_dot_gemm.c: dot_gemm_layout (lib/runtime/dot_gemm.c), the strided-batched GEMM a dot is
+ * test_dot_gemm.c: dot_gemm_layout (lib/passes/dot_gemm.c), the strided-batched GEMM a dot is
  * over its operands in memory. For each layout, a one-dot graph runs on the reference
  * interpreter with fresh random inputs, and a plain triple loop reads the same inputs only
  * through the layout's sizes, transposes, leading dimensions and batch strides: a wrong stride
@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime/dot_gemm.h"
+#include "passes/dot_gemm.h"
 
 typedef struct Case {
     const char *name;

@@ -2,8 +2,10 @@
  * test_dots.c: dots of random layouts (batch, free and contracting axes in any order on
  * either operand, several of each or none, an empty contraction), in every dtype, between
  * memory-intensive ops, on a target against the reference interpreter; fresh random inputs on
- * each run. An integer dot must be planned as astitch's own ops (lib/passes/dot_lower.c: no
- * compute step left), a float dot as a compute step.
+ * each run. The plan must hold what lib/passes/dot_lower.c makes of it: an integer dot and an
+ * empty contraction (K = 0) as astitch's own ops (no compute step left), a float dot as a
+ * compute step that is one strided-batched GEMM (passes/dot_gemm.h) over its operands as the
+ * plan's graph holds them.
  *
  * Usage: test_dots [host|cuda] (default host; the gpu suite runs cuda).
  */
@@ -13,6 +15,7 @@
 
 #include "astitch/plan.h"
 #include "diff_check.h"
+#include "passes/dot_gemm.h"
 
 typedef struct Rng {
     uint64_t s;
@@ -110,7 +113,8 @@ static astitch_graph *build(astitch_context *ctx, const Layout *l, astitch_dtype
     return g;
 }
 
-/* 0 when the plan keeps the dot as a compute step exactly when want_compute. */
+/* 0 when the plan keeps the dot as a compute step exactly when want_compute, and that step
+ * is one GEMM over its operands in the plan's graph. */
 static int check_plan(astitch_graph *g, bool want_compute, const char *what)
 {
     astitch_device dev;
@@ -120,18 +124,26 @@ static int check_plan(astitch_graph *g, bool want_compute, const char *what)
         printf("FAIL %s: planning\n", what);
         return 1;
     }
-    int compute = 0;
+    int compute = 0, failures = 0;
     for (int i = 0; i < astitch_plan_num_steps(p); i++) {
         int index;
-        compute += astitch_plan_step(p, i, &index) == ASTITCH_STEP_COMPUTE;
+        if (astitch_plan_step(p, i, &index) != ASTITCH_STEP_COMPUTE)
+            continue;
+        compute++;
+        DotGemm gm;
+        dot_gemm_layout(astitch_plan_graph(p), index, &gm);
+        if (gm.kind != DOT_GEMM_GEMM) {
+            printf("FAIL %s: the planned dot is no GEMM (%s)\n", what, gm.why);
+            failures++;
+        }
     }
     astitch_plan_destroy(p);
     if ((compute > 0) != want_compute) {
         printf("FAIL %s: %d compute steps, expected %s\n", what, compute,
                want_compute ? "the dot" : "none");
-        return 1;
+        failures++;
     }
-    return 0;
+    return failures;
 }
 
 int main(int argc, char **argv)
@@ -168,7 +180,10 @@ int main(int argc, char **argv)
             continue;
         }
         bool flt = t == ASTITCH_F32 || t == ASTITCH_F16 || t == ASTITCH_BF16;
-        failures += check_plan(g, flt, what);
+        int64_t k = 1;
+        for (int i = 0; i < l.nc; i++)
+            k *= l.kdim[i];
+        failures += check_plan(g, flt && k > 0, what);
         for (int f = 0; f < 3; f++) {
             DiffResult r;
             astitch_status s = diff_run(g, target, fusions[f], seed + (uint64_t)c, &r);

@@ -2,12 +2,14 @@
  * example and many random graphs under fusion none, xla and stitch (one reference run per graph);
  * the parts fallback forced on every example; two executables running at once on two streams; runs
  * captured into CUDA graphs and replayed on fresh inputs, the refused capture of a compute op on
- * the host, and a captured dot on cuBLASLt.
+ * the host, and a captured dot on cuBLASLt. The random graphs' dots run on cuBLASLt, their custom
+ * ops through a device form (even seeds) or on the host (odd seeds, host_compute).
  * Exits 77 (skip) without a driver; stops at the first kernel fault (the context is lost then).
  * ASTITCH_GPU_GRAPHS sets the number of random graphs (default 1000, fixed seeds and one fresh
  * seed, printed); ASTITCH_GPU_SHARD=K/N runs only the random graphs i with i % N == K (N processes
  * share the GPU and the machine's cores). */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -143,6 +145,41 @@ static astitch_status gen_custom(void *user, int n, const astitch_tensor_view *i
     return ASTITCH_OK;
 }
 
+/* The device form of gen_custom: the same copy, queued with the driver's cuMemcpyDtoDAsync. */
+static CUresult (*copy_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+
+static astitch_status gen_custom_device(void *user, void *stream, int n,
+                                        const astitch_tensor_view *in, astitch_tensor_view *out)
+{
+    (void)user;
+    (void)n;
+    int64_t count = 1;
+    for (int i = 0; i < out->rank; i++)
+        count *= out->dims[i];
+    size_t bytes = (size_t)count * astitch_dtype_size(out->dtype);
+    return copy_async((CUdeviceptr)(uintptr_t)out->data, (CUdeviceptr)(uintptr_t)in[0].data, bytes,
+                      (CUstream)stream) == CUDA_SUCCESS
+               ? ASTITCH_OK
+               : ASTITCH_ERR_DEVICE;
+}
+
+/* Custom ops of random graph `seed` on ctx: on the GPU through their device form (even seeds,
+ * where the driver is found), else on the host (host_compute). */
+static void register_customs(astitch_context *ctx, uint64_t seed)
+{
+    if (!copy_async && seed % 2 == 0) {
+        void *lib = dlopen(getenv("ASTITCH_LIBCUDA") ? getenv("ASTITCH_LIBCUDA") : "libcuda.so.1",
+                           RTLD_NOW | RTLD_LOCAL);
+        void *p = lib ? dlsym(lib, "cuMemcpyDtoDAsync_v2") : NULL;
+        memcpy(&copy_async, &p, sizeof p);
+    }
+    astitch_register_custom(ctx, "gen_custom", gen_custom, NULL);
+    if (copy_async && seed % 2 == 0)
+        astitch_register_custom_device(ctx, "gen_custom", "cuda", gen_custom_device, NULL);
+    else
+        astitch_context_set_option(ctx, "host_compute", "1");
+}
+
 static void test_random_graphs(void **state)
 {
     (void)state;
@@ -168,7 +205,8 @@ static void test_random_graphs(void **state)
         o.percent_custom = seed % 5 == 0 ? 5 : 0;
         astitch_context *ctx;
         assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
-        astitch_register_custom(ctx, "gen_custom", gen_custom, NULL);
+        if (o.percent_custom)
+            register_customs(ctx, seed);
         astitch_graph *g = gen_graph(ctx, seed, &o);
         if (!g)
             fail_msg("generator failed for seed %llu: %s", (unsigned long long)seed,

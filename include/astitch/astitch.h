@@ -126,7 +126,8 @@ ASTITCH_API const char *astitch_last_error(const astitch_context *ctx);
 /* Frees memory the library handed to the caller (text from astitch_graph_write_json). */
 ASTITCH_API void astitch_free(void *p);
 
-/* A host tensor as seen by a custom-op implementation: dense, row-major. */
+/* A tensor as a custom-op implementation sees it: dense, row-major; data is a host address
+ * (astitch_custom_fn) or a device address (astitch_custom_device_fn). */
 typedef struct astitch_tensor_view {
     astitch_dtype dtype;
     int rank;
@@ -142,6 +143,24 @@ typedef astitch_status (*astitch_custom_fn)(void *user, int n_inputs,
 /* Registers (or replaces) the host implementation of custom ops whose target is `target`. */
 ASTITCH_API astitch_status astitch_register_custom(astitch_context *ctx, const char *target,
                                                    astitch_custom_fn fn, void *user);
+
+/* Device implementation of a custom op, used on the cuda target: queue on `stream` (a
+ * CUstream of the device's primary context, current when the function is called) the work
+ * that fills output from inputs, whose `data` are device addresses (CUdeviceptr), and return
+ * ASTITCH_OK without synchronizing: the run may be under CUDA-graph capture. The memory of
+ * every view is astitch's and lives until the work queued on the stream after it is done. */
+typedef astitch_status (*astitch_custom_device_fn)(void *user, void *stream, int n_inputs,
+                                                   const astitch_tensor_view *inputs,
+                                                   astitch_tensor_view *output);
+/* Registers (or replaces) the device implementation of custom ops whose target is `target`;
+ * `device` names the target kind it runs on ("cuda", the only one). The host implementation
+ * (astitch_register_custom) is separate: the reference interpreter and the host target use
+ * that one. */
+ASTITCH_API astitch_status astitch_register_custom_device(astitch_context *ctx,
+                                                          const char *target,
+                                                          const char *device,
+                                                          astitch_custom_device_fn fn,
+                                                          void *user);
 
 /* ---- graph -------------------------------------------------------------------------------- */
 

@@ -533,6 +533,36 @@ astitch_status graph_copy_finish(astitch_graph *g, const astitch_graph *src, con
     return astitch_graph_verify(g);
 }
 
+astitch_status graph_rewrite(const astitch_graph *g, GraphRewriteChosen chosen,
+                             GraphRewriteEmit emit, const char *what, astitch_graph **out)
+{
+    *out = NULL;
+    int32_t count = 0;
+    for (int32_t v = 0; v < g->nnode; v++)
+        count += chosen(g, v);
+    if (!count)
+        return ASTITCH_OK;
+    int32_t *map = malloc((size_t)g->nnode * sizeof *map);
+    if (!map)
+        return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "%s: out of memory", what);
+    astitch_graph *d = NULL;
+    astitch_status st = astitch_graph_create(g->ctx, &d);
+    for (int32_t v = 0; !st && v < g->nnode; v++) {
+        map[v] = chosen(g, v) ? emit(g, d, v, map) : graph_copy_mapped(d, g, v, map);
+        if (map[v] == ASTITCH_NO_NODE)
+            break;
+    }
+    if (!st)
+        st = graph_copy_finish(d, g, map, what);
+    free(map);
+    if (st) {
+        astitch_graph_destroy(d);
+        return st;
+    }
+    *out = d;
+    return ASTITCH_OK;
+}
+
 /* Copies rank and dims into a Shape, rejecting bad ranks before any use of dims. */
 static bool set_shape(astitch_graph *g, Shape *s, int rank, const int64_t *dims, const char *who)
 {

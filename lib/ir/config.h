@@ -16,9 +16,10 @@
  *                        cache; unset: $XDG_CACHE_HOME/astitch (an absolute XDG_CACHE_HOME),
  *                        else $HOME/.cache/astitch (read when the context is created)
  *   ASTITCH_HOST_COMPUTE (host_compute) runtime, cuda target: "1" runs every compute op (dot,
- *                        custom) on the host through the reference interpreter, as before
- *                        cuBLASLt, and never opens cuBLASLt; unset, empty or "0": the dots
- *                        cuBLASLt can take run on the GPU, and a missing cuBLASLt is an error
+ *                        custom) on the host through the reference interpreter and never
+ *                        opens cuBLASLt; unset, empty or "0": dots run on cuBLASLt and custom
+ *                        ops through their device forms, and a compute op without a GPU form
+ *                        (or a missing cuBLASLt) is an error at compile time
  *
  * The places of things are the process's, read when consulted:
  *

@@ -145,27 +145,58 @@ const CustomFn *ctx_custom(const astitch_context *ctx, const char *target)
     return NULL;
 }
 
-astitch_status astitch_register_custom(astitch_context *ctx, const char *target,
-                                       astitch_custom_fn fn, void *user)
+/* The registry entry of target for registration call `who`, made (with no forms) when there
+ * is none, in *out; fails naming `who` when target or the function (has_fn) is missing. */
+static astitch_status custom_entry(astitch_context *ctx, const char *target, bool has_fn,
+                                   const char *who, CustomFn **out)
 {
-    if (!ctx)
-        return ASTITCH_ERR_ARGUMENT;
-    if (!target || !*target || !fn)
-        return ctx_fail(ctx, ASTITCH_ERR_ARGUMENT,
-                        "astitch_register_custom: target and function must be given");
+    if (!target || !*target || !has_fn)
+        return ctx_fail(ctx, ASTITCH_ERR_ARGUMENT, "%s: target and function must be given", who);
     for (int i = 0; i < ctx->ncustom; i++)
         if (strcmp(ctx->custom[i].target, target) == 0) {
-            ctx->custom[i].fn = fn;
-            ctx->custom[i].user = user;
+            *out = &ctx->custom[i];
             return ASTITCH_OK;
         }
     CustomFn *grown = realloc(ctx->custom, (size_t)(ctx->ncustom + 1) * sizeof *grown);
-    if (!grown)
-        return ctx_fail(ctx, ASTITCH_ERR_MEMORY, "astitch_register_custom: out of memory");
-    ctx->custom = grown;
-    char *copy = strdup(target);
+    char *copy = grown ? strdup(target) : NULL;
+    if (grown)
+        ctx->custom = grown;
     if (!copy)
-        return ctx_fail(ctx, ASTITCH_ERR_MEMORY, "astitch_register_custom: out of memory");
-    ctx->custom[ctx->ncustom++] = (CustomFn){copy, fn, user};
+        return ctx_fail(ctx, ASTITCH_ERR_MEMORY, "%s: out of memory", who);
+    ctx->custom[ctx->ncustom] = (CustomFn){.target = copy};
+    *out = &ctx->custom[ctx->ncustom++];
     return ASTITCH_OK;
+}
+
+astitch_status astitch_register_custom(astitch_context *ctx, const char *target,
+                                       astitch_custom_fn fn, void *user)
+{
+    CustomFn *c = NULL;
+    astitch_status s = ctx ? custom_entry(ctx, target, fn != NULL, "astitch_register_custom", &c)
+                           : ASTITCH_ERR_ARGUMENT;
+    if (s == ASTITCH_OK) {
+        c->fn = fn;
+        c->user = user;
+    }
+    return s;
+}
+
+astitch_status astitch_register_custom_device(astitch_context *ctx, const char *target,
+                                              const char *device, astitch_custom_device_fn fn,
+                                              void *user)
+{
+    if (!ctx)
+        return ASTITCH_ERR_ARGUMENT;
+    if (!device || strcmp(device, "cuda") != 0)
+        return ctx_fail(ctx, ASTITCH_ERR_ARGUMENT,
+                        "astitch_register_custom_device: device '%.64s' is not one astitch runs "
+                        "custom ops on (\"cuda\")",
+                        device ? device : "(null)");
+    CustomFn *c = NULL;
+    astitch_status s = custom_entry(ctx, target, fn != NULL, "astitch_register_custom_device", &c);
+    if (s == ASTITCH_OK) {
+        c->cuda_fn = fn;
+        c->cuda_user = user;
+    }
+    return s;
 }

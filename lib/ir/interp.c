@@ -143,7 +143,7 @@ static astitch_status custom(const astitch_graph *g, int32_t id, Wide *const *va
 {
     const Node *n = gnode(g, id);
     const CustomFn *cf = ctx_custom(g->ctx, n->attr.target);
-    if (!cf)
+    if (!cf || !cf->fn)
         return node_fail(g, id, ASTITCH_ERR_UNSUPPORTED,
                          "no host implementation is registered for custom target '%s' "
                          "(see astitch_register_custom)",

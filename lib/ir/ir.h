@@ -65,8 +65,10 @@ typedef struct Node {
 
 typedef struct CustomFn {
     char *target;
-    astitch_custom_fn fn;
+    astitch_custom_fn fn;              /* host form, or NULL */
     void *user;
+    astitch_custom_device_fn cuda_fn;  /* device form on the cuda target, or NULL */
+    void *cuda_user;
 } CustomFn;
 
 struct astitch_context {
@@ -183,6 +185,18 @@ astitch_node graph_copy_node(astitch_graph *g, const astitch_graph *src, int32_t
 /* graph_copy_node with operands map[operand of v in src]. */
 astitch_node graph_copy_mapped(astitch_graph *g, const astitch_graph *src, int32_t v,
                                const int32_t *map);
+/* A graph rewrite's two functions: whether src's node v is rewritten, and what replaces it:
+ * the nodes emit appends to g (v's operands already mapped by map[]), returning the node that
+ * stands for v (ASTITCH_NO_NODE on failure, recorded on g). */
+typedef bool (*GraphRewriteChosen)(const astitch_graph *src, int32_t v);
+typedef astitch_node (*GraphRewriteEmit)(const astitch_graph *src, astitch_graph *g, int32_t v,
+                                         const int32_t *map);
+/* When g has a chosen node, *out is a new graph (g's context, owned by the caller): g's nodes
+ * in order, each chosen one replaced by what emit appends, the others copied; g's outputs
+ * (mapped), name and comment; verified. Else *out is NULL. A failure is reported on g's
+ * context as "<what> of graph '<name>': <message>". */
+astitch_status graph_rewrite(const astitch_graph *g, GraphRewriteChosen chosen,
+                             GraphRewriteEmit emit, const char *what, astitch_graph **out);
 /* Names node v of g, a rewrite of src, "<base>.<what>", with a "_<k>" suffix while src or g
  * already has that name; v, or ASTITCH_NO_NODE when v is none or naming fails. */
 astitch_node graph_name_derived(astitch_graph *g, const astitch_graph *src, astitch_node v,

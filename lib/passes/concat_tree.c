@@ -68,29 +68,5 @@ static bool is_wide(const astitch_graph *g, int32_t v)
 
 astitch_status pass_concat_tree(const astitch_graph *g, astitch_graph **out)
 {
-    *out = NULL;
-    int32_t wide = 0;
-    for (int32_t v = 0; v < g->nnode; v++)
-        wide += is_wide(g, v);
-    if (!wide)
-        return ASTITCH_OK;
-    int32_t *map = malloc((size_t)g->nnode * sizeof *map);
-    astitch_graph *d = NULL;
-    if (!map)
-        return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "concatenate tree: out of memory");
-    astitch_status st = astitch_graph_create(g->ctx, &d);
-    for (int32_t v = 0; !st && v < g->nnode; v++) {
-        map[v] = is_wide(g, v) ? emit_tree(g, d, v, map) : graph_copy_mapped(d, g, v, map);
-        if (map[v] == ASTITCH_NO_NODE)
-            break;
-    }
-    if (!st)
-        st = graph_copy_finish(d, g, map, "concatenate tree");
-    free(map);
-    if (st) {
-        astitch_graph_destroy(d);
-        return st;
-    }
-    *out = d;
-    return ASTITCH_OK;
+    return graph_rewrite(g, is_wide, emit_tree, "concatenate tree", out);
 }

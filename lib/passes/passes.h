@@ -4,7 +4,8 @@
  *   pipeline.c   astitch_plan_create: the pass pipeline (diagram at its head)
  *   prune.c      nodes that feed no output left out: the plan's own copy of the graph
  *   concat_tree.c  concatenates of more than 64 operands as trees: a graph rewrite
- *   dot_lower.c  integer dots as a product and a row sum: a graph rewrite
+ *   dot_gemm.c   whether a dot is one strided-batched GEMM over its operands (dot_gemm.h)
+ *   dot_lower.c  dots made what the targets run: integer ones as a product and a row sum, ...
  *   variance.c   one-pass variance: a graph rewrite ahead of scoping (fusion=stitch)
  *   scope.c      stitch scopes: BFS clusters of memory-intensive ops, no cycles (or one
  *                kernel per op under fusion=none)                          paper 4.1

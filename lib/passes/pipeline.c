@@ -3,12 +3,13 @@
  *
  *   graph (verified)
  *     |
- *   prune                              the plan's own copy without the nodes that feed no
- *     |                                output, when there are any
+ *   dot_lower                          the plan's own copy with dots as the targets run them:
+ *     |                                integer ones as a product and a row sum, K = 0 as zeros,
+ *     |                                operands transposed where no GEMM reads them as they are
+ *   prune                              ... without the nodes that feed no output, when there
+ *     |                                are any
  *   concat_tree                        ... with each concatenate of more than 64 operands as a
  *     |                                tree of narrower ones
- *   dot_lower                          ... with each integer dot as a product and a row sum
- *     |
  *     +- fusion=stitch:      variance  one-pass variance: the plan's own rewritten copy, when
  *     |                                a sum of squared deviations would read its input twice
  *     +- fusion=stitch|none: scope     clusters of memory-intensive ops, convex (4.1)
@@ -50,7 +51,7 @@
 
 /* The steps as ASTITCH_DUMP_PLAN=after:<step> names them, in pipeline order. */
 static const char *const step_names[] = {
-    "prune",    "concat_tree", "dot_lower", "variance", "scope", "xla",   "remote", "bound",
+    "dot_lower", "prune",  "concat_tree", "variance", "scope", "xla",   "remote", "bound",
     "fill",     "dominant",    "mapping",  "across",  "propagate", "adapt", "schemes", "barriers",
     "tiles",    "memory",      "launch",   "traffic", "check",
 };
@@ -343,16 +344,13 @@ astitch_status astitch_plan_create(astitch_graph *g, const astitch_device *dev,
     else
         astitch_plan_options_default(&p->opt);
     Dump dump = dump_request(g->ctx);
-    st = pass_prune(g, &p->own_graph, &p->dropped, &p->ndropped);
-    if (!st && p->own_graph)
-        p->graph = p->own_graph;
-    if (!st)
-        rewrite_done(&dump, "prune", p->graph);
     astitch_graph *rw = NULL;
+    if (!(st = pass_dot_lower(p->graph, &rw)))
+        adopt(p, rw, &dump, "dot_lower");
+    if (!st && !(st = pass_prune(p->graph, &rw, &p->dropped, &p->ndropped)))
+        adopt(p, rw, &dump, "prune");
     if (!st && !(st = pass_concat_tree(p->graph, &rw)))
         adopt(p, rw, &dump, "concat_tree");
-    if (!st && !(st = pass_dot_lower(p->graph, &rw)))
-        adopt(p, rw, &dump, "dot_lower");
     if (!st && p->opt.fusion == ASTITCH_FUSION_STITCH && p->opt.one_pass_variance &&
         !(st = pass_variance(p->graph, p->opt.packing, &rw, &p->rewritten, &p->nrewritten)))
         adopt(p, rw, &dump, "variance");

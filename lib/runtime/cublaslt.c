@@ -77,11 +77,10 @@ astitch_status cublaslt_open(astitch_context *ctx, CublasLt *lt)
 
 void cublaslt_close(CublasLt *lt)
 {
-    if (!lt)
-        return;
-    if (lt->lib)
+    if (lt && lt->lib)
         dlclose(lt->lib);
-    memset(lt, 0, sizeof *lt);
+    if (lt)
+        *lt = (CublasLt){0};
 }
 
 astitch_status cublaslt_fail(astitch_context *ctx, const CublasLt *lt, cublasStatus_t st,

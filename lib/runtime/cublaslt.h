@@ -1,9 +1,12 @@
 /*
- * cublaslt.h: dots on the GPU through cuBLASLt, private to libastitch. A map:
+ * cublaslt.h: compute ops on the GPU (dots through cuBLASLt, custom ops through their device
+ * forms), private to libastitch. A map:
  *
  *   cublaslt.c   dlopen of libcublasLt (never linked), its function table, status text
  *   exec_dot.c   the dots of a plan cuBLASLt takes (dot_gemm.h decides which): descriptors and
  *                algorithms chosen at load, one cublasLtMatmul queued per run
+ *   exec_cuda_compute.c  each compute step of a run on the cuda target: on cuBLASLt, through
+ *                a custom op's device form, or (host_compute) on the host
  *
  * Threads: a CublasLt table is read-only once open. An ExecDots belongs to its executable and
  * is used as the executable is (one run at a time per workspace).
@@ -101,5 +104,19 @@ bool exec_dots_on_gpu(const ExecDots *d, int32_t n);
 astitch_status exec_dots_run(struct astitch_executable *x, const ExecDots *d, int32_t n,
                              CUdeviceptr lhs, CUdeviceptr rhs, CUdeviceptr out, CUdeviceptr ws,
                              CUstream stream);
+
+/* exec_cuda_compute.c */
+/* Whether compute op n of x's plan runs on the GPU: a dot on cuBLASLt (dots, from
+ * exec_dots_prepare), or a custom op with a device form (host_compute off). */
+bool cuda_compute_on_gpu(const struct astitch_executable *x, const ExecDots *dots, int32_t n);
+/* At load: ASTITCH_ERR_UNSUPPORTED, naming the first compute op of x's plan that would run on
+ * the host, unless the context's host_compute switch asks for that. */
+astitch_status cuda_compute_check(struct astitch_executable *x, const ExecDots *dots);
+/* Runs compute op n on stream st: ptr holds the device addresses of its operands, then of its
+ * output; dot_ws the cuBLASLt workspace. On the GPU it only queues work; on the host it copies
+ * and synchronizes. */
+astitch_status cuda_compute_run(struct astitch_executable *x, const CudaDevice *dev,
+                                const ExecDots *dots, int32_t n, const CUdeviceptr *ptr,
+                                CUdeviceptr dot_ws, CUstream st);
 
 #endif

@@ -1,11 +1,10 @@
 /* exec_cuda.c: an executable on an NVIDIA GPU: PTX from the plan, loaded into the primary
  * context; each kernel checked for co-residency after load (occupancy x SMs) and launched
  * cooperatively when it has grid barriers. A kernel whose grid cannot be co-resident runs as
- * its parts cut at the grid barriers instead (a second module), never as a hang. Dots of
- * f32/f16/bf16 that are one strided-batched GEMM over their operands run on the GPU through
- * cuBLASLt (exec_dot.c, prepared at load); other compute ops (integer dots, other layouts,
- * custom ops, and every one under the host_compute switch) run on the host through the
- * reference interpreter, between kernels.
+ * its parts cut at the grid barriers instead (a second module), never as a hang. Compute ops
+ * run between kernels through exec_cuda_compute.c: dots on cuBLASLt (exec_dot.c, prepared at
+ * load), custom ops through their device forms, or, under the host_compute switch, every one
+ * on the host through the reference interpreter.
  *
  * A run on device pointers queues only asynchronous work on the caller's stream (identity
  * fills and counter resets with cuMemsetD32Async, launches, cublasLtMatmul, parameter copies
@@ -232,6 +231,8 @@ astitch_status exec_cuda_prepare(astitch_executable *x)
     c->scratch_need = (size_t)(any_parts ? compile_parts_scratch_bytes(p, false) : p->scratch_bytes) + 256;
     if (s == ASTITCH_OK)
         s = exec_dots_prepare(x, c->dev, &c->dots, &c->dot_ws_bytes);
+    if (s == ASTITCH_OK)
+        s = cuda_compute_check(x, c->dots);
     if (s == ASTITCH_OK && x->caller_workspace) {
         exec_cuda_use_workspace(x, 0);
         goto out;
@@ -327,52 +328,24 @@ out:
     return s;
 }
 
-/* Runs a compute op on the host: operands down, the interpreter, the result up. */
-static astitch_status run_compute(astitch_executable *x, int32_t n, const uint64_t *in,
-                                  const uint64_t *outp, CUstream st)
-{
-    ExecCuda *c = x->cuda;
-    const Node *node = gnode(x->g, n);
-    void **host = calloc((size_t)node->nin + 1, sizeof *host);
-    astitch_status s = host ? cuda_stream_sync(x->ctx, c->dev, st)
-                            : ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory");
-    for (int k = 0; s == ASTITCH_OK && k <= node->nin; k++) {
-        int32_t id = k < node->nin ? goperand(x->g, n, k) : n;
-        size_t bytes = x->slot[id].bytes;
-        if (!(host[k] = malloc(bytes + 1))) {
-            s = ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory for %zu bytes", bytes);
-            break;
-        }
-        if (k < node->nin && bytes)
-            s = cuda_copy_to_host(x->ctx, c->dev, host[k], dev_ptr(x, id, in, outp), bytes, st);
-    }
-    if (s == ASTITCH_OK)
-        s = cuda_stream_sync(x->ctx, c->dev, st);
-    if (s == ASTITCH_OK)
-        s = interp_node(x->g, n, (const void *const *)host, host[node->nin]);
-    if (s == ASTITCH_OK && x->slot[n].bytes)
-        s = cuda_copy_to_device(x->ctx, c->dev, dev_ptr(x, n, in, outp), host[node->nin],
-                                x->slot[n].bytes, st);
-    if (s == ASTITCH_OK)
-        s = cuda_stream_sync(x->ctx, c->dev, st);
-    for (int k = 0; host && k <= node->nin; k++)
-        free(host[k]);
-    free(host);
-    return s;
-}
-
-/* A dot on cuBLASLt is queued on the stream; any other compute op runs on the host. */
+/* Compute op n through exec_cuda_compute.c, given its tensors' device addresses. */
 static astitch_status cuda_compute(ExecRun *r, int32_t n)
 {
     CudaRun *c = (CudaRun *)r;
     astitch_executable *x = r->x;
-    ExecCuda *ec = x->cuda;
-    if (!exec_dots_on_gpu(ec->dots, n))
-        return run_compute(x, n, c->in, c->outp, c->st);
-    const astitch_graph *g = x->g;
-    return exec_dots_run(x, ec->dots, n, dev_ptr(x, goperand(g, n, 0), c->in, c->outp),
-                         dev_ptr(x, goperand(g, n, 1), c->in, c->outp),
-                         dev_ptr(x, n, c->in, c->outp), ec->run.dot_ws, c->st);
+    const Node *node = gnode(x->g, n);
+    CUdeviceptr local[8];
+    CUdeviceptr *ptr = node->nin < 8 ? local : calloc((size_t)node->nin + 1, sizeof *ptr);
+    if (!ptr)
+        return ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory");
+    for (int k = 0; k < node->nin; k++)
+        ptr[k] = dev_ptr(x, goperand(x->g, n, k), c->in, c->outp);
+    ptr[node->nin] = dev_ptr(x, n, c->in, c->outp);
+    astitch_status s = cuda_compute_run(x, x->cuda->dev, x->cuda->dots, n, ptr,
+                                        x->cuda->run.dot_ws, c->st);
+    if (ptr != local)
+        free(ptr);
+    return s;
 }
 
 static astitch_status cuda_copy_param(ExecRun *r, int i, int32_t n)
@@ -401,7 +374,7 @@ static astitch_status run_steps(astitch_executable *x, const uint64_t *in, const
 
 bool exec_cuda_compute_on_gpu(const astitch_executable *x, int32_t n)
 {
-    return exec_dots_on_gpu(x->cuda->dots, n);
+    return cuda_compute_on_gpu(x, x->cuda->dots, n);
 }
 
 /* ASTITCH_ERR_UNSUPPORTED, naming the plan's first compute op on the host, when st is

@@ -33,7 +33,7 @@
 #include <string.h>
 
 #include "cublaslt.h"
-#include "dot_gemm.h"
+#include "passes/dot_gemm.h"
 #include "ir/config.h"
 #include "runtime.h"
 

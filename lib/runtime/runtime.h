@@ -5,8 +5,9 @@
  *                  where every value lives during a run, split-reduction initial values
  *   exec_host.c    running an executable's steps on the host SIMT runtime
  *   exec_cuda.c    running them on a GPU: PTX modules, device buffers, launches, fallback
- *   exec_dot.c     dots on the GPU through cuBLASLt (cublaslt.h); dot_gemm.c, the GEMM a
- *                  dot is over its operands (dot_gemm.h)
+ *   exec_cuda_compute.c  its compute steps: cuBLASLt, custom device forms, or the host
+ *   exec_dot.c     dots on the GPU through cuBLASLt (cublaslt.h), over the GEMM each is
+ *                  (passes/dot_gemm.h)
  *   variant.c      the variant search: both forms of a plan the cost model cannot rank,
  *                  timed at the first run (docs/codegen.md, *Variant search*)
  *   compile_cache*.c  the PTX cache and the search's choices (compile_cache.h)
@@ -149,7 +150,8 @@ size_t exec_cuda_workspace_bytes(const astitch_executable *x);
 /* The device memory x's runs use from now on: carved from base (at least
  * exec_cuda_workspace_bytes), or x's own for base 0 (none under caller_workspace). */
 void exec_cuda_use_workspace(astitch_executable *x, uint64_t base);
-/* Whether compute op n of x's plan runs on the GPU (a dot on cuBLASLt), not on the host. */
+/* Whether compute op n of x's plan runs on the GPU (a dot on cuBLASLt, a custom op's device
+ * form), not on the host. */
 bool exec_cuda_compute_on_gpu(const astitch_executable *x, int32_t n);
 /* Queues x's run on stream; refuses a capturing stream when the plan has a compute op that
  * runs on the host. */

@@ -1,7 +1,8 @@
 /*
  * dot_gemm.h: whether a dot is one strided-batched GEMM over its operands as they lie in
  * memory (dense, row-major), and its sizes, transposes, leading dimensions and batch strides
- * if so. Pure: no CUDA, no allocation; exec_dot.c maps the answer onto cuBLASLt.
+ * if so. Pure: no CUDA, no allocation. dot_lower.c transposes the operands of a float dot
+ * that is none; the runtime's exec_dot.c maps the answer onto cuBLASLt.
  *
  * The dot's output is [batch dims, lhs free dims, rhs free dims] (each in operand order),
  * row-major, so it is C[B, M, N] with C[b, i, j] at b*M*N + i*N + j. The GEMM is

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dot_gemm.h"
+#include "passes/dot_gemm.h"
 
 /* A group of an operand's axes collapsed to one: its extent and stride (0 when the extent is
  * at most 1: any stride serves). */
