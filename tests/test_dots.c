@@ -16,6 +16,7 @@
 #include "astitch/plan.h"
 #include "diff_check.h"
 #include "passes/dot_gemm.h"
+#include "../tools/check_tolerance.h"
 
 typedef struct Rng {
     uint64_t s;
@@ -146,6 +147,35 @@ static int check_plan(astitch_graph *g, bool want_compute, const char *what)
     return failures;
 }
 
+/* 0 when the check's f32 tolerance grows with a dot's contraction length K on the output's
+ * path (K x 2^-23 from K = 839 on) and only there. */
+static int check_tolerances(astitch_context *ctx)
+{
+    astitch_graph *g = NULL;
+    if (astitch_graph_create(ctx, &g) != ASTITCH_OK)
+        return 1;
+    int64_t da[2] = {2, 4096}, db[2] = {4096, 3}, dc[2] = {2, 8}, dd[2] = {8, 3};
+    astitch_dot_dims dims = {.ncontract = 1, .lhs_contract = {1}, .rhs_contract = {0}};
+    astitch_node a = astitch_parameter(g, "a", ASTITCH_F32, 2, da);
+    astitch_node b = astitch_parameter(g, "b", ASTITCH_F32, 2, db);
+    astitch_node c = astitch_parameter(g, "c", ASTITCH_F32, 2, dc);
+    astitch_node d = astitch_parameter(g, "d", ASTITCH_F32, 2, dd);
+    astitch_node long_k = astitch_dot(g, astitch_unary(g, ASTITCH_OP_EXP, a), b, &dims);
+    astitch_add_output(g, astitch_unary(g, ASTITCH_OP_TANH, long_k));
+    astitch_add_output(g, astitch_dot(g, c, d, &dims));
+    astitch_add_output(g, astitch_unary(g, ASTITCH_OP_EXP, a));
+    int failures = astitch_graph_verify(g) != ASTITCH_OK;
+    double want[3] = {4096 * 0x1.0p-23, 1e-4, 1e-4};
+    for (int i = 0; !failures && i < 3; i++)
+        if (check_output_tolerance(g, i) != want[i]) {
+            printf("FAIL tolerance of output %d: %g, expected %g\n", i,
+                   check_output_tolerance(g, i), want[i]);
+            failures++;
+        }
+    astitch_graph_destroy(g);
+    return failures;
+}
+
 int main(int argc, char **argv)
 {
     astitch_target target = ASTITCH_TARGET_HOST;
@@ -166,7 +196,7 @@ int main(int argc, char **argv)
     astitch_context *ctx = NULL;
     if (astitch_context_create(&ctx) != ASTITCH_OK)
         return 1;
-    int failures = 0, cases = 0;
+    int failures = check_tolerances(ctx), cases = 0;
     for (int c = 0; c < 60; c++) {
         Layout l;
         random_layout(&rng, &l);

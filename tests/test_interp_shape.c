@@ -541,7 +541,7 @@ static void test_dot_float(void **state)
     const int64_t sizes[] = {12, 20, 24, 40, 24, 40, 24, 40, 3, 4};
     for (int k = 0; k < 10; k++)
         in[k] = rand_floats(sizes[k], -4, 4);
-    in[8][0] = 0.0f; /* one-term sums are the product itself: 0 * -1.5 stays -0 */
+    in[8][0] = 0.0f; /* 0 * -1.5 is -0, and the element +0 plus it: +0, as a GEMM gives */
     in[9][1] = -1.5f;
     float g1[15], g2[30], g3[30], g4[15], g5[12], g6[6];
     float none;
@@ -572,7 +572,7 @@ static void test_dot_float(void **state)
                     w4[m * 5 + n] += (double)in[6][(a * 3 + m) * 4 + c] * in[7][(c * 5 + n) * 2 + a];
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 4; j++)
-            w5[i * 4 + j] = (double)in[8][i] * in[9][j];
+            w5[i * 4 + j] = 0.0 + (double)in[8][i] * in[9][j]; /* +0 plus: never -0 */
     expect_f32("matmul", 15, g1, w1, 2.4e-7);
     expect_f32("batch matmul", 30, g2, w2, 2.4e-7);
     expect_f32("dot with batch and contraction dims in the middle", 30, g3, w3, 2.4e-7);

@@ -30,6 +30,17 @@ double check_output_tolerance(const astitch_graph *g, int output)
             continue;
         if (astitch_node_info(g, id, &info) == ASTITCH_OK && check_tolerance(info.dtype) > tol)
             tol = check_tolerance(info.dtype);
+        astitch_dot_dims dd;
+        if (astitch_node_op(g, id) == ASTITCH_OP_DOT && check_tolerance(info.dtype) > 0 &&
+            astitch_node_dot_dims(g, id, &dd) == ASTITCH_OK) {
+            astitch_tensor_info lhs;
+            double k = 1;
+            astitch_node_info(g, astitch_node_operand(g, id, 0), &lhs);
+            for (int i = 0; i < dd.ncontract; i++)
+                k *= (double)lhs.dims[dd.lhs_contract[i]];
+            if (k * 0x1.0p-23 > tol)
+                tol = k * 0x1.0p-23;
+        }
         for (int k = 0; k < astitch_node_num_operands(g, id); k++)
             upstream[astitch_node_operand(g, id, k)] = true;
     }

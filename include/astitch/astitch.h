@@ -281,6 +281,9 @@ ASTITCH_API astitch_node astitch_graph_find(const astitch_graph *g, const char *
 ASTITCH_API astitch_op astitch_node_op(const astitch_graph *g, astitch_node n);
 ASTITCH_API astitch_status astitch_node_info(const astitch_graph *g, astitch_node n,
                                              astitch_tensor_info *info);
+/* The dimension numbers of dot node n into *dims; ASTITCH_ERR_ARGUMENT when n is no dot of g. */
+ASTITCH_API astitch_status astitch_node_dot_dims(const astitch_graph *g, astitch_node n,
+                                                 astitch_dot_dims *dims);
 /* The operands of node n, in order: their count (-1 when n is no node of g) and operand i
  * (ASTITCH_NO_NODE when n or i is out of range). Operands always precede n: node ids are in
  * topological order. */

@@ -310,6 +310,18 @@ astitch_status astitch_node_info(const astitch_graph *g, astitch_node n, astitch
     return ASTITCH_OK;
 }
 
+astitch_status astitch_node_dot_dims(const astitch_graph *g, astitch_node n,
+                                     astitch_dot_dims *dims)
+{
+    if (!g || !dims)
+        return ASTITCH_ERR_ARGUMENT;
+    if (!graph_valid_id(g, n) || g->node[n].op != ASTITCH_OP_DOT)
+        return ctx_fail(g->ctx, ASTITCH_ERR_ARGUMENT, "astitch_node_dot_dims: node %d is no dot",
+                        n);
+    *dims = g->node[n].attr.dot;
+    return ASTITCH_OK;
+}
+
 int64_t shape_elements(const Shape *s)
 {
     int64_t n = 1;

@@ -215,8 +215,8 @@ static astitch_status dot(const astitch_graph *g, int32_t id, Wide *const *val, 
         kk *= l->shape.dim[dd->lhs_contract[i]];
     int64_t nl = shape_elements(&l->shape), nr = shape_elements(&r->shape);
     int64_t nout = shape_elements(&n->shape);
-    Wide init = kk ? reduce_identity(ASTITCH_REDUCE_SUM, n->dtype)
-                   : reduce_empty(ASTITCH_REDUCE_SUM, n->dtype);
+    /* each element is +0 plus its products, as a GEMM computes it: no -0 result */
+    Wide init = reduce_empty(ASTITCH_REDUCE_SUM, n->dtype);
     for (int64_t k = 0; k < nout; k++)
         out[k] = init;
     if (nout == 0 || kk == 0)

@@ -337,7 +337,7 @@ static bool get_values(const json_t *obj, astitch_dtype t, int64_t elements, dou
 static bool get_axis_ints(const json_t *obj, const char *key, const astitch_graph *g,
                           astitch_node x, int64_t *out, char *why, size_t len)
 {
-    int n;
+    int n = 0;
     if (!get_ints(obj, key, MAX_RANK, out, &n, why, len))
         return false;
     astitch_tensor_info info;
