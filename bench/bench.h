@@ -82,6 +82,9 @@ typedef struct BenchRow {
     double copy_us;                  /* median of device copies of bytes / 2 (read and written)
                                       * queued back to back over the same sets: the copy rate at
                                       * this size, timed as median_us is; 0: not timed */
+    double kernels_us, compute_us;   /* a plan with compute ops: the medians of its kernel steps
+                                      * and of its compute steps (dot, custom), summed, over
+                                      * event-timed runs (astitch_execute_device_timed); 0: none */
     int relaxed, spilling;           /* loaded kernels whose register bound the runtime relaxed;
                                       * loaded kernels still using local memory (spills) */
     int runs, sets;

@@ -49,6 +49,10 @@ void bench_print_row(FILE *f, const BenchRow *r, const BenchRow *rows, int nrows
             r->compile_ms, r->median_us, graph, copy, r->gbps, r->pct_copy, vs, r->status);
     if (r->note[0])
         fprintf(f, "    %s: %s\n", r->status, r->note);
+    if (r->compute_us > 0)
+        fprintf(f, "    steps: kernels %.2f us, compute ops (dot, custom) %.2f us (medians of "
+                   "event-timed runs, one event after each step)\n",
+                r->kernels_us, r->compute_us);
 }
 
 /* Geometric mean over graphs of median(base) / median(mode). */
@@ -122,7 +126,7 @@ int bench_write_csv(const char *path, const BenchRow *rows, int n)
     }
     fprintf(f, "graph,mode,status,kernels,coop_kernels,bytes,plan_ms,compile_ms,median_us,"
                "min_us,p90_us,graph_us,copy_us,runs,sets,gbps,pct_copy,max_error,relaxed,spilling,"
-               "file,note\n");
+               "kernels_us,compute_us,file,note\n");
     for (int i = 0; i < n; i++) {
         const BenchRow *r = &rows[i];
         char note[sizeof r->note];
@@ -132,11 +136,11 @@ int bench_write_csv(const char *path, const BenchRow *rows, int n)
                 *p = ' ';
         fprintf(f,
                 "%s,%s,%s,%d,%d,%.0f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%d,%d,%.2f,%.2f,%.3g,%d,%d,"
-                "%s,%s\n",
+                "%.3f,%.3f,%s,%s\n",
                 r->graph, r->mode, r->status, r->kernels, r->coop_kernels, r->bytes, r->plan_ms,
                 r->compile_ms, r->median_us, r->min_us, r->p90_us, r->graph_us, r->copy_us,
                 r->runs, r->sets, r->gbps, r->pct_copy, r->max_error, r->relaxed, r->spilling,
-                r->file, note);
+                r->kernels_us, r->compute_us, r->file, note);
     }
     return fclose(f) ? -1 : 0;
 }
@@ -153,7 +157,7 @@ int bench_write_json(const char *path, const BenchOptions *o, const BenchDevice 
         const BenchRow *r = &rows[i];
         json_array_append_new(
             cases, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f,"
-                             " s:f, s:f, s:i, s:i, s:f, s:f, s:f, s:i, s:i}",
+                             " s:f, s:f, s:i, s:i, s:f, s:f, s:f, s:i, s:i, s:f, s:f}",
                              "graph", r->graph, "mode", r->mode, "status", r->status, "note",
                              r->note, "variant", r->variant, "file", r->file, "kernels", r->kernels,
                              "coop_kernels", r->coop_kernels, "bytes", r->bytes, "plan_ms",
@@ -162,7 +166,8 @@ int bench_write_json(const char *path, const BenchOptions *o, const BenchDevice 
                              "copy_us", r->copy_us, "runs", r->runs, "sets",
                              r->sets, "gbps", r->gbps, "pct_copy", r->pct_copy, "max_error",
                              isfinite(r->max_error) ? r->max_error : -1.0, "relaxed_kernels",
-                             r->relaxed, "spilling_kernels", r->spilling));
+                             r->relaxed, "spilling_kernels", r->spilling, "kernels_us",
+                             r->kernels_us, "compute_us", r->compute_us));
     }
     json_t *modes = json_array();
     for (int i = 0; i < o->nmode; i++)

@@ -241,6 +241,44 @@ static void time_copy(Case *c, uint64_t **set, int nsets, size_t set_bytes, int 
     bench_cuda_sync(c->cuda);
 }
 
+/* A plan with compute ops: the time of its kernels apart from that of its compute ops, from
+ * n runs with an event after each step (astitch_execute_device_timed, sets rotated): the
+ * median of each step, summed over the kernel steps into r->kernels_us, over the compute
+ * steps into r->compute_us. */
+static void time_steps(Case *c, astitch_executable *x, uint64_t **set, int nsets, int n,
+                       BenchRow *r)
+{
+    const astitch_plan *p = astitch_executable_plan(x);
+    int nstep = astitch_plan_num_steps(p), computes = 0;
+    for (int i = 0; i < nstep; i++) {
+        int index;
+        computes += astitch_plan_step(p, i, &index) == ASTITCH_STEP_COMPUTE;
+    }
+    n = n > 20 ? 20 : n;
+    double *us = computes ? calloc((size_t)nstep * (size_t)n, sizeof *us) : NULL;
+    double *col = us ? calloc((size_t)n, sizeof *col) : NULL;
+    for (int k = 0; col && k < n; k++)
+        if (astitch_execute_device_timed(x, set[k % nsets], set[k % nsets] + c->nin,
+                                         bench_cuda_stream(c->cuda), us + (size_t)k * nstep,
+                                         nstep) != ASTITCH_OK) {
+            snprintf(r->note, sizeof r->note, "timed steps: %.280s",
+                     astitch_last_error(astitch_graph_context(c->g)));
+            n = 0;
+        }
+    for (int i = 0; col && n > 0 && i < nstep; i++) {
+        for (int k = 0; k < n; k++)
+            col[k] = us[(size_t)k * nstep + i];
+        int index;
+        double m = bench_median(col, n);
+        if (astitch_plan_step(p, i, &index) == ASTITCH_STEP_COMPUTE)
+            r->compute_us += m;
+        else
+            r->kernels_us += m;
+    }
+    free(col);
+    free(us);
+}
+
 /* Times x on the device: runs queued back to back, then replays of CUDA graphs of them. */
 static void time_cuda(Case *c, astitch_executable *x, BenchRow *r)
 {
@@ -286,6 +324,8 @@ static void time_cuda(Case *c, astitch_executable *x, BenchRow *r)
     }
     if (n > 0 && !strcmp(r->status, "ok"))
         time_graphs(c, x, set, nsets, n, us, r);
+    if (n > 0 && !strcmp(r->status, "ok"))
+        time_steps(c, x, set, nsets, n, r);
     if (n > 0 && !strcmp(r->status, "ok") && r->graph_us > 0)
         time_copy(c, set, nsets, set_bytes, n, us, r);
     bench_cuda_sync(c->cuda);

@@ -72,6 +72,7 @@ import functools
 import json
 import math
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -91,6 +92,7 @@ PIPE_BATCHES = 5        # batches of a pipelined timing
 LARGE_BYTES = 10e6      # the summary's "graphs >= 10 MB"
 ASTITCH_GRAPH_KEYS = ("graph_us", "graph_median_us", "graph_replay_us", "replay_us",
                       "cuda_graph_us")
+GEMM_KERNEL = re.compile(r"gemm|cutlass|xmma|nvjet|cublas|sm\d+_.*tensorop", re.I)
 OWN_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # Inductor modes that capture graphs
 
 
@@ -253,6 +255,7 @@ class TorchPeer:
         self.outs = outs
         self.args0 = [self.tensor(inputs[p], self.types[p][0]) for p in params]
         self.compile_ms = 0.0
+        self.has_dots = any(n["op"] == "dot" for n in graph["nodes"])
         if self.name == "inductor":
             torch._dynamo.reset()
             fn = torch.compile(fn, mode=self.args.inductor_mode, dynamic=False)
@@ -299,6 +302,9 @@ class TorchPeer:
             self.capture(sets, graphs)
             stage = "replay"
             res["graph_us"], res["graph_runs"] = self.time_replays(graphs, args)
+            if self.has_dots:
+                stage = "profile"
+                res["matmul_us"], res["other_us"] = self.split_replays(graphs)
         except Exception as e:  # a peer whose graph fails keeps its per-call time
             res["graph_note"] = f"CUDA graph {stage} failed: {reason(e)}"
         finally:
@@ -325,6 +331,25 @@ class TorchPeer:
         """(median us, runs) of the graphs replayed in rotation, timed as per call."""
         calls = [g.replay for g, _ in graphs]
         return median_time(lambda f, n: event_times(self.torch, calls, f, n), args)
+
+    def split_replays(self, graphs, n=10):
+        """(matmul us, other us) per replay: the device time of the kernels of n replays under
+        torch.profiler, those whose names say GEMM (cuBLAS, CUTLASS, nvjet) apart from the
+        others (Triton's), divided by n."""
+        torch = self.torch
+        prof = torch.profiler
+        with prof.profile(activities=[prof.ProfilerActivity.CUDA]) as p:
+            for i in range(n):
+                graphs[i % len(graphs)][0].replay()
+            torch.cuda.synchronize()
+        matmul = other = 0.0
+        for e in p.key_averages():
+            t = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)
+            if GEMM_KERNEL.search(e.key):
+                matmul += t
+            elif not e.key.startswith(("cudaGraph", "Memcpy", "Memset")):
+                other += t
+        return matmul / n, other / n
 
     def free_graph_memory(self):
         try:
@@ -642,6 +667,12 @@ def print_row(row, peers, graph_key):
         for key in ("note", "graph_note"):
             if r.get(key):
                 print(f"    {n}: {r[key]}")
+        if r.get("matmul_us") is not None:
+            print(f"    {n} replay kernels: matmuls {r['matmul_us']:.1f} us, other kernels "
+                  f"{r['other_us']:.1f} us (torch.profiler, device time per replay)")
+    if a and a.get("compute_us"):
+        print(f"    astitch steps: kernels {a['kernels_us']:.1f} us, compute ops "
+              f"{a['compute_us']:.1f} us (event-timed, medians per step)")
     if row.get("note"):
         print(f"    {row['note']}")
 

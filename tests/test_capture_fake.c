@@ -412,6 +412,39 @@ static void test_capture_dot_on_gpu(void **state)
     astitch_graph_destroy(g);
 }
 
+/* astitch_execute_device_timed: one time per plan step, from the events around it (the
+ * fake's cuEventElapsedTime answers in order), refused with a wrong step count and under
+ * capture. */
+static void test_timed_run(void **state)
+{
+    const Fake *f = *state;
+    astitch_graph *g = gen_dot_between(f->ctx, 64, 96, 32);
+    assert_non_null(g);
+    astitch_executable *x = compile_for_fake(f, g, false);
+    int nstep = astitch_plan_num_steps(astitch_executable_plan(x));
+    assert_true(nstep >= 3 && nstep <= 6); /* a kernel, the dot, a kernel */
+    uint64_t in[2] = {0x200000000000ull, 0x200100000000ull}, out = 0x300000000000ull;
+    double us[8] = {0};
+    f->set_elapsed((const float[]){0.25f, 1.5f, 0.125f, 2.0f, 3.0f, 4.0f}, 6);
+    expect_ok(f, astitch_execute_device_timed(x, in, &out, f->stream, us, nstep));
+    assert_true(us[0] == 250.0 && us[1] == 1500.0 && us[2] == 125.0);
+    assert_int_equal(astitch_execute_device_timed(x, in, &out, f->stream, us, nstep + 1),
+                     ASTITCH_ERR_ARGUMENT);
+    printf("# expected error: %s\n", astitch_last_error(f->ctx));
+    assert_non_null(strstr(astitch_last_error(f->ctx), "one entry per step"));
+    const CudaDriver *d = &f->dev->drv;
+    assert_int_equal(d->StreamBeginCapture(f->stream, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    astitch_status s = astitch_execute_device_timed(x, in, &out, f->stream, us, nstep);
+    CUgraph graph = NULL;
+    assert_int_equal(d->StreamEndCapture(f->stream, &graph), CUDA_SUCCESS);
+    if (graph)
+        d->GraphDestroy(graph);
+    assert_int_equal(s, ASTITCH_ERR_UNSUPPORTED);
+    assert_non_null(strstr(astitch_last_error(f->ctx), "cannot be captured"));
+    astitch_executable_destroy(x);
+    astitch_graph_destroy(g);
+}
+
 /* What the device form of "dev_op" saw at its last call. */
 typedef struct CustomCall {
     int calls;
@@ -882,6 +915,7 @@ int main(void)
         cmocka_unit_test(test_capture_dot_on_gpu),
         cmocka_unit_test(test_capture_bert_dots),
         cmocka_unit_test(test_custom_on_gpu),
+        cmocka_unit_test(test_timed_run),
         cmocka_unit_test(test_cublaslt_missing),
         cmocka_unit_test(test_caller_workspace),
         cmocka_unit_test(test_relax_spills),

@@ -140,6 +140,17 @@ ASTITCH_API astitch_status astitch_execute(astitch_executable *x, const void *co
 ASTITCH_API astitch_status astitch_execute_device(astitch_executable *x, const uint64_t *inputs,
                                                   const uint64_t *outputs, void *stream);
 
+/* cuda only, for profiling: one run as astitch_execute_device, with a CUDA event recorded on
+ * `stream` before the first step of x's plan and after each one; waits for the run and writes
+ * step i's time in microseconds (from the end of step i - 1 to the end of step i) to
+ * step_us[i], for the nstep = astitch_plan_num_steps steps of astitch_executable_plan(x),
+ * kernels and compute ops alike. Refuses a stream under capture and an executable compiled
+ * with caller_workspace. */
+ASTITCH_API astitch_status astitch_execute_device_timed(astitch_executable *x,
+                                                        const uint64_t *inputs,
+                                                        const uint64_t *outputs, void *stream,
+                                                        double *step_us, int nstep);
+
 /* How many of x's compute ops (dot, custom) run on the host between kernels, through the
  * reference interpreter: on the cuda target those cuBLASLt does not take (integer dots, layouts
  * that are not one strided-batched GEMM, custom ops; all of them under the context switch

@@ -140,9 +140,12 @@ astitch_status exec_run_steps(ExecRun *r)
     astitch_executable *x = r->x;
     const astitch_plan *p = x->plan;
     astitch_status s = ASTITCH_OK;
-    for (int32_t i = 0; s == ASTITCH_OK && i < p->nstep; i++)
+    for (int32_t i = 0; s == ASTITCH_OK && i < p->nstep; i++) {
         s = p->step[i].kind == ASTITCH_STEP_KERNEL ? run_kernel(r, p->step[i].index)
                                                    : r->t->compute(r, p->step[i].index);
+        if (s == ASTITCH_OK && r->after_step)
+            s = r->after_step(r, i);
+    }
     for (int32_t i = 0; s == ASTITCH_OK && i < x->g->noutput; i++) {
         int32_t n = x->g->output[i];
         if (x->g->node[n].op == ASTITCH_OP_PARAMETER && x->slot[n].bytes)
@@ -407,6 +410,29 @@ astitch_status astitch_execute_device(astitch_executable *x, const uint64_t *inp
                         "caller_workspace: run it with astitch_execute_device_workspace");
     s = exec_variant_settle(x, inputs, outputs, stream);
     return s == ASTITCH_OK ? exec_cuda_run_device(x, inputs, outputs, stream) : s;
+}
+
+astitch_status astitch_execute_device_timed(astitch_executable *x, const uint64_t *inputs,
+                                            const uint64_t *outputs, void *stream,
+                                            double *step_us, int nstep)
+{
+    if (!x)
+        return ASTITCH_ERR_ARGUMENT;
+    const char *fn = "astitch_execute_device_timed";
+    astitch_status s = check_device_run(x, inputs, outputs, fn);
+    if (s != ASTITCH_OK)
+        return s;
+    if (x->caller_workspace)
+        return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT,
+                        "%s: the executable was compiled with caller_workspace, which this call "
+                        "does not take",
+                        fn);
+    if (!step_us || nstep != x->plan->nstep)
+        return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT,
+                        "%s: step_us must have one entry per step of the plan (%d), not %d", fn,
+                        (int)x->plan->nstep, step_us ? nstep : 0);
+    s = exec_variant_settle(x, inputs, outputs, stream);
+    return s == ASTITCH_OK ? exec_cuda_run_timed(x, inputs, outputs, stream, step_us) : s;
 }
 
 astitch_status astitch_executable_workspace_bytes(const astitch_executable *x, size_t *bytes)

@@ -368,7 +368,8 @@ static const ExecTarget cuda_target = {cuda_value, cuda_fill32, cuda_launch_kern
 static astitch_status run_steps(astitch_executable *x, const uint64_t *in, const uint64_t *outp,
                                 CUstream st)
 {
-    CudaRun r = {{x, &cuda_target, x->cuda->run.scratch, x->cuda->run.counters}, in, outp, st};
+    CudaRun r = {{x, &cuda_target, x->cuda->run.scratch, x->cuda->run.counters, NULL}, in,
+                 outp, st};
     return exec_run_steps(&r.base);
 }
 
@@ -447,6 +448,67 @@ astitch_status exec_cuda_run_device(astitch_executable *x, const uint64_t *input
     if (s == ASTITCH_OK)
         s = run_steps(x, inputs, outputs, (CUstream)stream);
     cuda_leave(x->cuda->dev);
+    return s;
+}
+
+/* A run whose steps are timed: event 0 before the first step, event i + 1 after step i. */
+typedef struct TimedRun {
+    CudaRun run;
+    CUevent *ev;
+} TimedRun;
+
+static astitch_status record_after(ExecRun *r, int32_t i)
+{
+    TimedRun *t = (TimedRun *)r;
+    return cuda_event_record(r->x->ctx, r->x->cuda->dev, t->ev[i + 1], t->run.st);
+}
+
+/* exec_cuda_run_timed inside cuda_enter, on events ev (nstep + 1 of them, made). */
+static astitch_status run_timed(astitch_executable *x, const uint64_t *in, const uint64_t *outp,
+                                CUstream st, CUevent *ev, double *us)
+{
+    ExecCuda *c = x->cuda;
+    TimedRun t = {{{x, &cuda_target, c->run.scratch, c->run.counters, record_after}, in, outp,
+                   st},
+                  ev};
+    astitch_status s = cuda_event_record(x->ctx, c->dev, ev[0], st);
+    if (s == ASTITCH_OK)
+        s = exec_run_steps(&t.run.base);
+    for (int32_t i = 0; s == ASTITCH_OK && i < x->plan->nstep; i++) {
+        float ms = 0;
+        s = cuda_event_elapsed(x->ctx, c->dev, ev[i], ev[i + 1], &ms);
+        us[i] = (double)ms * 1e3;
+    }
+    return s;
+}
+
+astitch_status exec_cuda_run_timed(astitch_executable *x, const uint64_t *inputs,
+                                   const uint64_t *outputs, void *stream, double *us)
+{
+    ExecCuda *c = x->cuda;
+    int32_t nev = x->plan->nstep + 1;
+    CUevent *ev = calloc((size_t)nev, sizeof *ev);
+    if (!ev)
+        return ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory");
+    astitch_status s = cuda_enter(x->ctx, c->dev);
+    if (s != ASTITCH_OK) {
+        free(ev);
+        return s;
+    }
+    bool capturing = false;
+    if ((s = exec_cuda_capturing(x, stream, &capturing)) == ASTITCH_OK && capturing)
+        s = ctx_fail(x->ctx, ASTITCH_ERR_UNSUPPORTED,
+                     "astitch_execute_device_timed: the stream is capturing a CUDA graph; a timed "
+                     "run waits for its events and cannot be captured");
+    int32_t made = 0;
+    for (; s == ASTITCH_OK && made < nev; made++)
+        s = cuda_event_create(x->ctx, c->dev, &ev[made]);
+    if (s == ASTITCH_OK)
+        s = run_timed(x, inputs, outputs, (CUstream)stream, ev, us);
+    for (int32_t i = 0; i < made; i++)
+        cuda_event_destroy(c->dev, ev[i]);
+    cuda_leave(c->dev);
+    free(ev);
     return s;
 }
 

@@ -273,7 +273,8 @@ astitch_status exec_host_run(astitch_executable *x, const void *const *inputs,
     for (int32_t n = 0; s == ASTITCH_OK && n < x->g->nnode; n++)
         if (x->const_data[n])
             memcpy(temps + x->slot[n].offset, x->const_data[n], x->slot[n].bytes);
-    HostRun h = {{x, &host_target, (uint64_t)(uintptr_t)scratch, (uint64_t)(uintptr_t)counter},
+    HostRun h = {{x, &host_target, (uint64_t)(uintptr_t)scratch, (uint64_t)(uintptr_t)counter,
+                  NULL},
                  inputs, outputs, temps, scratch_bytes, counter};
     if (s == ASTITCH_OK)
         s = exec_run_steps(&h.base);

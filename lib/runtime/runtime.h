@@ -116,6 +116,8 @@ struct ExecRun {
     const ExecTarget *t;
     uint64_t scratch;  /* the scratch arena */
     uint64_t counters; /* the grid-barrier counters */
+    /* NULL, or called after step i is queued (a timed run records an event there) */
+    astitch_status (*after_step)(ExecRun *r, int32_t i);
 };
 astitch_status exec_run_steps(ExecRun *r);
 
@@ -153,6 +155,11 @@ void exec_cuda_use_workspace(astitch_executable *x, uint64_t base);
 /* Whether compute op n of x's plan runs on the GPU (a dot on cuBLASLt, a custom op's device
  * form), not on the host. */
 bool exec_cuda_compute_on_gpu(const astitch_executable *x, int32_t n);
+/* One run of x on stream with an event before its first step and after each one; waits for
+ * it and writes step i's time in microseconds to us[i] (the plan's nstep of them). Refuses a
+ * capturing stream. */
+astitch_status exec_cuda_run_timed(astitch_executable *x, const uint64_t *inputs,
+                                   const uint64_t *outputs, void *stream, double *us);
 /* Queues x's run on stream; refuses a capturing stream when the plan has a compute op that
  * runs on the host. */
 astitch_status exec_cuda_run_device(astitch_executable *x, const uint64_t *inputs,
