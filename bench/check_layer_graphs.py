@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Checks with numpy that graphs of the layers suite compute the function they are named for.
+"""Checks with numpy that graphs of the layers and wholelayers suites compute the function they
+are named for.
 
     check_layer_graphs.py [--astitch-run PATH] [--target reference|host] [--seed N]
 
@@ -8,8 +9,9 @@ inputs made here (--inputs DIR --outputs DIR, .npy files) and compares every out
 float64 numpy version written from the math, not from the graph: the softmax and LayerNorm
 gradients against central finite differences of their forward functions, rotary embedding
 against the rotation of (x1 + i x2) by the position's angle, GELU gradients against finite
-differences of GELU. Inputs are consistent where the math needs it: probabilities are a softmax,
-mean and rstd are x's statistics, cos and sin are Llama's RoPE tables. Config values (eps, the
+differences of GELU, the whole GPT-2 block and Llama layer against their models' forward
+passes. Inputs are consistent where the math needs it: probabilities are a softmax, mean and rstd
+are x's statistics, cos and sin are Llama's RoPE tables. Config values (eps, the
 attention scale) are checked on the full-size graphs and read from them for the small copies.
 Error: max |out - ref| / max(1, max |ref|), at most 1e-4 for f32 outputs and 1e-2 for bf16.
 Needs numpy and astitch-run (ASTITCH_RUN or --astitch-run), no GPU. Exit 0 when all pass,
@@ -203,6 +205,96 @@ def check_causal_softmax(args, rng):
              dt["softmax_probs"])]
 
 
+def shape_of(graph, name):
+    return next(n["shape"] for n in graph["nodes"] if n["name"] == name)
+
+
+def check_gpt2_block(args, rng):
+    """The whole block against OpenAI's block() in numpy, with GPT-2's init scales (weights
+    N(0, 0.02), LayerNorm gains near 1) so that no softmax saturates."""
+    path, g = load("gpt2_block_fwd")
+    B, S, H = shape_of(g, "x")
+    F = shape_of(g, "mlp_c_fc_w")[1]
+    N = shape_of(g, "q_split")[2]
+    eps = const(g, "ln_1_eps")
+
+    def w(*s):
+        return rng.standard_normal(s) * 0.02
+    inputs = {"x": rng.standard_normal([B, S, H]), "attn_c_attn_w": w(H, 3 * H),
+              "attn_c_attn_b": w(3 * H), "attn_c_proj_w": w(H, H), "attn_c_proj_b": w(H),
+              "mlp_c_fc_w": w(H, F), "mlp_c_fc_b": w(F), "mlp_c_proj_w": w(F, H),
+              "mlp_c_proj_b": w(H)}
+    for ln in ("ln_1", "ln_2"):
+        inputs[ln + "_g"], inputs[ln + "_b"] = 1 + w(H) * 5, w(H) * 5
+    out, dt, p = run(args, path, g, inputs)
+
+    def norm(x, ln):
+        return (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + eps) \
+            * p[ln + "_g"] + p[ln + "_b"]
+
+    def heads(t):
+        return t.reshape(B, S, N, H // N).transpose(0, 2, 1, 3)
+    x = p["x"]
+    q, k, v = np.split(norm(x, "ln_1") @ p["attn_c_attn_w"] + p["attn_c_attn_b"], 3, -1)
+    z = heads(q) @ heads(k).transpose(0, 1, 3, 2) / math.sqrt(H // N)
+    z = np.where(np.tril(np.ones([S, S], bool)), z, -np.inf)
+    a = (softmax(z) @ heads(v)).transpose(0, 2, 1, 3).reshape(B, S, H)
+    x = x + a @ p["attn_c_proj_w"] + p["attn_c_proj_b"]
+    h = norm(x, "ln_2") @ p["mlp_c_fc_w"] + p["mlp_c_fc_b"]
+    h = 0.5 * h * (1 + np.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h ** 3)))
+    y = x + h @ p["mlp_c_proj_w"] + p["mlp_c_proj_b"]
+    return [("gpt2_block_fwd: y vs OpenAI's block()", error(out["y"], y), dt["y"])]
+
+
+def check_llama_layer(args, rng):
+    """The whole bf16 layer against LlamaDecoderLayer in float64 numpy (rotary as the rotation
+    of (x1 + i x2), cos and sin Llama's RoPE tables), weights N(0, 1/sqrt(fan_in)); the graph
+    rounds to bf16 after every op, so the bf16 tolerance."""
+    path, g = load("llama_layer_bf16_fwd")
+    B, S, H = shape_of(g, "hidden_states")
+    D = shape_of(g, "cos")[2]
+    F = shape_of(g, "gate_proj_weight")[0]
+    N = H // D
+    eps = const(g, "input_layernorm_eps")
+
+    def w(out_features, in_features):
+        return rng.standard_normal([out_features, in_features]) / math.sqrt(in_features)
+    inv_freq = 1.0 / 10000.0 ** (np.arange(0, D, 2) / D)
+    emb = np.concatenate([np.outer(np.arange(S), inv_freq)] * 2, 1)
+    inputs = {"hidden_states": rng.standard_normal([B, S, H]),
+              "cos": np.broadcast_to(np.cos(emb), [B, S, D]),
+              "sin": np.broadcast_to(np.sin(emb), [B, S, D]),
+              "input_layernorm_weight": 1 + rng.standard_normal(H) * 0.1,
+              "post_attention_layernorm_weight": 1 + rng.standard_normal(H) * 0.1,
+              "gate_proj_weight": w(F, H), "up_proj_weight": w(F, H),
+              "down_proj_weight": w(H, F)}
+    for n in ("q", "k", "v", "o"):
+        inputs[n + "_proj_weight"] = w(H, H)
+    out, dt, p = run(args, path, g, inputs)
+
+    def rmsnorm(h, weight):
+        return weight * h / np.sqrt((h * h).mean(-1, keepdims=True) + eps)
+
+    def heads(t):
+        return t.reshape(B, S, N, D).transpose(0, 2, 1, 3)
+
+    def rope(t):
+        c, s = p["cos"][:, None, :, :D // 2], p["sin"][:, None, :, :D // 2]
+        z = (t[..., :D // 2] + 1j * t[..., D // 2:]) * (c + 1j * s)
+        return np.concatenate([z.real, z.imag], -1)
+    x = p["hidden_states"]
+    n = rmsnorm(x, p["input_layernorm_weight"])
+    q, k, v = (heads(n @ p[c + "_proj_weight"].T) for c in "qkv")
+    z = rope(q) @ rope(k).transpose(0, 1, 3, 2) / math.sqrt(D)
+    z = np.where(np.tril(np.ones([S, S], bool)), z, -np.inf)
+    a = (softmax(z) @ v).transpose(0, 2, 1, 3).reshape(B, S, H)
+    h = x + a @ p["o_proj_weight"].T
+    n = rmsnorm(h, p["post_attention_layernorm_weight"])
+    gate = n @ p["gate_proj_weight"].T
+    y = h + (gate / (1 + np.exp(-gate)) * (n @ p["up_proj_weight"].T)) @ p["down_proj_weight"].T
+    return [("llama_layer_bf16_fwd: out vs LlamaDecoderLayer", error(out["out"], y), dt["out"])]
+
+
 def check_config():
     """Config values in the full-size graphs."""
     want = [("bert_base_fwd_attn_out_ln", "ln_eps", 1e-12), ("bert_base_fwd_attn_softmax",
@@ -210,7 +302,11 @@ def check_config():
             ("gpt2_fwd_causal_softmax", "rsqrt_d", 0.125), ("llama2_7b_fwd_residual_rmsnorm",
             "eps", 1e-6), ("vit_b16_fwd_embed_ln", "ln_eps", 1e-6),
             ("vit_b16_fwd_attn_softmax", "sqrt_d", 8.0),
-            ("bert_base_bwd_attn_softmax", "sqrt_d", 8.0)]
+            ("bert_base_bwd_attn_softmax", "sqrt_d", 8.0), ("gpt2_block_fwd", "ln_1_eps", 1e-5),
+            ("gpt2_block_fwd", "ln_2_eps", 1e-5), ("gpt2_block_fwd", "rsqrt_d", 0.125),
+            ("llama_layer_bf16_fwd", "input_layernorm_eps", 1e-5),
+            ("llama_layer_bf16_fwd", "post_attention_layernorm_eps", 1e-5),
+            ("llama_layer_bf16_fwd", "scaling", 128 ** -0.5)]
     return [(f"{n}: {c} = {v}", 0.0 if const(load(n, False)[1], c) == v else math.inf, "f32")
             for n, c, v in want]
 
@@ -230,6 +326,8 @@ def main():
     results += check_gelu_backward(args, rng, "bert_base_bwd_ffn_gelu", False)
     results += check_gelu_backward(args, rng, "gpt2_bwd_mlp_gelu", True)
     results += check_causal_softmax(args, rng)
+    results += check_gpt2_block(args, rng)
+    results += check_llama_layer(args, rng)
     failed = 0
     for what, err, dtype in results:
         ok = err <= TOL[dtype]

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the benchmark suite: bench/graphs/*.json, small copies in bench/graphs/small/, and the
-suite lists bench/suites/{full,smoke,selfcheck,layers}.txt.
+suite lists bench/suites/{full,smoke,selfcheck,layers,wholelayers}.txt.
 
 Usage:
     gen_bench_graphs.py           write everything
@@ -11,9 +11,12 @@ production shapes (Table 2 batch sizes), training backward graphs, RMSNorm, soft
 rows and an element-wise chain from tiny (launch-bound) to 1 GiB (bandwidth-bound); and (suite
 layers, also in full) the memory-intensive regions of BERT-base, GPT-2, Llama-2-7B and ViT-B/16
 layers at production shapes, one region between two matmuls per file, forward and backward
-(bench/check_layer_graphs.py checks some of them against numpy). Every examples/*.json is in
-the full suite by path. Each graph is built by the builder of examples/gen_examples.py (shapes
-and dtypes checked as the C builders check them); its "comment" says where the shapes come from. The small copies (same structure, tiny shapes) are what
+(bench/check_layer_graphs.py checks some of them against numpy); and (suite wholelayers, also
+in full) whole GPT-2 small and Llama-2-7B (bf16) layers with their matmuls as dot ops, next to
+examples/bert_layer.json, at token counts the reference interpreter runs in seconds. Every
+examples/*.json is in the full suite by path. Each graph is built by the builder of
+examples/gen_examples.py (shapes and dtypes checked as the C builders check them); its "comment"
+says where the shapes come from. The small copies (same structure, tiny shapes) are what
 peers.py --self-check runs on a CPU. Deterministic; standard library only.
 """
 
@@ -584,6 +587,21 @@ LLAMA = ("Llama-2-7B (hidden 4096, 32 heads x 128, intermediate 11008, RMSNorm e
          "converts, rounded once to bf16 (as Inductor upcasts bf16 pointwise math)")
 
 
+def llama_rmsnorm(g, p, h, weight, eps):
+    """LlamaRMSNorm of bf16 h over its last axis: h.to(float32), variance = mean(h^2),
+    h * rsqrt(variance + eps), .to(bf16), then weight * that (a bf16 multiply)."""
+    s = g.shape(h)
+    rows, r = s[:-1], len(s) - 1
+    keep = list(range(r))
+    hf = g.convert(p + "h_f32", h, "f32")
+    var = g.div(p + "variance", g.reduce("sum", p + "sqsum", g.mul(p + "sq", hf, hf), [r]),
+                g.scalar(p + "n", float(s[-1]), rows))
+    rstd = g.unary("rsqrt", p + "rstd", g.add(p + "var_eps", var, g.scalar(p + "eps", eps, rows)))
+    normed = g.mul(p + "normalized", hf, g.broadcast(p + "rstd.b", rstd, s, keep))
+    normed = g.convert(p + "normalized_bf16", normed, "bf16")
+    return g.mul(p + "out", g.broadcast(weight + ".b", weight, s, [r]), normed)
+
+
 def llama_fwd_residual_rmsnorm(T=LLAMA_T, H=4096):
     g = Graph("llama2_7b_fwd_residual_rmsnorm",
               LLAMA + ". Forward, between the attention o_proj and the MLP's gate/up "
@@ -594,13 +612,7 @@ def llama_fwd_residual_rmsnorm(T=LLAMA_T, H=4096):
     res, attn = g.parameter("residual", s, "bf16"), g.parameter("o_proj_out", s, "bf16")
     w = g.parameter("weight", [H], "bf16")
     h = g.add("residual_out", res, attn)
-    hf = g.convert("h_f32", h, "f32")
-    var = g.div("variance", g.reduce("sum", "sqsum", g.mul("sq", hf, hf), [1]),
-                g.scalar("n", float(H), [T]))
-    rstd = g.unary("rsqrt", "rstd", g.add("var_eps", var, g.scalar("eps", 1e-6, [T])))
-    normed = g.mul("normalized", hf, g.broadcast("rstd.b", rstd, s, [0]))
-    normed = g.convert("normalized_bf16", normed, "bf16")
-    g.output(h, g.mul("out", g.broadcast("weight.b", w, s, [1]), normed))
+    g.output(h, llama_rmsnorm(g, "", h, w, 1e-6))
     return g
 
 
@@ -705,6 +717,153 @@ def vit_fwd_mlp_out_ln(T=VIT_B * (VIT_GRID * VIT_GRID + 1), H=768):
     return g
 
 
+# ---- whole layers (suite wholelayers, also in full) --------------------------------------------
+# Every op of one layer, matmuls included as dot ops (run through cuBLASLt on the GPU), weights
+# and biases as parameters, like examples/bert_layer.json. The token counts are smaller than the
+# regions' production shapes so that the reference interpreter (double precision, one thread)
+# runs each graph in seconds.
+
+GPT2_BLOCK_B, GPT2_BLOCK_S = 4, 512   # 2048 tokens: about 9 s on the reference
+LLAMA_BLOCK_S = 128                   # one 128-token prompt: about 22 s on the reference
+
+
+def gpt2_block_fwd(B=GPT2_BLOCK_B, S=GPT2_BLOCK_S, N=12, D=64, F=3072):
+    H, T = N * D, B * S
+    g = Graph("gpt2_block_fwd",
+              f"One GPT-2 small block (hidden 768, 12 heads x 64, MLP 3072, LayerNorm eps 1e-5, "
+              f"f32), inference forward at batch {B} x sequence {S} ({T} tokens: the reference "
+              "interpreter runs it in about 9 s; GPT-2's full 1024-token context at batch 8 "
+              "would take four times as long). Every op of block() in OpenAI's gpt-2 src/model.py "
+              "(TensorFlow) in its order: x + attn(norm(x, 'ln_1')), then + mlp(norm(x, "
+              "'ln_2')) (pre-LN). conv1d is tf.matmul of the flattened [tokens, nx] activations "
+              "with w [nx, nf] (Conv1D layout, x @ w) + b: c_attn [768, 2304], its output split "
+              "into q, k, v (slices), split_heads to [batch, heads, seq, 64] (reshape, "
+              "transpose); w = q k^T (a batched dot) * rsqrt(64); mask_attn_weights with "
+              "b = float(i >= j) from two iotas: w * b - 1e10 * (1 - b); softmax (x - max, exp, "
+              "divide by the sum); a = w v, merge_heads, attention c_proj [768, 768]; mlp: c_fc "
+              "[768, 3072], gelu(x) = 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*pow(x, 3)))), "
+              "c_proj [3072, 768]; norm: u = mean(x), s = mean(square(x - u)), "
+              "(x - u) * rsqrt(s + 1e-5) * g + b. Weights and biases are parameters, named "
+              "after the checkpoint's variables. The block's present (the stacked k and v, a "
+              "KV cache) is not an output.")
+    x = g.parameter("x", [B, S, H])
+    ln_1_g, ln_1_b = g.parameter("ln_1_g", [H]), g.parameter("ln_1_b", [H])
+    c_attn_w = g.parameter("attn_c_attn_w", [H, 3 * H])
+    c_attn_b = g.parameter("attn_c_attn_b", [3 * H])
+    a_proj_w, a_proj_b = g.parameter("attn_c_proj_w", [H, H]), g.parameter("attn_c_proj_b", [H])
+    ln_2_g, ln_2_b = g.parameter("ln_2_g", [H]), g.parameter("ln_2_b", [H])
+    c_fc_w, c_fc_b = g.parameter("mlp_c_fc_w", [H, F]), g.parameter("mlp_c_fc_b", [F])
+    m_proj_w, m_proj_b = g.parameter("mlp_c_proj_w", [F, H]), g.parameter("mlp_c_proj_b", [H])
+
+    x2 = g.reshape("x2d", x, [T, H])
+    c = gx.bias_add(g, "c_attn", g.matmul("c_attn_mm", layernorm(g, "ln_1_", x2, ln_1_g, ln_1_b,
+                                                                   1e-5), c_attn_w), c_attn_b)
+    heads = {}
+    for i, n in enumerate("qkv"):
+        split = g.reshape(n + "_split", slice_last(g, n, c, i * H, (i + 1) * H), [B, S, N, D])
+        heads[n] = g.transpose(n + "_heads", split, [0, 2, 1, 3])   # [B, N, S, D]
+
+    full, plane = [B, N, S, S], [S, S]
+    w = g.dot("w", heads["q"], heads["k"], [0, 1], [0, 1], [3], [3])
+    w = g.mul("w_scaled", w, g.scalar("rsqrt_d", 1.0 / math.sqrt(D), full))
+    keep = g.binary("ge", "causal", iota(g, "query_pos", plane, 0), iota(g, "key_pos", plane, 1))
+    b = g.convert("keep", keep, "f32")
+    fill = g.mul("fill", g.scalar("big", 1e10, plane),
+                 g.sub("dropped", g.scalar("one", 1.0, plane), b))
+    kept = g.mul("kept", w, g.broadcast("keep.b", b, full, [2, 3]))
+    masked = g.sub("masked", kept, g.broadcast("fill.b", fill, full, [2, 3]))
+    probs = softmax_last(g, "softmax_", masked)
+    a = g.dot("a", probs, heads["v"], [0, 1], [0, 1], [3], [2])          # [B, N, S, D]
+    a = g.reshape("a_merged", g.transpose("a_heads_last", a, [0, 2, 1, 3]), [T, H])
+    a = gx.bias_add(g, "attn_out", g.matmul("attn_c_proj", a, a_proj_w), a_proj_b)
+    h = g.add("x_attn", x2, a)
+
+    m = gx.bias_add(g, "c_fc", g.matmul("c_fc_mm", layernorm(g, "ln_2_", h, ln_2_g, ln_2_b, 1e-5),
+                                        c_fc_w), c_fc_b)
+    m = gelu_tanh_tf(g, "gelu_", m)
+    m = gx.bias_add(g, "mlp_out", g.matmul("mlp_c_proj", m, m_proj_w), m_proj_b)
+    g.output(g.reshape("y", g.add("x_mlp", h, m), [B, S, H]))
+    return g
+
+
+def llama_layer_bf16_fwd(B=1, S=LLAMA_BLOCK_S, N=32, D=128, F=11008):
+    H, T = N * D, B * S
+    g = Graph("llama_layer_bf16_fwd",
+              f"One Llama-2-7B decoder layer (hidden 4096, 32 heads x 128, no grouped-query "
+              f"attention, intermediate 11008, RMSNorm eps 1e-5 as in Llama-2's config, bf16 "
+              f"weights and activations), inference forward of batch {B} x {S} tokens (a "
+              "short prompt: the reference interpreter, whose dots cost 0.2 G multiply-adds per "
+              "token in double, runs it in about 22 s). Every op of Hugging Face transformers' "
+              "LlamaDecoderLayer as it runs eagerly in bf16, each torch op rounding to bf16 as "
+              "the graph's bf16 ops do: residual + self_attn(input_layernorm(x)), then residual + "
+              "mlp(post_attention_layernorm(.)). LlamaRMSNorm: h.to(float32), variance = "
+              "mean(h^2), h * rsqrt(variance + 1e-5), .to(bf16), weight * that. nn.Linear "
+              "without bias: a dot of the flattened [tokens, 4096] activations with the weight "
+              "in its [out, in] layout (x @ W^T). q, k, v viewed as [batch, seq, 32, 128] and "
+              "transposed to [batch, heads, seq, 128]; apply_rotary_pos_emb: q * cos + "
+              "rotate_half(q) * sin (rotate_half = cat(-x[..., 64:], x[..., :64])) with cos, "
+              "sin [batch, seq, 128] the bf16 tables of LlamaRotaryEmbedding (inputs) "
+              "unsqueezed over heads; eager_attention_forward: q k^T (a batched bf16 dot) * "
+              "128^-0.5 (computed in f32, rounded once, as torch multiplies bf16 by a Python "
+              "float), + the causal mask (0 where key <= query, else bf16's finfo.min, built "
+              "from two iotas, a compare and a select as _update_causal_mask's triu does), "
+              "softmax(dtype=float32) .to(bf16), probs v, transposed back, o_proj; LlamaMLP: "
+              "down_proj(act_fn(gate_proj(x)) * up_proj(x)), SiLU x * sigmoid(x) computed in f32 "
+              "and rounded once (torch's silu kernel on bf16), the product in bf16.")
+    bf = "bf16"
+    x = g.parameter("hidden_states", [B, S, H], bf)
+    cos, sin = g.parameter("cos", [B, S, D], bf), g.parameter("sin", [B, S, D], bf)
+    in_w = g.parameter("input_layernorm_weight", [H], bf)
+    proj = {n: g.parameter(n + "_proj_weight", [H, H], bf) for n in ("q", "k", "v", "o")}
+    post_w = g.parameter("post_attention_layernorm_weight", [H], bf)
+    gate_w = g.parameter("gate_proj_weight", [F, H], bf)
+    up_w = g.parameter("up_proj_weight", [F, H], bf)
+    down_w = g.parameter("down_proj_weight", [H, F], bf)
+
+    def linear(name, h, weight):
+        return g.dot(name, h, weight, [], [], [1], [1])
+
+    x2 = g.reshape("residual", x, [T, H])
+    normed = llama_rmsnorm(g, "input_layernorm_", x2, in_w, 1e-5)
+    hs = [B, N, S, D]
+    cos_b = g.broadcast("cos.b", cos, hs, [0, 2, 3])
+    sin_b = g.broadcast("sin.b", sin, hs, [0, 2, 3])
+    heads = {}
+    for n in ("q", "k", "v"):
+        split = g.reshape(n + "_split", linear(n + "_proj", normed, proj[n]), [B, S, N, D])
+        heads[n] = g.transpose(n + "_heads", split, [0, 2, 1, 3])
+    for n in ("q", "k"):
+        x1 = slice_last(g, n + "_x1", heads[n], 0, D // 2)
+        x2_half = slice_last(g, n + "_x2", heads[n], D // 2, D)
+        rot = concatenate(g, n + "_rotate_half", [g.unary("neg", n + "_neg_x2", x2_half), x1], 3)
+        heads[n] = g.add(n + "_embed", g.mul(n + "_cos", heads[n], cos_b),
+                         g.mul(n + "_sin", rot, sin_b))
+
+    full, plane = [B, N, S, S], [S, S]
+    w = g.dot("attn_weights", heads["q"], heads["k"], [0, 1], [0, 1], [3], [3])
+    w = g.mul("scaled_f32", g.convert("attn_weights_f32", w, "f32"),
+              g.scalar("scaling", D ** -0.5, full))
+    w = g.convert("scaled", w, bf)
+    above = g.binary("gt", "above_diagonal", iota(g, "key_pos", plane, 1),
+                     iota(g, "query_pos", plane, 0))
+    mask = select(g, "causal_mask", above, g.scalar("finfo_min", -3.3895313892515355e38, plane, bf),
+                  g.scalar("zero", 0.0, plane, bf))
+    w = g.add("masked", w, g.broadcast("causal_mask.b", mask, full, [2, 3]))
+    probs = softmax_last(g, "softmax_", g.convert("masked_f32", w, "f32"))
+    probs = g.convert("probs", probs, bf)
+    a = g.dot("attn_output", probs, heads["v"], [0, 1], [0, 1], [3], [2])   # [B, N, S, D]
+    a = g.reshape("attn_merged", g.transpose("attn_heads_last", a, [0, 2, 1, 3]), [T, H])
+    h = g.add("attn_residual", x2, linear("o_proj", a, proj["o"]))
+
+    normed = llama_rmsnorm(g, "post_attention_layernorm_", h, post_w, 1e-5)
+    gate = g.convert("gate_f32", linear("gate_proj", normed, gate_w), "f32")
+    silu = g.convert("silu", g.mul("silu_f32", gate, g.unary("sigmoid", "sigmoid", gate)), bf)
+    m = g.mul("gated", silu, linear("up_proj", normed, up_w))
+    h = g.add("mlp_residual", h, linear("down_proj", m, down_w))
+    g.output(g.reshape("out", h, [B, S, H]))
+    return g
+
+
 # The layers suite; each entry is (full-size graph, small copy with the same ops).
 LAYERS = [
     (bert_fwd_attn_softmax, lambda: bert_fwd_attn_softmax(2, 2, 8, 4)),
@@ -726,6 +885,12 @@ LAYERS = [
     (vit_fwd_attn_softmax, lambda: vit_fwd_attn_softmax(2, 2, 10, 4)),
     (vit_fwd_mlp_gelu, lambda: vit_fwd_mlp_gelu(20, 64)),
     (vit_fwd_mlp_out_ln, lambda: vit_fwd_mlp_out_ln(20, 32)),
+]
+
+# The wholelayers suite (with examples/bert_layer.json); (full-size graph, small copy).
+WHOLE_LAYERS = [
+    (gpt2_block_fwd, lambda: gpt2_block_fwd(2, 8, 2, 4, 16)),
+    (llama_layer_bf16_fwd, lambda: llama_layer_bf16_fwd(2, 8, 4, 8, 48)),
 ]
 
 
@@ -789,15 +954,17 @@ def outputs():
     full = []
     for path in sorted(glob.glob(os.path.join(EXAMPLES, "*.json"))):
         full.append("../examples/" + os.path.basename(path))
-    layers = []
-    for make in FULL + [full_size for full_size, _ in LAYERS]:
+    layers, whole = [], ["../examples/bert_layer.json"]
+    for make in FULL + [full_size for full_size, _ in LAYERS + WHOLE_LAYERS]:
         g = make()
         files[f"graphs/{g.name}.json"] = g.text()
         full.append(f"graphs/{g.name}.json")
-        if make not in FULL:
+        if make in (full_size for full_size, _ in LAYERS):
             layers.append(f"graphs/{g.name}.json")
+        elif make not in FULL:
+            whole.append(f"graphs/{g.name}.json")
     small = []
-    for make in SMALL + [small_copy for _, small_copy in LAYERS]:
+    for make in SMALL + [small_copy for _, small_copy in LAYERS + WHOLE_LAYERS]:
         g = make()
         g.name += "_small"
         files[f"graphs/small/{g.name}.json"] = g.text()
@@ -807,7 +974,9 @@ def outputs():
                               ("smoke", SMOKE, "tiny graphs for a host-target smoke run"),
                               ("selfcheck", small, "small copies for peers.py --self-check"),
                               ("layers", layers, "the memory-intensive regions of transformer "
-                               "layers (BERT-base, GPT-2, Llama-2-7B, ViT-B/16), one per file")):
+                               "layers (BERT-base, GPT-2, Llama-2-7B, ViT-B/16), one per file"),
+                              ("wholelayers", whole, "whole transformer layers, matmuls as dots "
+                               "(BERT-base, GPT-2 small, Llama-2-7B in bf16)")):
         files[f"suites/{name}.txt"] = head + f"# {name}: {what}\n" + \
             "".join(f"../{p}\n" for p in paths)
     return files
