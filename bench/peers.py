@@ -135,29 +135,33 @@ def to_f64(np, a, dtype):
     return np.asarray(a).astype(np.float64)
 
 
-def output_tolerance_dtype(graph, types, output):
-    """The dtype whose tolerance output is held to: the least precise float dtype on any path
-    into it (tools/check_tolerance.c); the output's own dtype when it is not a float."""
+def output_tolerance(graph, types, output):
+    """The tolerance output is held to (tools/check_tolerance.c): that of the least precise
+    float dtype on any path into it, at least K x 2^-23 after a float dot of contraction K on
+    such a path; None (exact) when the output is not a float."""
     if types[output][0] not in TOL:
-        return types[output][0]
-    inputs = {n["name"]: n.get("inputs", []) for n in graph["nodes"]}
-    seen, todo, loosest = set(), [output], types[output][0]
+        return None
+    nodes = {n["name"]: n for n in graph["nodes"]}
+    seen, todo, tol = set(), [output], TOL[types[output][0]]
     while todo:
         name = todo.pop()
         if name in seen:
             continue
         seen.add(name)
-        if TOL.get(types[name][0], 0) > TOL[loosest]:
-            loosest = types[name][0]
-        todo.extend(inputs.get(name, []))
-    return loosest
+        node = nodes.get(name, {})
+        tol = max(tol, TOL.get(types[name][0], 0))
+        if node.get("op") == "dot" and types[name][0] in TOL:
+            lhs = types[node["inputs"][0]][1]
+            tol = max(tol, math.prod(lhs[d] for d in node["lhs_contracting_dims"]) * 2.0 ** -23)
+        todo.extend(node.get("inputs", []))
+    return tol
 
 
-def compare(np, got, want, dtype):
-    """(ok, normalized error) of got against want, both float64 arrays."""
+def compare(np, got, want, tol):
+    """(ok, normalized error) of got against want, both float64 arrays; tol None: exact."""
     if got.shape != want.shape:
         return False, math.inf
-    if dtype not in TOL:
+    if tol is None:
         return bool(np.array_equal(got, want)), 0.0 if np.array_equal(got, want) else math.inf
     nan_w, nan_g = np.isnan(want), np.isnan(got)
     if np.any(nan_w != nan_g):
@@ -167,7 +171,7 @@ def compare(np, got, want, dtype):
         return False, math.inf
     scale = max(1.0, float(np.max(np.abs(want[fin]))) if np.any(fin) else 1.0)
     err = float(np.max(np.abs(got[fin] - want[fin]))) / scale if np.any(fin) else 0.0
-    return err <= TOL[dtype], err
+    return err <= tol, err
 
 
 def astitch_outputs(np, args, path, graph, inputs, work):
@@ -601,7 +605,7 @@ def run_graph(np, args, path, graph, row, peers, work, rng, l2):
             res["compile_ms"] = peer.compile_ms
             if want is not None:
                 got = peer.outputs(np)
-                checks = [compare(np, got[o], want[o], output_tolerance_dtype(graph, types, o))
+                checks = [compare(np, got[o], want[o], output_tolerance(graph, types, o))
                           for o in graph["outputs"]]
                 res["check"] = "ok" if all(c[0] for c in checks) else "WRONG"
                 res["max_error"] = max(c[1] for c in checks)

@@ -10,11 +10,11 @@
 #include "astitch/runtime.h"
 
 /* Tolerances (tools/check_tolerance.h): on the normalized error |out - ref| / max(1, max|ref|),
- * the least precise float dtype on the output's path decides: f32 1e-4, f16 1e-2, bf16 4e-2;
- * integers and bool exact; NaN must match NaN. Each element also gets slack for its
- * conditioning: 8 x the reference's own change when the f32 inputs move by 2^-22 relative
- * (elements whose reference flips between finite and not, or whose integer value changes, are
- * not compared). */
+ * the least precise float dtype on the output's path decides: f32 1e-4 (at least K x 2^-23
+ * after a dot of contraction K), f16 1e-2, bf16 4e-2; integers and bool exact; NaN must match
+ * NaN. Each element also gets slack for its conditioning: 8 x the reference's own change when
+ * the float inputs move by a few ulps (check_perturb; elements whose reference flips between
+ * finite and not, or whose integer value changes, are not compared). */
 
 typedef struct DiffResult {
     bool ok;
@@ -35,8 +35,10 @@ astitch_status diff_run(astitch_graph *g, astitch_target target, astitch_fusion 
 typedef struct DiffRef DiffRef;
 
 /* Fills random inputs from seed and runs the reference on them; with `perturbed`, also on
- * inputs moved by a few ulps (the conditioning slack of the comparison; without it the slack
- * is 0). On failure *out is NULL and the graph's context holds the message. */
+ * inputs moved by a few ulps (check_perturb: the conditioning slack of the comparison). Without
+ * it a comparison that fails runs the perturbed reference then and compares once more, as
+ * astitch-run --check does. On failure *out is NULL and the graph's context holds the
+ * message. */
 astitch_status diff_ref_create(astitch_graph *g, uint64_t seed, bool perturbed, DiffRef **out);
 void diff_ref_destroy(DiffRef *d); /* accepts NULL */
 /* The random inputs, one host buffer per parameter, owned by d. */

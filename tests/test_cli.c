@@ -624,8 +624,29 @@ static void test_check_conditioned(void **state)
     assert_memory_not_equal(v, w, sizeof v);
     int32_t n[4] = {1, 2, 3, 4};
     ti.elements = 4;
-    check_perturb(&ti, n, 5, 0); /* only f32 moves */
+    check_perturb(&ti, n, 5, 0); /* integers stay */
     assert_true(n[0] == 1 && n[3] == 4);
+    /* bf16 and f16 move by one ulp of magnitude; zeros, infinities, NaNs stay, and the largest
+     * finite value never becomes an infinity */
+    uint16_t b[64], c[64];
+    for (int i = 0; i < 64; i++)
+        b[i] = c[i] = (uint16_t)((i % 2 ? 0x8000 : 0) | (0x3f80 + 3 * i));
+    b[0] = c[0] = 0x0000, b[1] = c[1] = 0x7f80, b[2] = c[2] = 0x7fc1, b[3] = c[3] = 0x7f7f;
+    astitch_tensor_info tb = {.name = "b", .dtype = ASTITCH_BF16, .elements = 64};
+    check_perturb(&tb, b, 5, 0);
+    assert_true(b[0] == 0 && b[1] == 0x7f80 && b[2] == 0x7fc1);
+    assert_true(b[3] == 0x7f7f || b[3] == 0x7f7e);
+    int moved_up = 0;
+    for (int i = 4; i < 64; i++) {
+        int d = (int)(b[i] & 0x7fff) - (int)(c[i] & 0x7fff);
+        assert_true((d == 1 || d == -1) && (b[i] & 0x8000) == (c[i] & 0x8000));
+        moved_up += d > 0;
+    }
+    assert_true(moved_up > 8 && moved_up < 52);
+    tb.dtype = ASTITCH_F16;
+    b[5] = 0x7bff;
+    check_perturb(&tb, b, 7, 0);
+    assert_true(b[5] == 0x7bff || b[5] == 0x7bfe);
 }
 
 /* astitch-run --check on an ill-conditioned output (sin of a long sum times 3e4: the host's

@@ -1,6 +1,7 @@
 /* check_tolerance.c: see check_tolerance.h. */
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check_tolerance.h"
 
@@ -46,4 +47,34 @@ double check_output_tolerance(const astitch_graph *g, int output)
     }
     free(upstream);
     return tol;
+}
+
+void check_perturb(const astitch_tensor_info *t, void *data, uint64_t seed, int index)
+{
+    /* the largest finite magnitude of the 16-bit float formats: one ulp more is an infinity */
+    uint16_t top = t->dtype == ASTITCH_F16 ? 0x7bff : 0x7f7f;
+    if (t->dtype != ASTITCH_F32 && t->dtype != ASTITCH_F16 && t->dtype != ASTITCH_BF16)
+        return;
+    uint64_t state = seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(index + 1));
+    for (int64_t i = 0; i < t->elements; i++) {
+        uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        bool up = z & 1;
+        if (t->dtype == ASTITCH_F32) {
+            float v;
+            memcpy(&v, (char *)data + 4 * i, 4);
+            v *= (float)(1.0 + (up ? CHECK_PERTURB : -CHECK_PERTURB));
+            memcpy((char *)data + 4 * i, &v, 4);
+            continue;
+        }
+        uint16_t u;
+        memcpy(&u, (char *)data + 2 * i, 2);
+        uint16_t mag = u & 0x7fff;
+        if (mag == 0 || mag > top || (up && mag == top))
+            continue; /* zeros, infinities and NaNs stay; the largest moves down only */
+        u = (uint16_t)((u & 0x8000) | (up ? mag + 1 : mag - 1));
+        memcpy((char *)data + 2 * i, &u, 2);
+    }
 }

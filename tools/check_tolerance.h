@@ -8,13 +8,21 @@
 
 #include "astitch/astitch.h"
 
-/* Conditioning: the reference also runs on its f32 inputs each moved by +-CHECK_PERTURB
- * relative (a few ulps), and an element may differ from the reference by its tolerance plus
- * CHECK_SLACK times the reference's own change there, normalized like the error: an
- * ill-conditioned element (a saturated tanh of a long sum) is held only to what its
- * conditioning allows. */
+/* Conditioning: the reference also runs on its float inputs each moved by a few ulps of their
+ * dtype (f32 by +-CHECK_PERTURB relative, f16 and bf16 by one ulp: a value's own rounding),
+ * and an element may differ from the reference by its tolerance plus CHECK_SLACK times the
+ * reference's own change there, normalized like the error: an ill-conditioned element (a
+ * saturated tanh of a long sum, a bf16 softmax whose largest logits are a rounding apart) is
+ * held only to what its conditioning allows. */
 #define CHECK_PERTURB 0x1.0p-22
 #define CHECK_SLACK 8
+
+#include <stdint.h>
+
+/* Moves every element of a float tensor t as above (f32 by +-CHECK_PERTURB relative; a
+ * finite nonzero f16 or bf16 by one ulp up or down in magnitude, never to an infinity), the
+ * directions from a splitmix64 stream of seed and index; other dtypes are left as they are. */
+void check_perturb(const astitch_tensor_info *t, void *data, uint64_t seed, int index);
 
 /* The tolerance for dtype t: f32 1e-4, f16 1e-2, bf16 4e-2, 0 (exact) for integers and bool. */
 double check_tolerance(astitch_dtype t);

@@ -93,9 +93,6 @@ double check_error(const astitch_tensor_info *t, const void *out, const void *re
  * infinity) is not held to anything. At most check_error. */
 double check_error_conditioned(const astitch_tensor_info *t, const void *out, const void *ref,
                                const void *pert);
-/* Moves every element of an f32 tensor by +-CHECK_PERTURB relative, signs from a splitmix64
- * stream of seed and index; other dtypes are left as they are. */
-void check_perturb(const astitch_tensor_info *t, void *data, uint64_t seed, int index);
 
 /* tensor_io.c */
 /* Fills data (t->bytes bytes) with the deterministic random values of parameter number

@@ -92,20 +92,3 @@ double check_error_conditioned(const astitch_tensor_info *t, const void *out, co
     }
     return worst;
 }
-
-void check_perturb(const astitch_tensor_info *t, void *data, uint64_t seed, int index)
-{
-    if (t->dtype != ASTITCH_F32)
-        return;
-    uint64_t state = seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(index + 1));
-    for (int64_t i = 0; i < t->elements; i++) {
-        uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        z ^= z >> 31;
-        float v;
-        memcpy(&v, (char *)data + 4 * i, 4);
-        v *= (float)(1.0 + ((z & 1) ? CHECK_PERTURB : -CHECK_PERTURB));
-        memcpy((char *)data + 4 * i, &v, 4);
-    }
-}
