@@ -161,9 +161,8 @@ static astitch_executable *compile_for_fake(const Fake *f, astitch_graph *g, boo
     return x;
 }
 
-/* Captures one run of examples/<file> and compares what it queued with its plan; adds what it
- * showed to *seen (cooperative launches, parts, identity fills). */
-static void capture_example(const Fake *f, const char *file, bool as_parts, Queued *seen)
+/* examples/<file>, loaded on f's context. */
+static astitch_graph *load_example(const Fake *f, const char *file)
 {
     const char *root = getenv("ASTITCH_SOURCE_ROOT");
     char path[4096];
@@ -171,6 +170,14 @@ static void capture_example(const Fake *f, const char *file, bool as_parts, Queu
     astitch_graph *g;
     if (astitch_graph_load_json(f->ctx, path, &g) != ASTITCH_OK)
         fail_msg("%s: %s", path, astitch_last_error(f->ctx));
+    return g;
+}
+
+/* Captures one run of examples/<file> and compares what it queued with its plan; adds what it
+ * showed to *seen (cooperative launches, parts, identity fills). */
+static void capture_example(const Fake *f, const char *file, bool as_parts, Queued *seen)
+{
+    astitch_graph *g = load_example(f, file);
     astitch_executable *x = compile_for_fake(f, g, as_parts);
     Queued want, whole, got;
     expect_from_plan(x, as_parts, &want);
@@ -264,11 +271,7 @@ static void test_capture_refuses_compute_op(void **state)
 static void test_caller_workspace(void **state)
 {
     const Fake *f = *state;
-    const char *root = getenv("ASTITCH_SOURCE_ROOT");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/examples/batchnorm_train.json", root ? root : ".");
-    astitch_graph *g;
-    expect_ok(f, astitch_graph_load_json(f->ctx, path, &g));
+    astitch_graph *g = load_example(f, "batchnorm_train.json");
     astitch_compile_options o;
     astitch_compile_options_default(&o);
     o.target = ASTITCH_TARGET_CUDA;
@@ -551,11 +554,7 @@ static void test_custom_on_gpu(void **state)
 static void test_capture_bert_dots(void **state)
 {
     const Fake *f = *state;
-    const char *root = getenv("ASTITCH_SOURCE_ROOT");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/examples/bert_layer.json", root ? root : ".");
-    astitch_graph *g;
-    expect_ok(f, astitch_graph_load_json(f->ctx, path, &g));
+    astitch_graph *g = load_example(f, "bert_layer.json");
     astitch_executable *x = compile_for_fake(f, g, false);
     Queued want, got;
     expect_from_plan(x, false, &want);
