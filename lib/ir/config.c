@@ -82,23 +82,18 @@ bool config_set(Config *c, ConfigSwitch sw, const char *value)
     return true;
 }
 
-const char *config_dump_plan(const Config *c)
+/* Switch s's value when it is set and not "0", else NULL. */
+static const char *switch_set(const Config *c, ConfigSwitch s)
 {
-    const char *v = c->value[CONFIG_DUMP_PLAN];
+    const char *v = c->value[s];
     return v && *v && strcmp(v, "0") != 0 ? v : NULL;
 }
 
-bool config_force_parts(const Config *c)
-{
-    const char *v = c->value[CONFIG_FORCE_PARTS];
-    return v && *v && strcmp(v, "0") != 0;
-}
+const char *config_dump_plan(const Config *c) { return switch_set(c, CONFIG_DUMP_PLAN); }
 
-bool config_host_compute(const Config *c)
-{
-    const char *v = c->value[CONFIG_HOST_COMPUTE];
-    return v && *v && strcmp(v, "0") != 0;
-}
+bool config_force_parts(const Config *c) { return switch_set(c, CONFIG_FORCE_PARTS) != NULL; }
+
+bool config_host_compute(const Config *c) { return switch_set(c, CONFIG_HOST_COMPUTE) != NULL; }
 
 bool config_cache_on(const Config *c)
 {

@@ -32,7 +32,8 @@
 #include "passes/dot_gemm.h"
 #include "passes/passes.h"
 
-/* What becomes of dot v: its kind in dot_gemm.h's terms, and whether it is rewritten. */
+/* Whether dot v is rewritten: an empty contraction, an integer dot with room for K, a float
+ * dot that is no single GEMM over its operands in memory. */
 static bool lowered(const astitch_graph *g, int32_t v)
 {
     const Node *n = gnode(g, v);

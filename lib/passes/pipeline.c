@@ -51,9 +51,10 @@
 
 /* The steps as ASTITCH_DUMP_PLAN=after:<step> names them, in pipeline order. */
 static const char *const step_names[] = {
-    "dot_lower", "prune",  "concat_tree", "variance", "scope", "xla",   "remote", "bound",
-    "fill",     "dominant",    "mapping",  "across",  "propagate", "adapt", "schemes", "barriers",
-    "tiles",    "memory",      "launch",   "traffic", "check",
+    "dot_lower", "prune",     "concat_tree", "variance", "scope",     "xla",
+    "remote",    "bound",     "fill",        "dominant", "mapping",   "across",
+    "propagate", "adapt",     "schemes",     "barriers", "tiles",     "memory",
+    "launch",    "traffic",   "check",
 };
 
 /* What ASTITCH_DUMP_PLAN asks of one planning: the finished plan, or the plan after a step. */

@@ -100,7 +100,7 @@ void exec_dots_destroy(ExecDots *d); /* accepts NULL; inside cuda_enter */
 bool exec_dots_on_gpu(const ExecDots *d, int32_t n);
 /* Queues node n's product (exec_dots_on_gpu) on stream: A, B, C are the device addresses of
  * its lhs, rhs and output; ws the cuBLASLt workspace (*ws_bytes of exec_dots_prepare). A dot
- * with an empty output queues nothing; one with K = 0 a fill of zeros. */
+ * with an empty output queues nothing. */
 astitch_status exec_dots_run(struct astitch_executable *x, const ExecDots *d, int32_t n,
                              CUdeviceptr lhs, CUdeviceptr rhs, CUdeviceptr out, CUdeviceptr ws,
                              CUstream stream);

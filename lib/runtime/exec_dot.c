@@ -72,10 +72,8 @@ static bool takes(const astitch_executable *x, int32_t n, DotGemm *gm)
     if (node->op != ASTITCH_OP_DOT ||
         (node->dtype != ASTITCH_F32 && node->dtype != ASTITCH_F16 && node->dtype != ASTITCH_BF16))
         return false;
-    dot_gemm_layout(x->g, n, gm);
-    /* zeros are a fill of 32-bit words: an f16 output of odd length stays on the host */
-    return gm->kind == DOT_GEMM_GEMM || gm->kind == DOT_GEMM_EMPTY ||
-           (gm->kind == DOT_GEMM_ZEROS && x->slot[n].bytes % 4 == 0);
+    dot_gemm_layout(x->g, n, gm); /* no ZEROS: the planner's dot_lower made those zeros */
+    return gm->kind == DOT_GEMM_GEMM || gm->kind == DOT_GEMM_EMPTY;
 }
 
 /* Fails naming dot node n and what cuBLASLt call returned st. */
@@ -282,8 +280,6 @@ astitch_status exec_dots_run(astitch_executable *x, const ExecDots *d, int32_t n
     ASTITCH_ASSERT(g);
     if (g->gm.kind == DOT_GEMM_EMPTY)
         return ASTITCH_OK;
-    if (g->gm.kind == DOT_GEMM_ZEROS)
-        return cuda_memset_u32(x->ctx, d->dev, out, 0, x->slot[n].bytes / 4, stream);
     /* a run may pass pointers less aligned than the 16 bytes algo[0] assumes */
     bool aligned = g->aligned16 && ((lhs | rhs | out) & 15) == 0;
     const float one = 1.0f, zero = 0.0f;
