@@ -350,6 +350,23 @@ static int32_t first_compute(const astitch_executable *x)
     return -1;
 }
 
+/* Captures one run of x (matmul log reset first), which must succeed, queue the plan's
+ * launches and no call the plan does not explain; *got: what it queued. */
+static void capture_as_planned(const Fake *f, astitch_executable *x, Queued *got)
+{
+    Queued want;
+    expect_from_plan(x, false, &want);
+    f->matmuls_reset();
+    CUresult end;
+    astitch_status s = capture(f, x, &end, got);
+    if (s != ASTITCH_OK)
+        print_error("%s\n", astitch_last_error(x->ctx));
+    assert_int_equal(s, ASTITCH_OK);
+    assert_int_equal(end, CUDA_SUCCESS);
+    assert_int_equal(got->other, 0);
+    assert_int_equal(got->launches, want.launches);
+}
+
 /* Dots on the fake cuBLASLt, captured: one cublasLtMatmul per dot on the capturing stream and
  * no other call but the kernels' (no copy to the host, no synchronization), with the column-
  * major form of the row-major product: m = N, n = M, A = the rhs, B = the lhs (exec_dot.c).
@@ -364,15 +381,9 @@ static void test_capture_dot_on_gpu(void **state)
     assert_int_equal(f->lt_handles(), handles + 1);
     assert_true(exec_cuda_compute_on_gpu(x, first_compute(x)));
     assert_int_equal(astitch_executable_host_compute_ops(x), 0);
-    Queued want, got;
-    expect_from_plan(x, false, &want);
-    CUresult end;
-    f->matmuls_reset();
-    expect_ok(f, capture(f, x, &end, &got));
-    assert_int_equal(end, CUDA_SUCCESS);
-    assert_int_equal(got.other, 0);
+    Queued got;
+    capture_as_planned(f, x, &got);
     assert_int_equal(got.copies, 0);
-    assert_int_equal(got.launches, want.launches);
     assert_true(got.launches >= 2); /* the kernel before the dot and the one after */
     FakeMatmul mm[4];
     assert_int_equal(f->matmuls(mm, 4), 1);
@@ -404,9 +415,7 @@ static void test_capture_dot_on_gpu(void **state)
     g = gen_dot_between(f->ctx, 64, 7, 32);
     assert_non_null(g);
     x = compile_for_fake(f, g, false);
-    f->matmuls_reset();
-    expect_ok(f, capture(f, x, &end, &got));
-    assert_int_equal(end, CUDA_SUCCESS);
+    capture_as_planned(f, x, &got);
     assert_int_equal(f->matmuls(mm, 4), 1);
     m = mm[0];
     assert_true(m.k == 7 && m.ldb == 7);
@@ -516,16 +525,8 @@ static void test_custom_on_gpu(void **state)
     expect_ok(f, astitch_compile(g, &o, &x));
     assert_true(exec_cuda_compute_on_gpu(x, first_compute(x)));
     assert_int_equal(astitch_executable_host_compute_ops(x), 0);
-    Queued want, got;
-    expect_from_plan(x, false, &want);
-    CUresult end;
-    astitch_status s = capture(f, x, &end, &got);
-    if (s != ASTITCH_OK)
-        print_error("%s\n", astitch_last_error(ctx));
-    assert_int_equal(s, ASTITCH_OK);
-    assert_int_equal(end, CUDA_SUCCESS);
-    assert_int_equal(got.other, 0);
-    assert_int_equal(got.launches, want.launches);
+    Queued got;
+    capture_as_planned(f, x, &got);
     assert_true(got.launches >= 2);
     assert_int_equal(call.calls, 1);
     assert_ptr_equal(call.stream, f->stream);
@@ -537,7 +538,7 @@ static void test_custom_on_gpu(void **state)
 
     call.give = ASTITCH_ERR_ARGUMENT;
     uint64_t in = 0x200000000000ull, out = 0x300000000000ull;
-    s = astitch_execute_device(x, &in, &out, f->stream);
+    astitch_status s = astitch_execute_device(x, &in, &out, f->stream);
     msg = astitch_last_error(ctx);
     printf("# expected error: %s\n", msg);
     assert_int_equal(s, ASTITCH_ERR_DEVICE);
@@ -556,14 +557,8 @@ static void test_capture_bert_dots(void **state)
     const Fake *f = *state;
     astitch_graph *g = load_example(f, "bert_layer.json");
     astitch_executable *x = compile_for_fake(f, g, false);
-    Queued want, got;
-    expect_from_plan(x, false, &want);
-    CUresult end;
-    f->matmuls_reset();
-    expect_ok(f, capture(f, x, &end, &got));
-    assert_int_equal(end, CUDA_SUCCESS);
-    assert_int_equal(got.other, 0);
-    assert_int_equal(got.launches, want.launches);
+    Queued got;
+    capture_as_planned(f, x, &got);
     FakeMatmul mm[16];
     int n = f->matmuls(mm, 16), scores = 0, context = 0, proj = 0;
     assert_int_equal(n, 8);
