@@ -108,14 +108,16 @@ def load_suite(spec):
 # ---- inputs, .npy exchange with astitch-run, comparison ---------------------------------------
 
 def make_inputs(np, graph, rng):
-    """{param: numpy array} drawn like tests/diff_check.c: floats in [-2, 2), integers in
-    [-3, 17), bools; bf16 held as its 16 bits (uint16)."""
+    """{param: numpy array} drawn like tests/diff_check.c: floats in [-2, 2) (a dot's weights
+    times 2^-e, peers_ops.input_scale_exponents), integers in [-3, 17), bools; bf16 held as its
+    16 bits (uint16)."""
     types = peers_ops.infer_types(graph)
+    scale = peers_ops.input_scale_exponents(graph)
     out = {}
     for p in peers_ops.params_and_outputs(graph)[0]:
         d, s = types[p]
         if d in peers_ops.FLOAT:
-            a = rng.uniform(-2, 2, size=s).astype(np.float32)
+            a = np.ldexp(rng.uniform(-2, 2, size=s), -scale.get(p, 0)).astype(np.float32)
             out[p] = a.astype(np.float16) if d == "f16" else (f32_to_bf16(np, a) if d == "bf16" else a)
         elif d in peers_ops.INT:
             out[p] = rng.integers(-3, 17, size=s).astype(np.int32 if d == "i32" else np.int64)

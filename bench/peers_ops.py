@@ -95,6 +95,31 @@ def params_and_outputs(graph):
             list(graph["outputs"]))
 
 
+LAYOUT = ("reshape", "transpose", "broadcast_in_dim", "slice", "convert")
+
+
+def input_scale_exponents(graph):
+    """{parameter: e}: a float parameter that is the right operand of a float dot (directly or
+    through layout ops) is a weight, drawn times 2^-e with e = ceil(log2(K) / 2) for its
+    longest contraction K (tools/check_tolerance.h, check_input_scale_exponent)."""
+    types, by_name = infer_types(graph), {n["name"]: n for n in graph["nodes"]}
+    out = {}
+    for n in graph["nodes"]:
+        if n["op"] != "dot" or types[n["name"]][0] not in FLOAT:
+            continue
+        rhs = src = n["inputs"][1]
+        while by_name[src]["op"] in LAYOUT:
+            src = by_name[src]["inputs"][0]
+        if by_name[src]["op"] != "parameter" or types[src][0] not in FLOAT:
+            continue
+        k = math.prod(types[rhs][1][c] for c in n["rhs_contracting_dims"])
+        e = 0
+        while 4 ** e < k:
+            e += 1
+        out[src] = max(out.get(src, 0), e)
+    return out
+
+
 def uses_compute_ops(graph):
     return any(n["op"] in ("dot", "custom") for n in graph["nodes"])
 

@@ -25,13 +25,14 @@ static uint64_t next(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-/* Random values: floats in [-2, 2), integers in [-3, 17) (usable as gather indices after
- * clamping), bools. */
-static void fill(const astitch_tensor_info *t, void *data, uint64_t *s)
+/* Random values: floats in [-2, 2) times 2^-scale_exponent (a weight's scale,
+ * check_input_scale_exponent), integers in [-3, 17) (usable as gather indices after clamping),
+ * bools. */
+static void fill(const astitch_tensor_info *t, void *data, uint64_t *s, int scale_exponent)
 {
     for (int64_t i = 0; i < t->elements; i++) {
         double u = (double)(next(s) >> 11) * 0x1.0p-53;
-        float f = (float)(u * 4 - 2);
+        float f = (float)ldexp(u * 4 - 2, -scale_exponent);
         switch (t->dtype) {
         case ASTITCH_F32: ((float *)data)[i] = f; break;
         case ASTITCH_F16: ((uint16_t *)data)[i] = float_to_half(f); break;
@@ -160,7 +161,7 @@ astitch_status diff_ref_create(astitch_graph *g, uint64_t seed, bool perturbed, 
         if (!(d->in[i] = malloc(t.bytes + 1)) || (perturbed && !(pin[i] = malloc(t.bytes + 1)))) {
             s = ASTITCH_ERR_MEMORY;
         } else {
-            fill(&t, d->in[i], &st);
+            fill(&t, d->in[i], &st, check_input_scale_exponent(g, i));
             if (perturbed) {
                 memcpy(pin[i], d->in[i], t.bytes);
                 check_perturb(&t, pin[i], seed, i);

@@ -521,6 +521,72 @@ static void test_check_output_tolerance(void **state)
     astitch_context_destroy(ctx);
 }
 
+/* A weight's random scale: the right operand of a float dot through layout ops, by the
+ * longest contraction it takes part in; left operands, values computed before the dot and
+ * integer dots keep the plain draw. */
+static void test_check_input_scale_exponent(void **state)
+{
+    (void)state;
+    astitch_context *ctx;
+    astitch_graph *g;
+    assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
+    assert_int_equal(astitch_graph_create(ctx, &g), ASTITCH_OK);
+    int64_t dx[] = {4, 40}, dw[] = {6, 40}, dv[] = {300, 5}, dn[] = {4, 300}, di[] = {4, 4};
+    int64_t perm[] = {1, 0};
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, dx);        /* lhs only */
+    astitch_node w = astitch_parameter(g, "w", ASTITCH_BF16, 2, dw);       /* K = 40 and 300 */
+    astitch_node v = astitch_parameter(g, "v", ASTITCH_F32, 2, dv);        /* K = 300, computed */
+    astitch_node n = astitch_parameter(g, "n", ASTITCH_F32, 2, dn);
+    astitch_node ia = astitch_parameter(g, "ia", ASTITCH_I32, 2, di);      /* integer dot */
+    astitch_node ib = astitch_parameter(g, "ib", ASTITCH_I32, 2, di);
+    astitch_dot_dims by_rows = {.ncontract = 1, .lhs_contract = {1}, .rhs_contract = {1}};
+    astitch_dot_dims plain = {.ncontract = 1, .lhs_contract = {1}, .rhs_contract = {0}};
+    astitch_node wf = astitch_convert(g, w, ASTITCH_F32);
+    astitch_node d1 = astitch_dot(g, x, wf, &by_rows);                              /* [4, 6] */
+    int64_t d300[] = {6, 300}, bd[] = {0, 1};
+    astitch_node wide = astitch_broadcast_in_dim(g, astitch_slice(g, wf, (int64_t[]){0, 0},
+                                                                  (int64_t[]){6, 1}, NULL),
+                                                 2, d300, bd);
+    astitch_node d2 = astitch_dot(g, n, astitch_transpose(g, wide, perm), &plain);  /* [4, 6] */
+    astitch_node d3 = astitch_dot(g, n, astitch_unary(g, ASTITCH_OP_NEG, v), &plain);
+    astitch_node d4 = astitch_dot(g, ia, ib, &plain);
+    astitch_node outs[] = {d1, d2, d3, d4};
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(astitch_add_output(g, outs[i]), ASTITCH_OK);
+    assert_int_equal(check_input_scale_exponent(g, 0), 0);
+    assert_int_equal(check_input_scale_exponent(g, 1), 5); /* 4^4 < 300 <= 4^5 */
+    assert_int_equal(check_input_scale_exponent(g, 2), 0);
+    assert_int_equal(check_input_scale_exponent(g, 3), 0);
+    assert_int_equal(check_input_scale_exponent(g, 4), 0);
+    assert_int_equal(check_input_scale_exponent(g, 5), 0);
+    assert_int_equal(check_input_scale_exponent(g, 6), 0); /* no such parameter */
+    assert_int_equal(check_input_scale_exponent(g, -1), 0);
+    astitch_graph_destroy(g);
+
+    assert_int_equal(astitch_graph_create(ctx, &g), ASTITCH_OK);
+    int64_t k_of[] = {1, 2, 4, 5, 16, 17, 4096, 4097};
+    int want[] = {0, 1, 1, 2, 2, 3, 6, 7};
+    astitch_node lhs[8], rhs[8];
+    for (int i = 0; i < 8; i++) {
+        int64_t dl[] = {2, k_of[i]}, dr[] = {k_of[i], 3};
+        char ln[16], rn[16];
+        snprintf(ln, sizeof ln, "l%d", i);
+        snprintf(rn, sizeof rn, "r%d", i);
+        lhs[i] = astitch_parameter(g, ln, ASTITCH_F32, 2, dl);
+        rhs[i] = astitch_parameter(g, rn, ASTITCH_F32, 2, dr);
+        assert_int_equal(astitch_add_output(g, astitch_dot(g, lhs[i], rhs[i], &plain)),
+                         ASTITCH_OK);
+    }
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(check_input_scale_exponent(g, 2 * i), 0);
+        if (check_input_scale_exponent(g, 2 * i + 1) != want[i])
+            fail_msg("K = %lld: exponent %d, want %d", (long long)k_of[i],
+                     check_input_scale_exponent(g, 2 * i + 1), want[i]);
+    }
+    astitch_graph_destroy(g);
+    astitch_context_destroy(ctx);
+}
+
 /* The --check comparison itself: normalization, tolerances, NaN and infinities, signed zeros,
  * exact integers. */
 static void test_check_error(void **state)
@@ -727,6 +793,44 @@ static void test_small_graph_outputs(void **state)
     for (int i = 0; i < 3; i++)
         assert_float_equal(strtod(end, &end), rv[i], 1e-6 * (1 + fabs(rv[i])));
     free(so.file), free(ro.file);
+    result_free(&r);
+}
+
+/* A dot's weight is drawn at the documented scale: w (the right operand, K = 8) is the plain
+ * draw times 2^-2, x (the left operand) the plain draw. */
+static void test_weight_inputs_scaled(void **state)
+{
+    Fixture *fx = *state;
+    static const char graph[] =
+        "{\"format\": \"astitch-graph\", \"version\": 1, \"nodes\": [\n"
+        "  {\"name\": \"x\", \"op\": \"parameter\", \"dtype\": \"f32\", \"shape\": [2, 8]},\n"
+        "  {\"name\": \"w\", \"op\": \"parameter\", \"dtype\": \"f32\", \"shape\": [8, 3]},\n"
+        "  {\"name\": \"y\", \"op\": \"dot\", \"inputs\": [\"x\", \"w\"], "
+        "\"lhs_contracting_dims\": [1], \"rhs_contracting_dims\": [0]},\n"
+        "  {\"name\": \"xo\", \"op\": \"neg\", \"inputs\": [\"x\"]},\n"
+        "  {\"name\": \"wo\", \"op\": \"neg\", \"inputs\": [\"w\"]}],\n"
+        " \"outputs\": [\"y\", \"xo\", \"wo\"]}\n";
+    const char *g = path_in(fx, "weights.json");
+    write_file(g, graph, strlen(graph));
+    const char *dir = path_in(fx, "weights-out");
+    Result r = RUN(fx, "--seed=11", "--outputs", dir, g);
+    expect(&r, 0, NULL);
+    Npy xo = read_npy(path_in(fx, "weights-out/xo.npy"));
+    Npy wo = read_npy(path_in(fx, "weights-out/wo.npy"));
+    assert_int_equal(xo.bytes, 16 * sizeof(float));
+    assert_int_equal(wo.bytes, 24 * sizeof(float));
+    for (int i = 0; i < 24; i++) {
+        float got, want = -((float)(draw(11, 1, i) >> 40) * 0x1p-23f - 1.0f) * 0x1p-2f;
+        memcpy(&got, wo.data + 4 * i, 4);
+        if (got != want)
+            fail_msg("w element %d: %.9g, the documented draw gives %.9g", i, -got, -want);
+        if (i < 16) {
+            want = -((float)(draw(11, 0, i) >> 40) * 0x1p-23f - 1.0f);
+            memcpy(&got, xo.data + 4 * i, 4);
+            assert_true(got == want);
+        }
+    }
+    free(xo.file), free(wo.file);
     result_free(&r);
 }
 
@@ -1090,7 +1194,9 @@ int main(void)
         cmocka_unit_test(test_check_conditioned),
         cmocka_unit_test(test_check_conditioned_run),
         cmocka_unit_test(test_check_output_tolerance),
+        cmocka_unit_test(test_check_input_scale_exponent),
         cmocka_unit_test(test_small_graph_outputs),
+        cmocka_unit_test(test_weight_inputs_scaled),
         cmocka_unit_test(test_seed_determinism),
         cmocka_unit_test(test_roundtrip_every_dtype),
         cmocka_unit_test(test_single_file_inputs_and_stdin),

@@ -1,4 +1,5 @@
 /* check_tolerance.c: see check_tolerance.h. */
+#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,53 @@ double check_output_tolerance(const astitch_graph *g, int output)
     }
     free(upstream);
     return tol;
+}
+
+/* What n is a layout of: the node reached from n through single-operand layout ops. */
+static astitch_node layout_source(const astitch_graph *g, astitch_node n)
+{
+    for (;;) {
+        switch (astitch_node_op(g, n)) {
+        case ASTITCH_OP_RESHAPE:
+        case ASTITCH_OP_TRANSPOSE:
+        case ASTITCH_OP_BROADCAST_IN_DIM:
+        case ASTITCH_OP_SLICE:
+        case ASTITCH_OP_CONVERT:
+            n = astitch_node_operand(g, n, 0);
+            break;
+        default:
+            return n;
+        }
+    }
+}
+
+int check_input_scale_exponent(const astitch_graph *g, int i)
+{
+    astitch_node p = i >= 0 && i < astitch_graph_num_parameters(g) ? astitch_graph_parameter(g, i)
+                                                                    : -1;
+    astitch_tensor_info info;
+    if (p < 0 || astitch_node_info(g, p, &info) != ASTITCH_OK || check_tolerance(info.dtype) == 0)
+        return 0;
+    double longest = 1;
+    for (astitch_node id = 0; id < astitch_graph_num_nodes(g); id++) {
+        astitch_dot_dims dd;
+        astitch_tensor_info out, rhs;
+        if (astitch_node_op(g, id) != ASTITCH_OP_DOT ||
+            astitch_node_dot_dims(g, id, &dd) != ASTITCH_OK ||
+            astitch_node_info(g, id, &out) != ASTITCH_OK || check_tolerance(out.dtype) == 0 ||
+            layout_source(g, astitch_node_operand(g, id, 1)) != p ||
+            astitch_node_info(g, astitch_node_operand(g, id, 1), &rhs) != ASTITCH_OK)
+            continue;
+        double k = 1;
+        for (int c = 0; c < dd.ncontract; c++)
+            k *= (double)rhs.dims[dd.rhs_contract[c]];
+        if (k > longest)
+            longest = k;
+    }
+    int e = 0;
+    while (ldexp(1.0, 2 * e) < longest) /* the least e with 4^e >= K */
+        e++;
+    return e;
 }
 
 void check_perturb(const astitch_tensor_info *t, void *data, uint64_t seed, int index)

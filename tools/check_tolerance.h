@@ -34,4 +34,14 @@ double check_tolerance(astitch_dtype t);
  * 0 (exact) for an integer or bool output. */
 double check_output_tolerance(const astitch_graph *g, int output);
 
+/* Random inputs at a model's scale: a float parameter that is the right operand of a float dot
+ * (directly or through reshape, transpose, broadcast_in_dim, slice and convert) is a weight,
+ * and its random values are multiplied by 2^-e with e = ceil(log2(K) / 2) for the longest
+ * contraction K it takes part in, so that a product of K terms stays of the order of its
+ * operands, as with nn.Linear's U(-1/sqrt(K), 1/sqrt(K)); without it a chain of dots grows by
+ * sqrt(K) each and a layer's attention scores reach thousands, where a rounding decides a
+ * softmax. Returns e, 0 for every other parameter (and for i out of range). A power of two
+ * keeps every drawn value exact in its dtype. */
+int check_input_scale_exponent(const astitch_graph *g, int i);
+
 #endif

@@ -96,8 +96,10 @@ double check_error_conditioned(const astitch_tensor_info *t, const void *out, co
 
 /* tensor_io.c */
 /* Fills data (t->bytes bytes) with the deterministic random values of parameter number
- * `index` under `seed`; the generator is described in docs/astitch-run.md. */
-void tio_fill_random(const astitch_tensor_info *t, void *data, uint64_t seed, int index);
+ * `index` under `seed`, floats multiplied by 2^-scale_exponent (a weight's scale,
+ * check_input_scale_exponent); the generator is described in docs/astitch-run.md. */
+void tio_fill_random(const astitch_tensor_info *t, void *data, uint64_t seed, int index,
+                     int scale_exponent);
 /* Element i of data as a double (f16/bf16 widened, bool as 0 or 1). */
 double tio_element(astitch_dtype t, const void *data, int64_t i);
 /* The sum of all elements as doubles, in row-major order. */

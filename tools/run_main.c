@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check_tolerance.h"
 #include "run.h"
 
 /* Everything a run owns; run_free releases it all. */
@@ -173,7 +174,8 @@ static int prepare_inputs(Run *r, const Options *o)
 {
     if (!o->inputs) {
         for (int i = 0; i < r->nin; i++)
-            tio_fill_random(&r->in_info[i], r->in[i], o->seed, i);
+            tio_fill_random(&r->in_info[i], r->in[i], o->seed, i,
+                            check_input_scale_exponent(r->g, i));
         return 0;
     }
     struct stat st;

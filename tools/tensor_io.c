@@ -6,6 +6,7 @@
  * splitmix64, one stream per parameter, every value exactly representable in its dtype.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -30,21 +31,24 @@ static uint64_t splitmix64_next(uint64_t *state)
 /* Parameter `index` starts from mix64(seed ^ mix64(index + 1)), so that streams of different
  * parameters are unrelated even for seed 0. Floats are k / 2^(p-1) - 1 with k drawn from the top
  * p bits (p = 24, 11, 8 significand bits for f32, f16, bf16): uniform on a grid in [-1, 1) and
- * exact in the dtype. Integers are the top 4 bits, [0, 16), usable as gather indices. */
-void tio_fill_random(const astitch_tensor_info *t, void *data, uint64_t seed, int index)
+ * exact in the dtype, then multiplied by 2^-scale_exponent. Integers are the top 4 bits,
+ * [0, 16), usable as gather indices. */
+void tio_fill_random(const astitch_tensor_info *t, void *data, uint64_t seed, int index,
+                     int scale_exponent)
 {
+    float scale = ldexpf(1.0f, -scale_exponent);
     uint64_t state = mix64(seed ^ mix64((uint64_t)index + 1));
     for (int64_t i = 0; i < t->elements; i++) {
         uint64_t r = splitmix64_next(&state);
         switch (t->dtype) {
         case ASTITCH_F32:
-            ((float *)data)[i] = (float)(r >> 40) * 0x1p-23f - 1.0f;
+            ((float *)data)[i] = ((float)(r >> 40) * 0x1p-23f - 1.0f) * scale;
             break;
         case ASTITCH_F16:
-            ((uint16_t *)data)[i] = float_to_half((float)(r >> 53) * 0x1p-10f - 1.0f);
+            ((uint16_t *)data)[i] = float_to_half(((float)(r >> 53) * 0x1p-10f - 1.0f) * scale);
             break;
         case ASTITCH_BF16:
-            ((uint16_t *)data)[i] = float_to_bf16((float)(r >> 56) * 0x1p-7f - 1.0f);
+            ((uint16_t *)data)[i] = float_to_bf16(((float)(r >> 56) * 0x1p-7f - 1.0f) * scale);
             break;
         case ASTITCH_I32:
             ((int32_t *)data)[i] = (int32_t)(r >> 60);
