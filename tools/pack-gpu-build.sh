@@ -33,5 +33,6 @@ for lib in libcmocka.so.0 libjansson.so.4 libffi.so.8; do
 done
 strip --strip-unneeded "$dest"/lib/libastitch.so.*.*.* "$dest"/tests/* "$dest"/tools/* "$dest"/bench/* \
   $(find "$dest/python" -name '*.so' 2>/dev/null)
-tar -C "$stage" -cf - "$name" | xz -6 -T0 > "$archive"
+# xz -9: its 64 MiB dictionary finds the copies of LLVM that the statically linked programs share
+tar -C "$stage" -cf - "$name" | xz -9 -T0 > "$archive"
 echo "$archive: $(du -h "$archive" | cut -f1)"
