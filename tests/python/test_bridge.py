@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from conftest import BACKEND, DEVICE, TOL, assert_close, compile_fn
+from conftest import BACKEND, DEVICE, TOL, assert_close, astitch_regions, compile_fn
 
 astitch_only = pytest.mark.skipif(BACKEND != "astitch", reason="tests the astitch bridge itself")
 
@@ -242,3 +242,70 @@ def test_cuda_graph_capture_replays():
         graph.replay()
         with torch.no_grad():
             assert_close(static_y, model(x), torch.float32, "CUDA graph replay")
+
+
+@astitch_only
+@pytest.mark.skipif(DEVICE != "cuda", reason="workspaces are device memory")
+def test_kept_workspaces_per_stream_and_none_under_capture(monkeypatch):
+    """A region keeps one workspace per stream: runs on two streams at once stay apart, and a
+    capture takes its workspace from the graph's pool, not from those kept."""
+    monkeypatch.setattr(region, "WORKSPACE_KEPT", 1 << 30)  # keep whatever the size
+
+    def fn(x):
+        return (x * x).sum(0) + torch.tanh(x).mean(0)  # column sums: partials in the workspace
+
+    compiled = compile_fn(fn)
+    warm = torch.randn(4096, 512, device=DEVICE)
+    regions = astitch_regions(lambda: compiled(warm))
+    assert len(regions) == 1 and regions[0]._kept is not None
+    kept = regions[0]._kept
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    xs = [torch.randn(4096, 512, device=DEVICE) for _ in range(6)]
+    outs = []
+    for s in streams:
+        s.wait_stream(torch.cuda.current_stream())
+    for i, x in enumerate(xs):              # nothing orders the two streams' runs
+        with torch.cuda.stream(streams[i % 2]):
+            outs.append(compiled(x))
+    torch.cuda.synchronize()
+    for x, y in zip(xs, outs):
+        assert_close(y, fn(x), torch.float32, "runs on two streams")
+    assert len(kept) == 3                   # the warm-up's stream and the two
+    held = dict(kept)
+
+    static_x = torch.randn(4096, 512, device=DEVICE)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_y = compiled(static_x)
+    assert len(kept) == 3 and all(kept[k] is v for k, v in held.items())
+    for i in range(3):
+        x = torch.randn(4096, 512, device=DEVICE)
+        static_x.copy_(x)
+        graph.replay()
+        other = compiled(xs[i])             # a kept workspace, beside the replay's
+        assert_close(static_y, fn(x), torch.float32, "replay beside eager runs")
+        assert_close(other, fn(xs[i]), torch.float32, "eager run beside a replay")
+
+
+@astitch_only
+@pytest.mark.parametrize("fast", [True, False], ids=["inductor-allocators", "torch.empty"])
+def test_outputs_allocated_either_way(monkeypatch, fast):
+    """Outputs come from PyTorch's private fast allocators where it has them, from torch.empty
+    otherwise; the results are the same."""
+    if not fast:
+        monkeypatch.setattr(region, "_EMPTY_CUDA", None)
+        monkeypatch.setattr(region, "_EMPTY_CPU", None)
+    elif (region._EMPTY_CUDA if DEVICE == "cuda" else region._EMPTY_CPU) is None:
+        pytest.skip("this PyTorch has no fast allocator")
+
+    def fn(x, w):
+        h = torch.nn.functional.layer_norm(x, (24,), w)
+        return h * torch.sigmoid(x), h.sum(0), (x * w).amax(-1)
+
+    compiled = compile_fn(fn)
+    for _ in range(2):
+        x, w = torch.randn(6, 24, device=DEVICE), torch.randn(24, device=DEVICE)
+        got = compiled(x, w)
+        assert [tuple(t.shape) for t in got] == [(6, 24), (24,), (6,)]
+        assert all(t.is_contiguous() and t.device == x.device for t in got)
+        assert_close(got, fn(x, w), torch.float32, "outputs")

@@ -7,8 +7,11 @@ compiled runs its original FX code (a fallback, logged once; an exception under 
 
 Every call: inputs that are not contiguous or not 16-byte aligned are copied, outputs and the
 run's workspace (astitch's temporaries, scratch and counters) are allocated by PyTorch's
-allocator, and the launches go to the current CUDA stream; nothing synchronizes the host. An
-output whose example value is not contiguous is copied into a tensor of the example's strides.
+allocator, and the launches go to the current CUDA stream; nothing synchronizes the host. A
+workspace of up to WORKSPACE_KEPT bytes is allocated once per stream and kept by the region
+(stream order keeps one stream's runs apart), except under CUDA-graph capture, where each call
+takes its own from the graph's pool. An output whose example value is not contiguous is copied
+into a tensor of the example's strides.
 """
 
 import logging
@@ -23,6 +26,24 @@ from .ops import RULES, TORCH_TO_ASTITCH, meta
 
 log = logging.getLogger("astitch.torch")
 _EXECUTABLES = {}
+# Workspaces up to this size are kept per region and stream rather than allocated per call
+# (an allocation costs 2-3 us of host time; bench/torch_overhead.py).
+WORKSPACE_KEPT = 64 << 10
+
+# The allocators Inductor's generated code calls: (size, stride, dtype) on the current device,
+# through PyTorch's caching allocator as torch.empty is, without its argument parsing (about a
+# third of its host cost). Private to PyTorch: where they are missing, torch.empty serves.
+_GUARDS = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
+_EMPTY_CUDA = getattr(_GUARDS, "_empty_strided_cuda", None)
+_EMPTY_CPU = getattr(_GUARDS, "_empty_strided_cpu", None)
+
+
+def _contiguous_strides(shape):
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= max(d, 1)
+    return tuple(reversed(strides))
 
 
 class TranslationError(Exception):
@@ -148,7 +169,13 @@ class CompiledRegion:
             self._give_up(str(e) if isinstance(e, (TranslationError, _native.Error))
                           else f"{type(e).__name__}: {e}")
             return
-        self._alloc = [(shape, dtype) for (kind, _), (shape, dtype, _, _) in
+        # {raw stream: (workspace tensor, its address)} for a small workspace, None for one
+        # allocated per call;
+        # a run's need never grows (it shrinks once a variant search settles)
+        self._kept = {} if target == "cuda" and self.exe.workspace_bytes <= WORKSPACE_KEPT \
+            else None
+        self._alloc = [(shape, _contiguous_strides(shape), dtype)
+                       for (kind, _), (shape, dtype, _, _) in
                        zip(self._outputs, self._out) if kind == "out"]
         # every output written by astitch, in order and contiguous: the results are the buffers
         self._direct = all(kind == "out" and i == j and contiguous for j, ((kind, i), (
@@ -174,7 +201,7 @@ class CompiledRegion:
         ins, ptrs = args, []
         index = self._device_index
         for i, (a, (dtype, shape)) in enumerate(zip(args, self._in_sig)):
-            if a.dtype != dtype or a.shape != shape or a.get_device() != index:
+            if a.dtype is not dtype or a.shape != shape or a.get_device() != index:
                 raise TranslationError(f"input {i} is {a.dtype}{list(a.shape)} on {a.device}, "
                                        f"compiled for {dtype}{list(shape)} on {self.device}")
             p = a.data_ptr()
@@ -188,6 +215,10 @@ class CompiledRegion:
                 p = a.data_ptr()
             ptrs.append(p)
         return ins, ptrs
+
+    def _torch_empty(self, shape, stride, dtype):
+        """A contiguous tensor on the region's device, where the fast allocators do not serve."""
+        return torch.empty(shape, dtype=dtype, device=self.device)
 
     def _results(self, ins, outs):
         results = []
@@ -209,16 +240,25 @@ class CompiledRegion:
         except TranslationError as e:
             self._give_up(str(e))
             return self.fallback(*args)
-        device = self.device
-        outs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in self._alloc]
+        index = self._device_index
+        empty = _EMPTY_CUDA if index >= 0 else _EMPTY_CPU  # on the current device
+        if empty is None or (index >= 0 and torch._C._cuda_getDevice() != index):
+            empty = self._torch_empty
+        outs = [empty(shape, stride, dtype) for shape, stride, dtype in self._alloc]
         try:
             out_ptrs = [o.data_ptr() for o in outs]
-            if self._device_index >= 0:
-                # the workspace goes back to the allocator after the call: stream order keeps
-                # it for the launches queued on this stream
-                ws = torch.empty(exe.workspace_bytes, dtype=torch.uint8, device=device)
-                exe.run_device(in_ptrs, out_ptrs, _raw_stream(self._device_index),
-                               ws.data_ptr())
+            if index >= 0:
+                stream = _raw_stream(index)
+                kept = self._kept
+                ws = kept.get(stream) if kept is not None else None
+                if ws is None or torch.cuda.is_current_stream_capturing():
+                    # one per call goes back to the allocator after the call (stream order
+                    # keeps it for the launches queued here); under capture, to the graph's pool
+                    t = empty((exe.workspace_bytes,), (1,), torch.uint8)
+                    ws = (t, t.data_ptr())
+                    if kept is not None and not torch.cuda.is_current_stream_capturing():
+                        kept[stream] = ws
+                exe.run_device(in_ptrs, out_ptrs, stream, ws[1])
             else:
                 exe.run_host(in_ptrs, out_ptrs)
         except _native.Error as e:
