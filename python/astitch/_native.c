@@ -16,7 +16,8 @@
  *
  * Each Executable owns its context, graph and executable, so that its errors and its runs are
  * its own: one thread at a time may run it (the C API's rule); the GIL is released during
- * compiles and runs.
+ * compiles, host runs and a device run that may time variants (a settled device run only
+ * queues launches, and keeps it).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -125,8 +126,15 @@ static PyObject *run(Executable *self, PyObject *inputs, PyObject *outputs, PyOb
         raise_status(self->ctx, ASTITCH_ERR_UNSUPPORTED, "astitch_executable_workspace_bytes");
         goto done;
     }
+    /* A device run whose variant search has settled only queues work (a few us): it keeps the
+     * GIL, whose release and retaking cost more inside a model's step than they free (measured
+     * in bench/RESULTS.md). Host runs, and a first device run that may time its variants (a
+     * stream synchronization), let other threads run meanwhile. */
+    astitch_variant_info variant;
+    bool release = !stream || astitch_executable_variant(self->exe, &variant) != ASTITCH_OK ||
+                   variant.state == ASTITCH_VARIANT_PENDING;
+    PyThreadState *saved = release ? PyEval_SaveThread() : NULL;
     astitch_status s;
-    Py_BEGIN_ALLOW_THREADS
     if (stream && workspace)
         s = astitch_execute_device_workspace(self->exe, in, out, (void *)(uintptr_t)st,
                                              (uint64_t)workspace, ws_bytes);
@@ -134,7 +142,8 @@ static PyObject *run(Executable *self, PyObject *inputs, PyObject *outputs, PyOb
         s = astitch_execute_device(self->exe, in, out, (void *)(uintptr_t)st);
     else
         s = astitch_execute(self->exe, (const void *const *)(void *)in, (void *const *)(void *)out);
-    Py_END_ALLOW_THREADS
+    if (saved)
+        PyEval_RestoreThread(saved);
     if (s != ASTITCH_OK) {
         raise_status(self->ctx, s, !stream ? "astitch_execute" : workspace
                                    ? "astitch_execute_device_workspace" : "astitch_execute_device");
