@@ -2,6 +2,7 @@
 inputs that need copying, autocast and (on CUDA) CUDA-graph capture."""
 
 import logging
+import math
 import os
 import subprocess
 import sys
@@ -309,3 +310,24 @@ def test_outputs_allocated_either_way(monkeypatch, fast):
         assert [tuple(t.shape) for t in got] == [(6, 24), (24,), (6,)]
         assert all(t.is_contiguous() and t.device == x.device for t in got)
         assert_close(got, fn(x, w), torch.float32, "outputs")
+
+
+@astitch_only
+def test_clones_join_regions_and_shared_views_stay_views():
+    """An attention's q * scale and the copies AOTAutograd's matmul writes before each bmm are
+    one region, and no region writes out the permuted qkv that q, k and v are views of."""
+    def fn(qkv):
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+        p = torch.softmax(torch.matmul(q * 0.25, k.transpose(-2, -1)), -1)
+        return torch.matmul(p, v)
+
+    qkv = torch.randn(2, 8, 3, 4, 16, device=DEVICE)
+    compiled = compile_fn(fn)
+    regions = astitch_regions(lambda: compiled(qkv))
+    targets = [{n.target for n in r.fallback.graph.nodes} for r in regions]
+    assert any(torch.ops.aten.mul.Tensor in t and torch.ops.aten.clone.default in t
+               for t in targets), targets
+    largest = max(math.prod(shape) for r in regions for shape, *_ in r._out)
+    assert largest <= qkv.numel() // 3, f"a region writes {largest} elements"
+    x = torch.randn_like(qkv)
+    assert_close(compiled(x), fn(x), torch.float32, "attention")

@@ -14,13 +14,15 @@ from .region import CompiledRegion
 
 aten = torch.ops.aten
 
-# Free in PyTorch (a view or an alias): a region of only these would add a copy.
+# Free in PyTorch (a view or an alias): a region of only these would add a copy. A clone is
+# not among them: PyTorch copies (a kernel, or a memcpy where the source is contiguous), so it
+# counts as a computing op and joins the region that feeds it (AOTAutograd's matmul
+# decomposition writes expand + clone before each bmm).
 VIEW_OPS = {aten.view.default, aten._unsafe_view.default, aten.reshape.default,
             aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.unsqueeze.default,
             aten.expand.default, aten.permute.default, aten.transpose.int, aten.t.default,
             aten.slice.Tensor, aten.select.int, aten.alias.default, aten.detach.default,
-            aten.clone.default, aten.lift_fresh_copy.default, aten.split.Tensor,
-            aten.split_with_sizes.default}
+            aten.split.Tensor, aten.split_with_sizes.default}
 # Several kernels in eager: worth a region on their own.
 MULTI_KERNEL_OPS = {aten._softmax.default, aten._log_softmax.default,
                     aten.native_layer_norm.default, aten.var.correction,
@@ -56,6 +58,26 @@ def _trim_views(partition):
     return partition
 
 
+def _split_shared_views(gm):
+    """Gives each user of a view its own copy of the view (and of the views it is taken
+    from), so that a region takes a view from the tensor it views, not from another
+    region: a view shared by two regions would otherwise be an output of the first, which
+    writes it out in full (the permuted q, k and v of an attention, where the second region
+    needs only v). Views cost nothing in PyTorch either. Users are visited last first, so that
+    a chain of views is copied whole."""
+    graph = gm.graph
+    for node in reversed(list(graph.nodes)):
+        if node.op != "call_function" or node.target not in VIEW_OPS or len(node.users) < 2:
+            continue
+        for user in list(node.users)[1:]:
+            with graph.inserting_after(node):
+                twin = graph.node_copy(node)
+            twin.meta = dict(node.meta)
+            user.replace_input_with(node, twin)
+    graph.lint()
+    gm.recompile()
+
+
 def _worthwhile(nodes):
     computing = [n for n in nodes if n.target not in VIEW_OPS and n.target is not operator.getitem]
     if any(n.target in MULTI_KERNEL_OPS for n in computing):
@@ -80,6 +102,7 @@ def partition(gm, name):
     """Fuses gm's supported regions into CompiledRegions. Returns (the new GraphModule, its
     regions, {node name: (op, reason)} for each node left in PyTorch with a reason)."""
     reasons = {}
+    _split_shared_views(gm)
     partitioner = CapabilityBasedPartitioner(gm, _Support(reasons),
                                              allows_single_node_partition=True)
     parts = [_trim_views(p) for p in partitioner.propose_partitions()]
