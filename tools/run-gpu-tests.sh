@@ -7,6 +7,10 @@
 #                                        two streams, misaligned pointers, split combines
 #   test_gpu_diff, N shards at once      the random graphs (ASTITCH_GPU_SHARD=K/N)
 #   astitch-run --target=cuda --check    every example through the command-line tool
+#   pytest tests/python on cuda          the PyTorch bridge's tests (ASTITCH_TEST_DEVICE=cuda;
+#                                        CUDA-graph capture included), where the build made the
+#                                        Python package and $PYTHON (default python3) imports
+#                                        torch and pytest; a skip otherwise
 # Logs go under $OUT (or RESULTS_DIR, default gpu-results); the last line says
 # "gpu suite: N passed, N failed". Exits 1 when anything failed, 77 when no GPU is usable.
 #
@@ -15,7 +19,7 @@
 # graphs, default 1000), GPU_SHARDS (shards of the random graphs, default the core count; each
 # shard is one process, all running at once), GPU_SHARD_RANGE=A-B (run only shards A..B, so that
 # the random graphs can be split over several runs), GPU_PARTS (a comma-separated subset of
-# cuda,examples,random,cli; default all).
+# cuda,examples,random,cli,bridge; default all).
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,7 +29,7 @@ out="${RESULTS_DIR:-${OUT:-$root/gpu-results}}"
 graphs="${ASTITCH_GPU_GRAPHS:-1000}"
 shards="${GPU_SHARDS:-$(nproc 2>/dev/null || echo 4)}"
 range="${GPU_SHARD_RANGE:-0-$((shards - 1))}"
-parts=",${GPU_PARTS:-cuda,examples,random,cli},"
+parts=",${GPU_PARTS:-cuda,examples,random,cli,bridge},"
 first="${range%-*}"
 last="${range#*-}"
 if ! [[ "$first" =~ ^[0-9]+$ && "$last" =~ ^[0-9]+$ ]] || [ "$first" -gt "$last" ] ||
@@ -95,6 +99,18 @@ if [[ "$parts" == *,cli,* ]]; then
     status=$?
     record "astitch-run --target=cuda --check ${example##*/}" $status
   done
+fi
+
+if [[ "$parts" == *,bridge,* ]]; then
+  python="${PYTHON:-python3}"
+  if [ -d "$build/python/astitch" ] && "$python" -c 'import torch, pytest' 2>/dev/null; then
+    ASTITCH_TEST_DEVICE=cuda PYTHONPATH="$build/python" "$python" -m pytest -q \
+      -p no:cacheprovider "$root/tests/python" >"$out/bridge.log" 2>&1
+    record "pytest tests/python (cuda)" $?
+    tail -1 "$out/bridge.log"
+  else
+    record "pytest tests/python (cuda): no Python package in $build or no torch and pytest" 77
+  fi
 fi
 
 grep -h -B2 -A8 -E 'FAILED|ERROR|mismatch' "$out"/*.log | head -60
