@@ -251,6 +251,44 @@ static void fig7_no_merging(void **state)
     assert_int_equal(info(p, f->g, "multiply.1").role, ASTITCH_ROLE_DOMINANT);
 }
 
+/* ---- an expensive op broadcast after a rounding ---------------------------------------------- */
+
+/* Llama's rotary table as AOTAutograd hands it over: cos of the angles, rounded to bf16 and
+ * widened again, broadcast over batch and heads. cos is computed once per table element
+ * (a sub-dominant or dominant, materialized), not once per element of the broadcast; with a
+ * neg in the chain too, and with no broadcast after the chain (then it stays local). */
+static void heavy_op_broadcast_through_converts(void **state)
+{
+    Fixture *f = *state;
+    astitch_graph *g = f->g;
+    int64_t table[2] = {64, 32}, big[3] = {8, 64, 32}, bd[2] = {1, 2};
+    astitch_node t = named(g, astitch_parameter(g, "angles", ASTITCH_F32, 2, table), "angles");
+    astitch_node x = named(g, astitch_parameter(g, "x", ASTITCH_F32, 3, big), "x");
+    astitch_node c = named(g, astitch_unary(g, ASTITCH_OP_COS, t), "cos");
+    astitch_node r = astitch_convert(g, astitch_convert(g, c, ASTITCH_BF16), ASTITCH_F32);
+    astitch_node b = astitch_broadcast_in_dim(g, r, 3, big, bd);
+    astitch_node sn = named(g, astitch_unary(g, ASTITCH_OP_SIN, t), "sin");
+    astitch_node nb = astitch_broadcast_in_dim(g, astitch_unary(g, ASTITCH_OP_NEG, sn), 3, big, bd);
+    astitch_node e = named(g, astitch_unary(g, ASTITCH_OP_EXP, t), "exp");
+    astitch_node local = astitch_binary(g, ASTITCH_OP_MUL, astitch_unary(g, ASTITCH_OP_NEG, e), t);
+    astitch_node out = astitch_binary(g, ASTITCH_OP_ADD, astitch_binary(g, ASTITCH_OP_MUL, x, b),
+                                      nb);
+    assert_int_equal(astitch_add_output(g, out), ASTITCH_OK);
+    assert_int_equal(astitch_add_output(g, local), ASTITCH_OK);
+    astitch_device d = device("h100");
+    astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
+    astitch_plan *p = plan(f, &d, &o);
+    for (int i = 0; i < 2; i++) {
+        const char *name = i ? "sin" : "cos";
+        astitch_role role = info(p, g, name).role;
+        if (role != ASTITCH_ROLE_DOMINANT && role != ASTITCH_ROLE_SUB_DOMINANT)
+            fail_msg("%s is %s, recomputed per element of the broadcast", name,
+                     astitch_role_name(role));
+        assert_int_equal(evals_of(p, g, name), 64 * 32);
+    }
+    assert_int_equal(info(p, g, "exp").role, ASTITCH_ROLE_MEMBER);
+}
+
 /* ---- Figure 4: a producer shared by two consumers -------------------------------------------- */
 
 static void fig4_shared_producer(void **state)
@@ -992,6 +1030,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(fig7_example_file, setup, teardown),
         cmocka_unit_test_setup_teardown(fig7_no_merging, setup, teardown),
         cmocka_unit_test_setup_teardown(fig4_shared_producer, setup, teardown),
+        cmocka_unit_test_setup_teardown(heavy_op_broadcast_through_converts, setup, teardown),
         cmocka_unit_test_setup_teardown(fig5_power_once, setup, teardown),
         cmocka_unit_test_setup_teardown(row_reduce_750000x32, setup, teardown),
         cmocka_unit_test_setup_teardown(row_reduce_64x30000, setup, teardown),

@@ -2,7 +2,8 @@
  * dominant.c: dominant identification, dominant merging and op grouping (paper 4.3 step 1).
  *
  * Candidates are the ops that cannot be local (observation B): reductions, expensive
- * element-wise ops that feed a broadcast, and the kernel's outputs. Every other owned op is
+ * element-wise ops that feed a broadcast (directly or through a few single-operand element-wise
+ * ops and reshapes), and the kernel's outputs. Every other owned op is
  * local. Two candidates are connected when a path between them (in either direction) runs
  * through local ops, inlined ops and kernel inputs only, as the paper's path reduce.1 - add.1 -
  * broadcast.1 - parameter.2 - divide.1 - power.1 does, and through element-wise candidates
@@ -32,6 +33,29 @@ static bool is_local(const Planner *pl, const PlanKernel *k, const int8_t *cand,
     return in_kernel(pl, v) && cand[pl->kidx[v]] == NOT_CANDIDATE;
 }
 
+/* Whether v's value reaches a broadcast_in_dim of the kernel directly or through up to `depth`
+ * single-operand element-wise ops and reshapes: an expensive op broadcast after a rounding
+ * (Llama's rotary table: cos, convert to bf16 and back, broadcast over batch and heads) would
+ * otherwise be recomputed for every element of the broadcast, as one broadcast directly. */
+static bool feeds_broadcast(const Planner *pl, int32_t v, int depth)
+{
+    const astitch_graph *g = pl->g;
+    for (int32_t e = pl->ustart[v]; e < pl->ustart[v + 1]; e++) {
+        int32_t u = pl->use[e];
+        if (!in_kernel(pl, u))
+            continue;
+        const Node *n = gnode(g, u);
+        if (n->op == ASTITCH_OP_BROADCAST_IN_DIM)
+            return true;
+        astitch_op_class c = astitch_op_class_of(n->op);
+        bool passes = n->nin == 1 && (c == ASTITCH_CLASS_LIGHT || c == ASTITCH_CLASS_HEAVY ||
+                                      n->op == ASTITCH_OP_RESHAPE);
+        if (passes && depth > 0 && feeds_broadcast(pl, u, depth - 1))
+            return true;
+    }
+    return false;
+}
+
 static void find_candidates(Planner *pl, PlanKernel *k, int8_t *cand)
 {
     const astitch_graph *g = pl->g;
@@ -42,13 +66,8 @@ static void find_candidates(Planner *pl, PlanKernel *k, int8_t *cand)
             continue;
         astitch_op op = gnode(g, o->node)->op;
         bool c = o->output || op == ASTITCH_OP_REDUCE;
-        if (!c && astitch_op_class_of(op) == ASTITCH_CLASS_HEAVY) {
-            for (int32_t e = pl->ustart[o->node]; e < pl->ustart[o->node + 1]; e++) {
-                int32_t u = pl->use[e];
-                if (in_kernel(pl, u) && gnode(g, u)->op == ASTITCH_OP_BROADCAST_IN_DIM)
-                    c = true;
-            }
-        }
+        if (!c && astitch_op_class_of(op) == ASTITCH_CLASS_HEAVY)
+            c = feeds_broadcast(pl, o->node, 4);
         cand[i] = c ? CANDIDATE : NOT_CANDIDATE;
     }
 }
