@@ -158,8 +158,9 @@ void print_usage(FILE *f)
         fputc('\n', f);
     }
     fprintf(f,
-            "\nRandom inputs: floats uniform in [-1, 1), integers in [0, 16), bools 0 or 1,\n"
-            "from splitmix64 with one stream per parameter (docs/astitch-run.md).\n"
+            "\nRandom inputs: floats uniform in [-1, 1) (a dot's weights scaled within\n"
+            "+-1/sqrt(K)), integers in [0, 16), bools 0 or 1, from splitmix64 with one stream\n"
+            "per parameter (docs/astitch-run.md).\n"
             ".npy files: little-endian, C order; dtypes <f4 <f2 <i4 <i8 |b1, and <u2 holding\n"
             "the bits of bf16.\n\n"
             "Exit status: 0 success, 1 runtime failure, 2 bad input or usage.\n");
