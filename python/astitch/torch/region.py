@@ -170,8 +170,7 @@ class CompiledRegion:
                           else f"{type(e).__name__}: {e}")
             return
         # {raw stream: (workspace tensor, its address)} for a small workspace, None for one
-        # allocated per call;
-        # a run's need never grows (it shrinks once a variant search settles)
+        # allocated per call; a run's need never grows (it shrinks once a variant search settles)
         self._kept = {} if target == "cuda" and self.exe.workspace_bytes <= WORKSPACE_KEPT \
             else None
         self._alloc = [(shape, _contiguous_strides(shape), dtype)
@@ -249,14 +248,15 @@ class CompiledRegion:
             out_ptrs = [o.data_ptr() for o in outs]
             if index >= 0:
                 stream = _raw_stream(index)
-                kept = self._kept
+                # under capture, never a kept one: graphs captured on one stream would share it
+                kept = None if torch.cuda.is_current_stream_capturing() else self._kept
                 ws = kept.get(stream) if kept is not None else None
-                if ws is None or torch.cuda.is_current_stream_capturing():
+                if ws is None:
                     # one per call goes back to the allocator after the call (stream order
                     # keeps it for the launches queued here); under capture, to the graph's pool
                     t = empty((exe.workspace_bytes,), (1,), torch.uint8)
                     ws = (t, t.data_ptr())
-                    if kept is not None and not torch.cuda.is_current_stream_capturing():
+                    if kept is not None:
                         kept[stream] = ws
                 exe.run_device(in_ptrs, out_ptrs, stream, ws[1])
             else:
