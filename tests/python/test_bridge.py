@@ -331,3 +331,28 @@ def test_clones_join_regions_and_shared_views_stay_views():
     assert largest <= qkv.numel() // 3, f"a region writes {largest} elements"
     x = torch.randn_like(qkv)
     assert_close(compiled(x), fn(x), torch.float32, "attention")
+
+
+@astitch_only
+def test_repeated_outputs_are_not_copied():
+    """A region whose FX code returns one node twice gives the same tensor twice, and another
+    node of the same value (a free view) an alias of its memory: nothing is copied, as in the
+    FX code itself (AOTAutograd returns the attention probabilities both as a result and as a
+    value saved for the backward)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def fn(x):
+        y = torch.exp(x) * 2
+        return y, y, y.view(y.shape), x * 3
+
+    x = torch.randn(8, 16, device=DEVICE)
+    gm = make_fx(fn)(x)
+    r = region.CompiledRegion(gm, [x], list(gm(x)), "repeated")
+    assert r.exe is not None, r.reason
+    assert [kind for kind, _ in r._outputs] == ["out", "same", "alias", "out"]
+    for _ in range(2):
+        x = torch.randn(8, 16, device=DEVICE)
+        got = r(x)
+        assert got[1] is got[0]
+        assert got[2] is not got[0] and got[2].data_ptr() == got[0].data_ptr()
+        assert_close(list(got), list(fn(x)), torch.float32, "repeated outputs")

@@ -84,15 +84,17 @@ def _check_value(node, v, val):
 
 def translate(gm, input_vals, name):
     """graph.json text of gm (a region's GraphModule), with the region's outputs: a list of
-    ("out", index) for an output astitch writes, ("input", i) or ("copy", j) for one that
-    repeats input i or output j."""
+    ("out", index) for an output astitch writes, ("input", i) for one that repeats input i,
+    ("same", j) for one whose FX node is output j's (the FX code returns the one tensor twice)
+    and ("alias", j) for another node of output j's value (a free view: the FX code returns a
+    view of the same memory)."""
     b = GraphBuilder(name)
     t = Translator(b)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for node, val in zip(placeholders, input_vals):
         t.values[node] = b.parameter(TORCH_TO_ASTITCH[val.dtype], tuple(val.shape))
     params = {t.values[n].name: i for i, n in enumerate(placeholders)}
-    outputs, written = [], {}
+    outputs, written, nodes = [], {}, {}
     for node in gm.graph.nodes:
         if node.op == "call_function":
             v = RULES[node.target].translate(t, node)
@@ -105,9 +107,12 @@ def translate(gm, input_vals, name):
                 v = t.value(r)
                 if v.name in params:
                     outputs.append(("input", params[v.name]))
+                elif r in nodes:
+                    outputs.append(("same", nodes[r]))
                 elif v.name in written:
-                    outputs.append(("copy", written[v.name]))
+                    outputs.append(("alias", written[v.name]))
                 else:
+                    nodes[r] = len(outputs)
                     written[v.name] = len(outputs)
                     outputs.append(("out", b.outputs.__len__()))
                     b.output(v)
@@ -220,10 +225,17 @@ class CompiledRegion:
         return torch.empty(shape, dtype=dtype, device=self.device)
 
     def _results(self, ins, outs):
+        """The region's results as its FX code returns them: a repeated output is the same
+        tensor again, or an alias of its memory; a returned input is a copy."""
         results = []
         for (kind, i), (shape, dtype, stride, contiguous) in zip(self._outputs, self._out):
-            r = outs[i] if kind == "out" else ins[i].clone() if kind == "input" else \
-                results[i].clone()
+            if kind == "same":
+                results.append(results[i])
+                continue
+            if kind == "alias":
+                results.append(torch.ops.aten.alias.default(results[i]))
+                continue
+            r = outs[i] if kind == "out" else ins[i].clone()
             if not contiguous:
                 r = torch.empty_strided(shape, stride, dtype=dtype, device=self.device).copy_(r)
             results.append(r)
