@@ -121,8 +121,12 @@ static int parse_modes(const char *list, BenchOptions *o)
     o->nmode = 0;
     for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         const BenchMode *m = bench_mode(t);
-        if (!m || o->nmode == BENCH_MAX_MODES) {
+        if (!m) {
             fprintf(stderr, "astitch-bench: unknown mode '%s' (--list-modes)\n", t);
+            return -1;
+        }
+        if (o->nmode == BENCH_MAX_MODES) {
+            fprintf(stderr, "astitch-bench: --modes: at most %d modes\n", BENCH_MAX_MODES);
             return -1;
         }
         o->mode[o->nmode++] = m;

@@ -24,7 +24,7 @@
 
 #include "astitch/runtime.h"
 
-#define BENCH_MAX_MODES 8
+#define BENCH_MAX_MODES 16
 
 /* A fusion mode and its ablation switches. */
 typedef struct BenchMode {
@@ -36,6 +36,7 @@ typedef struct BenchMode {
     int form;        /* BenchForm: how a graph with a variant choice runs */
     bool column_vectors; /* plan option column_vectors on */
     bool column_sums;    /* plan option column_sums_in_rows on */
+    bool no_recompute;   /* plan option recompute_outputs off */
 } BenchMode;
 
 /* The form a graph with a variant choice (docs/codegen.md, *Variant search*) runs in. */

@@ -52,6 +52,16 @@ def select(g, name, pred, a, b):
     return g._add(name, "select", ta, sa, {"inputs": [pred, a, b]})
 
 
+def logical(g, op, name, *xs):
+    """and / or of two operands, not of one: bool or integer, of one type."""
+    types = [g._typeof(name, op, x) for x in xs]
+    if len(xs) != (1 if op == "not" else 2) or op not in ("and", "or", "not"):
+        g._fail(name, op, "not a logical op of this arity")
+    if any(t != types[0] for t in types) or types[0][0] not in ("bool", "i32", "i64"):
+        g._fail(name, op, f"bad operands {types}")
+    return g._add(name, op, types[0][0], types[0][1], {"inputs": list(xs)})
+
+
 def slice_last(g, name, x, start, limit):
     """x[..., start:limit]."""
     t, s = g._typeof(name, "slice", x)
@@ -538,6 +548,36 @@ def gpt2_fwd_causal_softmax(B=GPT2_B, N=12, S=GPT2_S, D=64):
     return g
 
 
+def gpt2_train_fwd_attn(B=GPT2_B, N=12, S=GPT2_S, D=64):
+    g = Graph("gpt2_train_fwd_attn",
+              GPT2 + "; the forward attention region of a training step as the PyTorch bridge "
+              "receives it from AOTAutograd (torch 2.11, Hugging Face's GPT2Attention, eager "
+              "attention), between the Q K^T and probs V batched matmuls: scores [96, 1024, "
+              "1024] / sqrt(64); the causal mask from two i64 iotas (key - query <= 0, and-ed "
+              "with a broadcast true, as tril of ones traces) and negated, an output saved for "
+              "the backward; where(mask, finfo(f32).min, scores) with the mask broadcast over "
+              "batch and heads; softmax over keys; v, the last third of c_attn's output [8192, "
+              "2304], split into heads and transposed for the probs V matmul, an output.")
+    s, plane = [B, N, S, S], [S, S]
+    qkv = g.parameter("qkv", [B * S, 3 * N * D])
+    scores = g.reshape("scores.4d", g.parameter("scores", [B * N, S, S]), s)
+    scaled = g.div("scaled", scores, g.scalar("sqrt_d", math.sqrt(D), s))
+    pos = iota(g, "pos", [S], 0, "i64")
+    query = g.broadcast("query.b", g.reshape("query", pos, [S, 1]), plane, [0, 1])
+    key = g.broadcast("key.b", g.reshape("key", pos, [1, S]), plane, [0, 1])
+    ahead = g.binary("le", "causal", g.sub("offset", key, query), g.scalar("zero", 0, plane, "i64"))
+    allowed = logical(g, "and", "allowed", ahead, g.scalar("all", True, plane, "bool"))
+    mask = logical(g, "not", "mask", allowed)
+    masked = select(g, "masked", g.broadcast("mask.b", mask, s, [2, 3]),
+                    g.scalar("min_f32", -3.4028234663852886e38, s), scaled)
+    v = slice_last(g, "v", g.reshape("qkv.3d", qkv, [B, S, 3 * N * D]), 2 * N * D, 3 * N * D)
+    v_heads = g.transpose("v.t", g.reshape("v.heads", v, [B, S, N, D]), [0, 2, 1, 3])
+    g.output(mask)
+    g.output(v_heads)
+    g.output(softmax_last(g, "softmax_", masked))
+    return g
+
+
 def gpt2_fwd_attn_out_ln(T=GPT2_B * GPT2_S, H=768):
     g = Graph("gpt2_fwd_attn_out_ln",
               GPT2_FWD + ". Forward, between the attention's c_proj and the MLP's c_fc matmuls "
@@ -874,6 +914,7 @@ LAYERS = [
     (bert_bwd_ffn_gelu, lambda: bert_bwd_ffn_gelu(16, 64)),
     (bert_bwd_attn_softmax, lambda: bert_bwd_attn_softmax(2, 2, 8, 4)),
     (gpt2_fwd_causal_softmax, lambda: gpt2_fwd_causal_softmax(2, 2, 16, 4)),
+    (gpt2_train_fwd_attn, lambda: gpt2_train_fwd_attn(2, 2, 16, 4)),
     (gpt2_fwd_attn_out_ln, lambda: gpt2_fwd_attn_out_ln(16, 32)),
     (gpt2_fwd_mlp_gelu, lambda: gpt2_fwd_mlp_gelu(16, 64)),
     (gpt2_bwd_layernorm, lambda: gpt2_bwd_layernorm(16, 32)),

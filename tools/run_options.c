@@ -15,6 +15,7 @@ enum {
     OPT_TARGET = 256, OPT_CHECK, OPT_SEED, OPT_INPUTS, OPT_OUTPUTS, OPT_FUSION, OPT_DEVICE,
     OPT_PLAN, OPT_DOT, OPT_EMIT, OPT_EMIT_FILE, OPT_NO_REMOTE, OPT_NO_MERGE, OPT_NO_PACKING,
     OPT_NO_ONE_PASS_VARIANCE,
+    OPT_NO_RECOMPUTE_OUTPUTS,
     OPT_DETERMINISTIC,
     OPT_PERSISTENT, OPT_WIDE_ROWS, OPT_NO_VARIANT_SEARCH, OPT_COLUMN_VECTORS,
     OPT_COLUMN_SUMS_IN_ROWS
@@ -50,6 +51,9 @@ static const OptionSpec option_table[] = {
     {"no-merge", no_argument, OPT_NO_MERGE, NULL, "plan without dominant merging"},
     {"no-one-pass-variance", no_argument, OPT_NO_ONE_PASS_VARIANCE, NULL,
      "plan sums of squared deviations as written (a second read of their input)"},
+    {"no-recompute-outputs", no_argument, OPT_NO_RECOMPUTE_OUTPUTS, NULL,
+     "readers of an output made of positions and constants alone (a causal mask) wait for it "
+     "instead of recomputing it"},
     {"no-packing", no_argument, OPT_NO_PACKING, NULL,
      "plan without horizontal packing and task splitting (the ablation of adaptive mapping)"},
     {"deterministic", no_argument, OPT_DETERMINISTIC, NULL,
@@ -103,6 +107,7 @@ void plan_options(const Options *o, astitch_plan_options *po)
     po->remote = !o->no_remote;
     po->merge = !o->no_merge;
     po->one_pass_variance = !o->no_one_pass_variance;
+    po->recompute_outputs = !o->no_recompute_outputs;
     po->packing = !o->no_packing;
     po->deterministic = o->deterministic;
     po->persistent = o->persistent;
@@ -249,6 +254,7 @@ int parse_options(int argc, char **argv, Options *o)
         case OPT_NO_REMOTE: o->no_remote = true; break;
         case OPT_NO_MERGE: o->no_merge = true; break;
         case OPT_NO_ONE_PASS_VARIANCE: o->no_one_pass_variance = true; break;
+        case OPT_NO_RECOMPUTE_OUTPUTS: o->no_recompute_outputs = true; break;
         case OPT_WIDE_ROWS: o->wide_rows = true; break;
         case OPT_COLUMN_VECTORS: o->column_vectors = true; break;
         case OPT_COLUMN_SUMS_IN_ROWS: o->column_sums_in_rows = true; break;

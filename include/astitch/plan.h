@@ -74,6 +74,11 @@ typedef struct astitch_plan_options {
                              * input as the mean, from sums shifted by one element of each row
                              * (the plan's graph is then a rewritten copy, see
                              * astitch_plan_graph); off, the graph is planned as given */
+    bool recompute_outputs; /* fusion=stitch: an output computed from positions and constants
+                             * alone (iota, constants, cheap element-wise and shape ops: a
+                             * causal mask) that the graph also reads is recomputed by its
+                             * readers instead of read back behind a global barrier (the
+                             * plan's graph is then a rewritten copy); off, readers wait for it */
     bool wide_rows; /* a resident row of 33 to 1024 elements spreads over as many lanes as
                      * hold about 16 elements each (several warps, whose combines exchange
                      * partial results through shared memory); off, one warp holds it, up to
@@ -95,7 +100,8 @@ typedef struct astitch_plan_options {
                                * on two (bench/RESULTS.md); bench mode stitch-colsums */
 } astitch_plan_options;
 
-/* Fills *o with the defaults: fusion=stitch, every switch on (one_pass_variance included),
+/* Fills *o with the defaults: fusion=stitch, every switch on (one_pass_variance and
+ * recompute_outputs included),
  * deterministic, persistent, wide_rows, column_vectors and column_sums_in_rows off. */
 ASTITCH_API void astitch_plan_options_default(astitch_plan_options *o);
 /* "none", "xla", "stitch"; NULL for an out-of-range value. */

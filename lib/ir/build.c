@@ -461,8 +461,9 @@ drop:
     return ASTITCH_NO_NODE;
 }
 
-astitch_node graph_copy_node(astitch_graph *g, const astitch_graph *src, int32_t v,
-                             const int32_t *in)
+/* graph_copy_node under another name. */
+static astitch_node copy_node_named(astitch_graph *g, const astitch_graph *src, int32_t v,
+                                    const int32_t *in, const char *name)
 {
     const Node *from = gnode(src, v);
     Node n = *from;
@@ -483,11 +484,28 @@ astitch_node graph_copy_node(astitch_graph *g, const astitch_graph *src, int32_t
         memcpy(n.attr.values, from->attr.values,
                (size_t)from->attr.nvalues * sizeof *n.attr.values);
     }
-    return add_checked(g, &n, in, from->nin, from->name);
+    return add_checked(g, &n, in, from->nin, name);
 }
 
-astitch_node graph_copy_mapped(astitch_graph *g, const astitch_graph *src, int32_t v,
-                               const int32_t *map)
+astitch_node graph_copy_node(astitch_graph *g, const astitch_graph *src, int32_t v,
+                             const int32_t *in)
+{
+    return copy_node_named(g, src, v, in, gnode(src, v)->name);
+}
+
+/* Writes "<base>.<what>" into buf (256 bytes), with a "_<k>" suffix while src or g already has
+ * that name. */
+static void derived_name(const astitch_graph *g, const astitch_graph *src, const char *base,
+                         const char *what, char *buf)
+{
+    snprintf(buf, 256, "%s.%s", base, what);
+    for (int k = 1; astitch_graph_find(src, buf) >= 0 || astitch_graph_find(g, buf) >= 0; k++)
+        snprintf(buf, 256, "%s.%s_%d", base, what, k);
+}
+
+/* graph_copy_mapped under `name` (NULL: v's own). */
+static astitch_node copy_mapped_named(astitch_graph *g, const astitch_graph *src, int32_t v,
+                                      const int32_t *map, const char *name)
 {
     const Node *n = gnode(src, v);
     int32_t in[64] = {0}, *ops = n->nin <= 64 ? in : malloc((size_t)n->nin * sizeof *ops);
@@ -497,19 +515,31 @@ astitch_node graph_copy_mapped(astitch_graph *g, const astitch_graph *src, int32
     }
     for (int j = 0; j < n->nin; j++)
         ops[j] = map[goperand(src, v, j)];
-    astitch_node r = graph_copy_node(g, src, v, ops);
+    astitch_node r = copy_node_named(g, src, v, ops, name ? name : n->name);
     if (ops != in)
         free(ops);
     return r;
+}
+
+astitch_node graph_copy_mapped(astitch_graph *g, const astitch_graph *src, int32_t v,
+                               const int32_t *map)
+{
+    return copy_mapped_named(g, src, v, map, NULL);
+}
+
+astitch_node graph_copy_mapped_derived(astitch_graph *g, const astitch_graph *src, int32_t v,
+                                       const int32_t *map, const char *what)
+{
+    char buf[256];
+    derived_name(g, src, gnode(src, v)->name, what, buf);
+    return copy_mapped_named(g, src, v, map, buf);
 }
 
 astitch_node graph_name_derived(astitch_graph *g, const astitch_graph *src, astitch_node v,
                                 const char *base, const char *what)
 {
     char buf[256];
-    snprintf(buf, sizeof buf, "%s.%s", base, what);
-    for (int k = 1; astitch_graph_find(src, buf) >= 0 || astitch_graph_find(g, buf) >= 0; k++)
-        snprintf(buf, sizeof buf, "%s.%s_%d", base, what, k);
+    derived_name(g, src, base, what, buf);
     if (v != ASTITCH_NO_NODE && astitch_set_name(g, v, buf) != ASTITCH_OK)
         return ASTITCH_NO_NODE;
     return v;

@@ -185,6 +185,9 @@ astitch_node graph_copy_node(astitch_graph *g, const astitch_graph *src, int32_t
 /* graph_copy_node with operands map[operand of v in src]. */
 astitch_node graph_copy_mapped(astitch_graph *g, const astitch_graph *src, int32_t v,
                                const int32_t *map);
+/* graph_copy_mapped under the name "<v's name>.<what>" (graph_name_derived's rule). */
+astitch_node graph_copy_mapped_derived(astitch_graph *g, const astitch_graph *src, int32_t v,
+                                       const int32_t *map, const char *what);
 /* A graph rewrite's two functions: whether src's node v is rewritten, and what replaces it:
  * the nodes emit appends to g (v's operands already mapped by map[]), returning the node that
  * stands for v (ASTITCH_NO_NODE on failure, recorded on g). */

@@ -42,6 +42,7 @@ void astitch_plan_options_default(astitch_plan_options *o)
     o->deterministic = false;
     o->persistent = false;
     o->one_pass_variance = true;
+    o->recompute_outputs = true;
     o->wide_rows = false;
     o->column_vectors = false;
     o->column_sums_in_rows = false;

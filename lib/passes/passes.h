@@ -172,6 +172,12 @@ int64_t ceil_div(int64_t a, int64_t b);
  * nodes (malloc'd); else *out is NULL. Fails only on memory. */
 astitch_status pass_variance(const astitch_graph *g, bool packing, astitch_graph **out,
                              int32_t **rewritten, int32_t *nrewritten);
+/* recompute.c: when g has outputs computed from positions and constants alone that are also
+ * read inside g, *out is a rewritten copy of g (owned by the caller) whose readers read a
+ * recomputed copy of each, and *recomputed the nrecomputed outputs (malloc'd); ids[0..nids)
+ * (nodes of g) are mapped to the new graph. Else *out is NULL. Fails only on memory. */
+astitch_status pass_recompute(const astitch_graph *g, astitch_graph **out, int32_t **recomputed,
+                              int32_t *nrecomputed, int32_t *ids, int32_t nids);
 /* prune.c: when g has nodes that feed no output (parameters excepted), *out is a new graph
  * (g's context) without them and *dropped their names (ndropped of them, malloc'd, free with
  * prune_free_names); else *out is NULL. Fails only on memory. */

@@ -12,6 +12,8 @@
  *     |                                tree of narrower ones
  *     +- fusion=stitch:      variance  one-pass variance: the plan's own rewritten copy, when
  *     |                                a sum of squared deviations would read its input twice
+ *     +- fusion=stitch:      recompute ... whose outputs made of positions and constants
+ *     |                                alone are recomputed by their readers
  *     +- fusion=stitch|none: scope     clusters of memory-intensive ops, convex (4.1)
  *     +- fusion=xla:         xla       register-only fusion, cheap producers duplicated
  *     |  fusion=stitch:      remote    merge independent stitch ops (4.1)
@@ -51,7 +53,7 @@
 
 /* The steps as ASTITCH_DUMP_PLAN=after:<step> names them, in pipeline order. */
 static const char *const step_names[] = {
-    "dot_lower", "prune",     "concat_tree", "variance", "scope",     "xla",
+    "dot_lower", "prune",     "concat_tree", "variance", "recompute", "scope",     "xla",
     "remote",    "bound",     "fill",        "dominant", "mapping",   "across",
     "propagate", "adapt",     "schemes",     "barriers", "tiles",     "memory",
     "launch",    "traffic",   "check",
@@ -355,6 +357,10 @@ astitch_status astitch_plan_create(astitch_graph *g, const astitch_device *dev,
     if (!st && p->opt.fusion == ASTITCH_FUSION_STITCH && p->opt.one_pass_variance &&
         !(st = pass_variance(p->graph, p->opt.packing, &rw, &p->rewritten, &p->nrewritten)))
         adopt(p, rw, &dump, "variance");
+    if (!st && p->opt.fusion == ASTITCH_FUSION_STITCH && p->opt.recompute_outputs &&
+        !(st = pass_recompute(p->graph, &rw, &p->recomputed, &p->nrecomputed, p->rewritten,
+                              p->nrewritten)))
+        adopt(p, rw, &dump, "recompute");
     if (st) {
         astitch_plan_destroy(p);
         return st;
@@ -404,6 +410,7 @@ void astitch_plan_destroy(astitch_plan *p)
     free(p->owner);
     free(p->step);
     free(p->rewritten);
+    free(p->recomputed);
     prune_free_names(p->dropped, p->ndropped);
     astitch_graph_destroy(p->own_graph);
     free(p);

@@ -146,9 +146,12 @@ typedef struct PlanStep {
 struct astitch_plan {
     astitch_graph *graph;      /* the caller's graph, or own_graph */
     astitch_graph *own_graph;  /* the graph pruned (pass_prune) and/or rewritten by
-                                * pass_variance, or NULL */
+                                * pass_variance or pass_recompute, or NULL */
     int32_t *rewritten;        /* nodes of own_graph that replace a rewritten op */
     int32_t nrewritten;
+    int32_t *recomputed;       /* outputs of own_graph that their readers recompute
+                                * (pass_recompute) */
+    int32_t nrecomputed;
     char **dropped;            /* names of the caller's nodes that feed no output (pass_prune),
                                 * not planned: own_graph lacks them */
     int32_t ndropped;

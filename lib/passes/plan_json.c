@@ -161,6 +161,7 @@ static json_t *plan_json(const astitch_plan *p)
          put(opt, "deterministic", json_boolean(p->opt.deterministic)) &&
          put(opt, "persistent", json_boolean(p->opt.persistent)) &&
          put(opt, "one_pass_variance", json_boolean(p->opt.one_pass_variance)) &&
+         put(opt, "recompute_outputs", json_boolean(p->opt.recompute_outputs)) &&
          put(opt, "wide_rows", json_boolean(p->opt.wide_rows)) &&
          put(opt, "column_vectors", json_boolean(p->opt.column_vectors)) &&
          put(opt, "column_sums_in_rows", json_boolean(p->opt.column_sums_in_rows));
@@ -169,6 +170,11 @@ static json_t *plan_json(const astitch_plan *p)
     for (int32_t i = 0; ok && i < p->nrewritten; i++)
         ok = json_array_append_new(rewritten,
                                    json_string(gnode(p->graph, p->rewritten[i])->name)) == 0;
+    json_t *recomputed = json_array();
+    ok = ok && recomputed;
+    for (int32_t i = 0; ok && i < p->nrecomputed; i++)
+        ok = json_array_append_new(recomputed,
+                                   json_string(gnode(p->graph, p->recomputed[i])->name)) == 0;
     json_t *dropped = json_array();
     ok = ok && dropped;
     for (int32_t i = 0; ok && i < p->ndropped; i++)
@@ -191,6 +197,7 @@ static json_t *plan_json(const astitch_plan *p)
     ok = put(root, "options", opt) && ok;
     ok = put(root, "dropped", dropped) && ok;
     ok = put(root, "one_pass_variance", rewritten) && ok;
+    ok = put(root, "recomputed", recomputed) && ok;
     ok = put(root, "scratch_bytes", json_integer(p->scratch_bytes)) && ok;
     ok = put(root, "steps", steps) && ok;
     ok = put(root, "kernels", kernels) && ok;

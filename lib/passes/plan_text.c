@@ -104,13 +104,16 @@ astitch_status astitch_plan_write_text(const astitch_plan *p, FILE *f)
         return ASTITCH_ERR_ARGUMENT;
     const astitch_device *d = &p->dev;
     fprintf(f, "plan: device %s (%d SMs, %d threads/block, %lld B shared/block), fusion %s, "
-               "remote %s, merge %s, packing %s%s%s%s%s%s%s\n",
+               "remote %s, merge %s, packing %s%s%s%s%s%s%s%s\n",
             d->name, d->sm_count, d->max_threads_per_block, (long long)d->shared_per_block,
             astitch_fusion_name(p->opt.fusion), p->opt.remote ? "on" : "off",
             p->opt.merge ? "on" : "off", p->opt.packing ? "on" : "off",
             p->opt.deterministic ? ", deterministic" : "", p->opt.persistent ? ", persistent" : "",
             p->opt.fusion == ASTITCH_FUSION_STITCH && !p->opt.one_pass_variance
                 ? ", one-pass variance off"
+                : "",
+            p->opt.fusion == ASTITCH_FUSION_STITCH && !p->opt.recompute_outputs
+                ? ", output recompute off"
                 : "",
             p->opt.wide_rows ? ", wide rows" : "",
             p->opt.column_vectors ? ", column vectors" : "",
@@ -124,6 +127,11 @@ astitch_status astitch_plan_write_text(const astitch_plan *p, FILE *f)
     if (p->nrewritten > 0) {
         fprintf(f, "rewritten (one-pass variance, one read of the input): ");
         list(f, p, p->rewritten, p->nrewritten);
+        fputc('\n', f);
+    }
+    if (p->nrecomputed > 0) {
+        fprintf(f, "recomputed where read (outputs of positions and constants alone): ");
+        list(f, p, p->recomputed, p->nrecomputed);
         fputc('\n', f);
     }
     fprintf(f, "kernels %d, scratch %lld B\nsteps:", (int)p->nkernel, (long long)p->scratch_bytes);
