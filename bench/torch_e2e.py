@@ -1,4 +1,5 @@
-"""End to end through the PyTorch bridge: one transformer layer per model, at production shapes,
+"""End to end through the PyTorch bridge: one transformer layer per model (and a ResNet-50
+bottleneck block), at production shapes,
 inference forward and one training step (the gradients set to None, as optimizer.zero_grad()
 sets them, then forward and backward), on a CUDA GPU.
 
@@ -32,24 +33,27 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "python"))
-from models import BertLayer, GPT2Block, LlamaDecoderLayer, ViTBlock  # noqa: E402
+from models import (BertLayer, GPT2Block, LlamaDecoderLayer, ResNetBottleneck,  # noqa: E402
+                    ViTBlock)
 
 import astitch.torch  # noqa: E402  (registers the backend)
 from astitch.torch import capture  # noqa: E402
 
 
-def bert_mask(b, s):
-    return torch.ones(b, s, dtype=torch.long, device="cuda")
+def bert_mask(shape):
+    return torch.ones(shape[:2], dtype=torch.long, device="cuda")
 
 
 MODELS = {
-    # name: (factory, batch, sequence, hidden, dtype, extra inputs)
-    "bert32x128": (lambda: BertLayer(768, 12, 3072), 32, 128, 768, torch.float32, bert_mask),
-    "bert8x512": (lambda: BertLayer(768, 12, 3072), 8, 512, 768, torch.float32, bert_mask),
-    "gpt2_8x1024": (lambda: GPT2Block(768, 12), 8, 1024, 768, torch.float32, None),
-    "llama4096_bf16": (lambda: LlamaDecoderLayer(4096, 32, 8, 11008), 2, 1024, 4096,
+    # name: (factory, input shape, dtype, extra inputs from the input shape)
+    "bert32x128": (lambda: BertLayer(768, 12, 3072), (32, 128, 768), torch.float32, bert_mask),
+    "bert8x512": (lambda: BertLayer(768, 12, 3072), (8, 512, 768), torch.float32, bert_mask),
+    "gpt2_8x1024": (lambda: GPT2Block(768, 12), (8, 1024, 768), torch.float32, None),
+    "llama4096_bf16": (lambda: LlamaDecoderLayer(4096, 32, 8, 11008), (2, 1024, 4096),
                        torch.bfloat16, None),
-    "vit_b16_64": (lambda: ViTBlock(768, 12, 3072), 64, 197, 768, torch.float32, None),
+    "vit_b16_64": (lambda: ViTBlock(768, 12, 3072), (64, 197, 768), torch.float32, None),
+    # ResNet-50's first-stage block (256 channels, width 64, 56 x 56) at batch 32
+    "resnet50_b32": (lambda: ResNetBottleneck(256, 64), (32, 256, 56, 56), torch.float32, None),
 }
 MODES = ["eager", "inductor", "inductor-ro", "astitch", "astitch-graph"]
 
@@ -99,7 +103,7 @@ def max_error(a, b, scale=None):
 
 
 def run_mode(name, mode, train, base, x, extra, reference, args):
-    model = copy.deepcopy(base)
+    model = copy.deepcopy(base).train(train)   # inference in eval mode (BatchNorm)
     if mode in ("inductor", "inductor-ro", "astitch", "astitch-graph"):
         kw = {"backend": "astitch"} if mode.startswith("astitch") else (
             {"mode": "reduce-overhead"} if mode == "inductor-ro" else {})
@@ -174,13 +178,13 @@ def main():
     print(f"{'model':16} {'step':5} {'mode':14} {'ms':>8} {'kern':>5} {'compile s':>9} "
           f"{'peak MiB':>9} {'err':>8} {'grad err':>8} {'reg':>4} {'host us':>7}")
     for name in args.models.split(","):
-        factory, b, s, h, dtype, extra_fn = MODELS[name]
+        factory, shape, dtype, extra_fn = MODELS[name]
         torch.manual_seed(0)
         base = factory().to("cuda", dtype)
-        x = torch.randn(b, s, h, device="cuda", dtype=dtype)
-        extra = (extra_fn(b, s),) if extra_fn else ()
+        x = torch.randn(shape, device="cuda", dtype=dtype)
+        extra = (extra_fn(shape),) if extra_fn else ()
         for train in [st == "train" for st in args.steps.split(",")]:
-            ref_model = copy.deepcopy(base)
+            ref_model = copy.deepcopy(base).train(train)
             out = make_step(ref_model, train, list(ref_model.parameters()))(x, *extra)
             ref = (out, {n: p.grad for n, p in ref_model.named_parameters()})
             for mode in args.modes.split(","):

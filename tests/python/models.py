@@ -1,4 +1,4 @@
-"""Tiny transformer layers, written after their published definitions.
+"""Tiny transformer layers and a ResNet block, written after their published definitions.
 
 Attention is explicit matmul + softmax (not F.scaled_dot_product_attention) so
 the mask/scale/softmax chain is a memory-intensive region. Dropout modules are
@@ -208,3 +208,26 @@ class ViTBlock(nn.Module):
     def forward(self, x):
         x = x + self.attn(self.norm1(x))
         return x + self.mlp_drop(self.fc2(self.mlp_drop(self.act(self.fc1(self.norm2(x))))))
+
+
+class ResNetBottleneck(nn.Module):
+    """ResNet-50's bottleneck block (He et al. 2016; torchvision's Bottleneck, v1.5: the stride
+    on the 3x3 convolution): 1x1 conv, BatchNorm, ReLU; 3x3 conv, BatchNorm, ReLU; 1x1 conv,
+    BatchNorm; the identity added; ReLU. Convolutions without bias, as torchvision's.
+
+    Deviations: no downsample branch (stride 1, channels in = channels out).
+    """
+
+    def __init__(self, channels=32, width=8):
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, width, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.conv3 = nn.Conv2d(width, channels, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(channels)
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = F.relu(self.bn2(self.conv2(y)))
+        return F.relu(self.bn3(self.conv3(y)) + x)

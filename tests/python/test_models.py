@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from conftest import DEVICE, GRAD_TOL, assert_close, compile_fn
-from models import BertLayer, GPT2Block, LlamaDecoderLayer, ViTBlock
+from models import BertLayer, GPT2Block, LlamaDecoderLayer, ResNetBottleneck, ViTBlock
 
 B, S, H = 2, 8, 32
 
@@ -17,17 +17,18 @@ def padding_mask():
     return (torch.arange(S, device=DEVICE) < lengths[:, None]).long()
 
 
-# name -> (factory, builder of the extra non-differentiable inputs)
+# name -> (factory, builder of the extra non-differentiable inputs, input shape)
 MODELS = {
-    "bert": (BertLayer, lambda: (padding_mask(),)),
-    "gpt2": (GPT2Block, lambda: ()),
-    "llama": (LlamaDecoderLayer, lambda: ()),
-    "vit": (ViTBlock, lambda: ()),
+    "bert": (BertLayer, lambda: (padding_mask(),), (B, S, H)),
+    "gpt2": (GPT2Block, lambda: (), (B, S, H)),
+    "llama": (LlamaDecoderLayer, lambda: (), (B, S, H)),
+    "vit": (ViTBlock, lambda: (), (B, S, H)),
+    "resnet": (ResNetBottleneck, lambda: (), (B, H, 6, 5)),
 }
 
 
 def build(name):
-    factory, extra = MODELS[name]
+    factory, extra, shape = MODELS[name]
     model = factory().to(DEVICE)
     with torch.no_grad():
         # Norm weights start at 1 and biases at 0; move them so a backend that
@@ -35,7 +36,7 @@ def build(name):
         for p in model.parameters():
             if p.ndim == 1:
                 p.add_(0.2 * torch.randn_like(p))
-    return model, copy.deepcopy(model), torch.randn(B, S, H, device=DEVICE), extra()
+    return model, copy.deepcopy(model), torch.randn(shape, device=DEVICE), extra()
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -51,6 +52,9 @@ def test_forward_backward(name):
     expected.backward(g)
     actual.backward(g)
     assert_close(x_c.grad, x_e.grad, torch.float32, f"{name} input grad", tol=GRAD_TOL)
+    buffers_c = dict(compiled_model.named_buffers())   # BatchNorm's running statistics
+    for bname, b in eager.named_buffers():
+        assert_close(buffers_c[bname], b, None, f"{name} buffer {bname}")
     params_c = dict(compiled_model.named_parameters())
     for pname, p in eager.named_parameters():
         assert p.grad is not None, pname

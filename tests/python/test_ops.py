@@ -315,6 +315,8 @@ GRAD_CASES = [
     ("silu_mul", lambda g, u: F.silu(g) * u, lambda: (rn(4, 8), rn(4, 8))),
     ("slice_grad", lambda x: x[:, 2:6].exp() * x[:, :4], lambda: (rn(3, 8),)),
     ("rms_norm", lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w, lambda: (rn(2, 3, 16), rn(16))),
+    ("batch_norm", lambda x, w, b: F.relu(F.batch_norm(x, None, None, w, b, training=True)),
+     lambda: (rn(4, 6, 5, 3) * 2 + 1, rn(6), rn(6))),
 ]
 
 
@@ -381,3 +383,38 @@ def test_harness_detects_wrong_result():
     actual = torch.compile(lambda t: (t.exp(),), backend=off_by_a_bit)(x)
     with pytest.raises(AssertionError):
         assert_close(actual, (x.exp(),), f32, "perturbed")
+
+
+@pytest.mark.parametrize("mode", ["train", "eval", "no_stats", "bf16_train", "1d"])
+def test_batch_norm_module(mode):
+    """BatchNorm's forward is an astitch region in training (the batch's statistics, the
+    running statistics updated with the unbiased variance) and in inference (the running
+    statistics), with and without running statistics, in f32 and bf16: the same outputs and
+    the same running statistics as eager."""
+    import copy
+    dtype = bf16 if mode.startswith("bf16") else f32
+    if mode == "1d":
+        model, x = torch.nn.BatchNorm1d(12), rn(32, 12, dtype=dtype) * 3 + 2
+    else:
+        model = torch.nn.BatchNorm2d(8, track_running_stats=mode != "no_stats", momentum=0.2)
+        x = rn(4, 8, 6, 5, dtype=dtype) * 3 + 2
+    model = model.to(DEVICE, dtype).train(mode != "eval")
+    with torch.no_grad():
+        model.weight.uniform_(0.5, 1.5)
+        model.bias.uniform_(-1, 1)
+        if model.running_mean is not None:
+            model.running_mean.uniform_(-1, 1)
+            model.running_var.uniform_(0.5, 2)
+    ref = copy.deepcopy(model)
+    compiled = compile_fn(model)
+    out = []
+    regions = astitch_regions(lambda: out.append(compiled(x)))
+    with torch.no_grad():
+        assert_close(out[0], ref(x), None, f"batch norm {mode}")
+    for name, buf in ref.named_buffers():
+        mine = dict(model.named_buffers())[name]
+        assert_close(mine, buf, None if buf.is_floating_point() else None, f"{mode} {name}")
+    if regions is not None:
+        targets = {n.target for r in regions for n in r.fallback.graph.nodes}
+        assert any("batch_norm" in str(t) for t in targets), targets
+        assert all(r.exe is not None for r in regions), [r.reason for r in regions]

@@ -26,7 +26,10 @@ VIEW_OPS = {aten.view.default, aten._unsafe_view.default, aten.reshape.default,
 # Several kernels in eager: worth a region on their own.
 MULTI_KERNEL_OPS = {aten._softmax.default, aten._log_softmax.default,
                     aten.native_layer_norm.default, aten.var.correction,
-                    aten.var_mean.correction, aten.gelu.default}
+                    aten.var_mean.correction, aten.gelu.default,
+                    aten._native_batch_norm_legit_functional.default,
+                    aten._native_batch_norm_legit_no_training.default,
+                    aten._native_batch_norm_legit.no_stats}
 
 
 class _Support(OperatorSupportBase):

@@ -22,7 +22,7 @@ import torch
 from .. import _native
 from ..graph import GraphBuilder
 from . import config
-from .ops import RULES, TORCH_TO_ASTITCH, meta
+from .ops import RULES, TORCH_TO_ASTITCH, TranslationError, meta
 
 log = logging.getLogger("astitch.torch")
 _EXECUTABLES = {}
@@ -44,10 +44,6 @@ def _contiguous_strides(shape):
         strides.append(step)
         step *= max(d, 1)
     return tuple(reversed(strides))
-
-
-class TranslationError(Exception):
-    pass
 
 
 class Translator:

@@ -2,7 +2,7 @@
 
 RULES is filled by the rule modules of this package: elementwise (arithmetic, math functions,
 comparisons, selection, conversions, gelu and silu), movement (views, slices, concatenation,
-gathers, sources), reductions (sums, extrema, variance, softmax, layer norm).
+gathers, sources), reductions (sums, extrema, variance, softmax, layer norm, batch norm).
 
 A rule translates one FX node of an AOTAutograd graph into astitch graph nodes. Every node is
 first checked generically (`unsupported_reason`: dtypes, shapes, devices); a rule's own
@@ -34,6 +34,10 @@ TORCH_TO_ASTITCH = {
     torch.bool: "bool",
 }
 MAX_RANK = 8
+
+
+class TranslationError(Exception):
+    """A node the rules cannot translate after all: its region runs in PyTorch."""
 
 
 def meta(x):
@@ -177,7 +181,10 @@ def _getitem_supported(node):
 
 @rule(operator.getitem, supports=_getitem_supported)
 def _getitem(t, node):
-    return t.value(node.args[0])[node.args[1]]
+    v = t.value(node.args[0])[node.args[1]]
+    if v is None:
+        raise TranslationError(f"output {node.args[1]} of '{node.args[0].name}' is empty")
+    return v
 
 
 # The rules, each module registering its own into RULES.

@@ -5,7 +5,8 @@ import math
 
 import torch
 
-from . import RULES, TORCH_TO_ASTITCH, Rule, dtype_of, float_only, meta, opmath, rule, shape_of
+from . import (RULES, TORCH_TO_ASTITCH, Rule, dtype_of, float_only, meta, opmath, rule,
+               shape_of)
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -160,3 +161,73 @@ def _layer_norm(t, node):
     stats = [t.b.reshape(t.b.convert(v, TORCH_TO_ASTITCH[m.dtype]), tuple(m.shape))
              for v, m in ((mean, mean_meta), (rstd, rstd_meta))]
     return (t.b.convert(y, dtype), *stats)
+
+
+def _batch_norm(t, node, training, running_mean, running_var, momentum, eps):
+    """The results of a batch norm over channel axis 1 of node.args[0], with weight and bias
+    (node.args[1], [2]): (out, save_mean, save_rstd, new_running_mean, new_running_var), each
+    as the op's output of that place has it, None where that output is empty (the CPU's
+    inference save_mean). As torch._decomp computes it: in training the biased variance of
+    the batch normalizes, the running variance takes the unbiased one; otherwise the running
+    statistics normalize and come back unchanged."""
+    outs = meta(node)
+    dtype = TORCH_TO_ASTITCH[outs[0].dtype]
+    x = t.operand(node.args[0], opmath(dtype), None)
+    dims = [0] + list(range(2, x.rank))
+    channel = [1]
+    if training:
+        var, mean = _var_parts(t, x, dims, 0)
+    else:
+        mean = t.operand(running_mean, x.dtype, None)
+        var = t.operand(running_var, x.dtype, None)
+    rstd = t.b.unary("rsqrt", t.b.binary("add", var, t.b.scalar(x.dtype, eps, var.shape)))
+    y = t.b.binary("sub", x, t.b.broadcast_in_dim(mean, x.shape, channel))
+    y = t.b.binary("mul", y, t.b.broadcast_in_dim(rstd, x.shape, channel))
+    for arg, op in ((node.args[1], "mul"), (node.args[2], "add")):
+        if arg is not None:
+            y = t.b.binary(op, y, t.b.broadcast_in_dim(t.operand(arg, x.dtype, None), x.shape,
+                                                       channel))
+    results = [t.b.convert(y, dtype), mean, rstd]
+    if len(outs) == 5:
+        new_mean, new_var = running_mean, running_var
+        if training and running_mean is not None:
+            n = math.prod(x.shape[d] for d in dims)
+            unbiased = t.b.binary("mul", var, t.b.scalar(x.dtype, n / (n - 1) if n > 1
+                                                         else float("inf"), var.shape))
+            new_mean, new_var = (
+                t.b.binary("add", t.b.binary("mul", stat, t.b.scalar(x.dtype, momentum, stat.shape)),
+                           t.b.binary("mul", t.operand(run, x.dtype, None),
+                                      t.b.scalar(x.dtype, 1 - momentum, stat.shape)))
+                for stat, run in ((mean, running_mean), (unbiased, running_var)))
+        elif new_mean is not None:
+            new_mean, new_var = t.value(new_mean), t.value(new_var)
+        results += [new_mean, new_var]
+    return tuple(None if v is None or m.numel() == 0 else
+                 t.b.reshape(t.b.convert(v, TORCH_TO_ASTITCH[m.dtype]), tuple(m.shape))
+                 for v, m in zip(results, outs))
+
+
+def _batch_norm_supported(node):
+    x = meta(node.args[0])
+    return float_only(node) or (f"batch norm of a rank-{x.dim()} input" if x.dim() < 2 else None)
+
+
+@rule(aten._native_batch_norm_legit_functional.default, supports=_batch_norm_supported)
+def _batch_norm_functional(t, node):
+    # (input, weight, bias, running_mean, running_var, training, momentum, eps)
+    a = node.args
+    return _batch_norm(t, node, a[5], a[3], a[4], a[6], a[7])
+
+
+@rule(aten._native_batch_norm_legit_no_training.default, supports=_batch_norm_supported)
+def _batch_norm_inference(t, node):
+    # (input, weight, bias, running_mean, running_var, momentum, eps)
+    a = node.args
+    return _batch_norm(t, node, False, a[3], a[4], a[5], a[6])
+
+
+@rule(aten._native_batch_norm_legit.no_stats, supports=_batch_norm_supported)
+def _batch_norm_no_stats(t, node):
+    # (input, weight, bias, training, momentum, eps)
+    a = node.args
+    return _batch_norm(t, node, True, None, None, a[4], a[5])
