@@ -10,8 +10,9 @@ The graphs are the memory-intensive subgraphs of the AStitch paper's five worklo
 production shapes (Table 2 batch sizes), training backward graphs, RMSNorm, softmax with long
 rows and an element-wise chain from tiny (launch-bound) to 1 GiB (bandwidth-bound); and (suite
 layers, also in full) the memory-intensive regions of BERT-base, GPT-2, Llama-2-7B and ViT-B/16
-layers at production shapes, one region between two matmuls per file, forward and backward
-(bench/check_layer_graphs.py checks some of them against numpy); and (suite wholelayers, also
+layers and of a ResNet-50 block at production shapes, one region between two matmuls (or
+convolutions) per file, forward and backward (bench/check_layer_graphs.py checks some of them
+against numpy); and (suite wholelayers, also
 in full) whole GPT-2 small and Llama-2-7B (bf16) layers with their matmuls as dot ops, next to
 examples/bert_layer.json, at token counts the reference interpreter runs in seconds. Every
 examples/*.json is in the full suite by path. Each graph is built by the builder of
@@ -757,6 +758,41 @@ def vit_fwd_mlp_out_ln(T=VIT_B * (VIT_GRID * VIT_GRID + 1), H=768):
     return g
 
 
+RESNET = ("ResNet-50 (He et al. 2016; torchvision's Bottleneck, BatchNorm2d momentum 0.1, eps "
+          "1e-5, f32, NCHW) at batch 32 on 224x224 images")
+
+
+def resnet50_train_fwd_bn_relu(N=32, C=64, HW=56):
+    g = Graph("resnet50_train_fwd_bn_relu",
+              RESNET + "; the first stage's 64-channel 56 x 56 activations. Forward, between two "
+              "convolutions of a bottleneck block in a training step, as the PyTorch bridge "
+              "receives it from AOTAutograd (torch 2.11, _native_batch_norm_legit_functional as "
+              "torch._decomp computes it, then relu): the batch's mean and biased variance per "
+              "channel over N, H and W, rstd = rsqrt(var + eps), relu((x - mean) * rstd * weight "
+              "+ bias); outputs: the saved mean and rstd (for the backward), the running mean "
+              "and variance updated as 0.1 * batch + 0.9 * running (the variance unbiased, "
+              "times n / (n - 1)), and the activation.")
+    s, dims, n = [N, C, HW, HW], [0, 2, 3], N * HW * HW
+    x = g.parameter("x", s)
+    weight, bias = g.parameter("weight", [C]), g.parameter("bias", [C])
+    running_mean, running_var = g.parameter("running_mean", [C]), g.parameter("running_var", [C])
+    mean = g.div("mean", g.reduce("sum", "sum", x, dims), g.scalar("n", n, [C]))
+    centered = g.sub("centered", x, g.broadcast("mean.b", mean, s, [1]))
+    var = g.div("var", g.reduce("sum", "sqsum", g.mul("sq", centered, centered), dims),
+                g.scalar("n_var", n, [C]))
+    rstd = g.unary("rsqrt", "rstd", g.add("var_eps", var, g.scalar("eps", 1e-5, [C])))
+    y = g.mul("normed", centered, g.broadcast("rstd.b", rstd, s, [1]))
+    y = g.add("shifted", g.mul("scaled", y, g.broadcast("weight.b", weight, s, [1])),
+              g.broadcast("bias.b", bias, s, [1]))
+    new_mean = g.add("new_running_mean", g.mul("mean_part", mean, g.scalar("momentum", 0.1, [C])),
+                     g.mul("mean_kept", running_mean, g.scalar("keep", 0.9, [C])))
+    unbiased = g.mul("unbiased", var, g.scalar("bessel", n / (n - 1), [C]))
+    new_var = g.add("new_running_var", g.mul("var_part", unbiased, g.scalar("momentum_v", 0.1, [C])),
+                    g.mul("var_kept", running_var, g.scalar("keep_v", 0.9, [C])))
+    g.output(mean, rstd, new_mean, new_var, g.unary("relu", "relu", y))
+    return g
+
+
 # ---- whole layers (suites wholelayers and full) --------------------------------------------------
 # Every op of one layer, matmuls included as dot ops (run through cuBLASLt on the GPU), weights
 # and biases as parameters, like examples/bert_layer.json. The token counts are smaller than the
@@ -926,6 +962,7 @@ LAYERS = [
     (vit_fwd_attn_softmax, lambda: vit_fwd_attn_softmax(2, 2, 10, 4)),
     (vit_fwd_mlp_gelu, lambda: vit_fwd_mlp_gelu(20, 64)),
     (vit_fwd_mlp_out_ln, lambda: vit_fwd_mlp_out_ln(20, 32)),
+    (resnet50_train_fwd_bn_relu, lambda: resnet50_train_fwd_bn_relu(2, 4, 3)),
 ]
 
 # The wholelayers suite (with examples/bert_layer.json); (full-size graph, small copy).
@@ -1015,7 +1052,8 @@ def outputs():
                               ("smoke", SMOKE, "tiny graphs for a host-target smoke run"),
                               ("selfcheck", small, "small copies for peers.py --self-check"),
                               ("layers", layers, "the memory-intensive regions of transformer "
-                               "layers (BERT-base, GPT-2, Llama-2-7B, ViT-B/16), one per file"),
+                               "layers (BERT-base, GPT-2, Llama-2-7B, ViT-B/16) and of a "
+                               "ResNet-50 block, one per file"),
                               ("wholelayers", whole, "whole transformer layers, matmuls as dots "
                                "(BERT-base, GPT-2 small, Llama-2-7B in bf16)")):
         files[f"suites/{name}.txt"] = head + f"# {name}: {what}\n" + \

@@ -148,17 +148,21 @@ static LLVMValueRef combine_lanes(Emit *e, const astitch_mapping *m, int32_t roo
     return res;
 }
 
-/* Elements per iteration of a column reduction's element loop. A thread reads one element of
- * each row per iteration, so with one per iteration it has a single load in flight per tensor
- * it reads; with several, all loaded and computed before any is stored or combined, it has that
- * many. A phase that already reads more than COLUMN_UNROLL_LOADS_MAX tensors per element keeps
+/* Elements per iteration of a reduction's element loop: of a column reduction's, and of a row
+ * reduction's whose threads take at least ROW_UNROLL_MIN_ELEMENTS elements of their row. A
+ * thread reads one element per iteration, so with one per iteration it has a single load in
+ * flight per tensor it reads; with several, all loaded and computed before any is stored or
+ * combined, it has that many. A phase that already reads more than COLUMN_UNROLL_LOADS_MAX tensors per element keeps
  * one: it has as many loads in flight, and a second element's addresses would not fit its
  * registers (layernorm_backward under --fusion=xla: its dgamma kernel reads dy, x, mean and
  * rstd per element and spills under its 32-register bound at two). Measured on the H100
  * (2026-11-25; 1, 2, 4, 8 per iteration): two gave batchnorm_train 138.1 -> 128.6 us,
  * gpt2_bwd_mlp_gelu 125.0 -> 118.2 and the rest within 1%; four and eight gained nothing more
- * and slowed the GELU backward graphs (bert_base_bwd_ffn_gelu spills at four, 67.8 -> 72.4). */
-enum { COLUMN_UNROLL = 2, COLUMN_UNROLL_LOADS_MAX = 2 };
+ * and slowed the GELU backward graphs (bert_base_bwd_ffn_gelu spills at four, 67.8 -> 72.4). Rows:
+ * a batch norm over N, H and W of NCHW activations (a row per channel, split across blocks, 25
+ * elements per thread) 44.9 -> 39.7 us at two (resnet50_train_fwd_bn_relu, 2026-11-26); the
+ * long softmaxes (4 per thread) did not move, transformer_row_reduce (8) read 2-3% slower. */
+enum { COLUMN_UNROLL = 2, COLUMN_UNROLL_LOADS_MAX = 2, ROW_UNROLL_MIN_ELEMENTS = 16 };
 
 /* The tensors phase-p values read from memory at each element of the rows under node n: kernel
  * inputs and values of earlier phases with more elements than the mapping has rows (the others
@@ -180,6 +184,9 @@ static int element_loads(const Emit *e, const PlanPhase *p, int32_t n, bool *see
 
 static int column_unroll(Emit *e, const PlanPhase *p)
 {
+    if (p->map.kind != ASTITCH_MAP_COLUMN_REDUCE &&
+        astitch_mapping_elements_per_thread(&p->map) < ROW_UNROLL_MIN_ELEMENTS)
+        return 1;
     bool *seen = calloc((size_t)e->g->nnode, sizeof *seen);
     if (!seen)
         return 1;
@@ -264,8 +271,8 @@ static void step_elements(Emit *e, const PlanPhase *p, const Shape *space, LLVMV
 
 /* One thread's walk over its elements of the rows, at reduced-axis indices start, start +
  * lanes, ... below end (lanes: threads_per_row, times v for the vector form of a column
- * mapping, whose thread takes the run of v rows from row), in groups of column_unroll (column
- * mappings, one row per thread) and then one at a time: the reduce roots red fold them into
+ * mapping, whose thread takes the run of v rows from row), in groups of column_unroll (one row
+ * per thread) and then one at a time: the reduce roots red fold them into
  * accumulators (v per reduce, acc[q * v + u] for row u of the run) that start at init and end
  * in acc (next: the loop's scratch). A column phase without reductions after another phase of
  * its kernel walks backwards, from its last element: the earlier phase's last reads (of the
@@ -279,7 +286,7 @@ static void walk_elements(Emit *e, const PlanPhase *p, const Shape *space, LLVMV
     bool column = p->map.kind == ASTITCH_MAP_COLUMN_REDUCE;
     int64_t tpr = (int64_t)p->map.threads_per_row * v;
     int nacc = nred * v;
-    int unroll = column && v == 1 ? column_unroll(e, p) : 1;
+    int unroll = v == 1 ? column_unroll(e, p) : 1;
     bool reverse = column && nred == 0 && e->phase > e->part_first;
     /* the loops count iv from lo below hi by unit: forward iv is the element's index itself;
      * backward iv = k counts the thread's n elements, element k at last - k * tpr */
