@@ -28,7 +28,8 @@ if [ -d "$build/python/astitch" ]; then
   cp "$build"/python/astitch/torch/ops/*.py "$dest/python/astitch/torch/ops/"
 fi
 for lib in libcmocka.so.0 libjansson.so.4 libffi.so.8; do
-  path="$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')"
+  # awk reads to the end: leaving early would end ldconfig with SIGPIPE, failing the pipeline
+  path="$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ && !p {p = $NF} END {print p}')"
   [ -n "$path" ] && cp -L "$path" "$dest/extra-libs/"
 done
 strip --strip-unneeded "$dest"/lib/libastitch.so.*.*.* "$dest"/tests/* "$dest"/tools/* "$dest"/bench/* \
