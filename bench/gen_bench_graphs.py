@@ -787,7 +787,8 @@ def resnet50_train_fwd_bn_relu(N=32, C=64, HW=56):
     new_mean = g.add("new_running_mean", g.mul("mean_part", mean, g.scalar("momentum", 0.1, [C])),
                      g.mul("mean_kept", running_mean, g.scalar("keep", 0.9, [C])))
     unbiased = g.mul("unbiased", var, g.scalar("bessel", n / (n - 1), [C]))
-    new_var = g.add("new_running_var", g.mul("var_part", unbiased, g.scalar("momentum_v", 0.1, [C])),
+    new_var = g.add("new_running_var",
+                    g.mul("var_part", unbiased, g.scalar("momentum_v", 0.1, [C])),
                     g.mul("var_kept", running_var, g.scalar("keep_v", 0.9, [C])))
     g.output(mean, rstd, new_mean, new_var, g.unary("relu", "relu", y))
     return g

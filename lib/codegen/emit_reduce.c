@@ -152,8 +152,8 @@ static LLVMValueRef combine_lanes(Emit *e, const astitch_mapping *m, int32_t roo
  * reduction's whose threads take at least ROW_UNROLL_MIN_ELEMENTS elements of their row. A
  * thread reads one element per iteration, so with one per iteration it has a single load in
  * flight per tensor it reads; with several, all loaded and computed before any is stored or
- * combined, it has that many. A phase that already reads more than COLUMN_UNROLL_LOADS_MAX tensors per element keeps
- * one: it has as many loads in flight, and a second element's addresses would not fit its
+ * combined, it has that many. A phase that already reads more than COLUMN_UNROLL_LOADS_MAX
+ * tensors per element keeps one: it has as many loads in flight, and a second element's addresses would not fit its
  * registers (layernorm_backward under --fusion=xla: its dgamma kernel reads dy, x, mean and
  * rstd per element and spills under its 32-register bound at two). Measured on the H100
  * (2026-11-25; 1, 2, 4, 8 per iteration): two gave batchnorm_train 138.1 -> 128.6 us,
@@ -182,7 +182,7 @@ static int element_loads(const Emit *e, const PlanPhase *p, int32_t n, bool *see
     return loads;
 }
 
-static int column_unroll(Emit *e, const PlanPhase *p)
+static int elements_per_iteration(Emit *e, const PlanPhase *p)
 {
     if (p->map.kind != ASTITCH_MAP_COLUMN_REDUCE &&
         astitch_mapping_elements_per_thread(&p->map) < ROW_UNROLL_MIN_ELEMENTS)
@@ -271,7 +271,7 @@ static void step_elements(Emit *e, const PlanPhase *p, const Shape *space, LLVMV
 
 /* One thread's walk over its elements of the rows, at reduced-axis indices start, start +
  * lanes, ... below end (lanes: threads_per_row, times v for the vector form of a column
- * mapping, whose thread takes the run of v rows from row), in groups of column_unroll (one row
+ * mapping, whose thread takes the run of v rows from row), in groups of elements_per_iteration (one row
  * per thread) and then one at a time: the reduce roots red fold them into
  * accumulators (v per reduce, acc[q * v + u] for row u of the run) that start at init and end
  * in acc (next: the loop's scratch). A column phase without reductions after another phase of
@@ -286,7 +286,7 @@ static void walk_elements(Emit *e, const PlanPhase *p, const Shape *space, LLVMV
     bool column = p->map.kind == ASTITCH_MAP_COLUMN_REDUCE;
     int64_t tpr = (int64_t)p->map.threads_per_row * v;
     int nacc = nred * v;
-    int unroll = v == 1 ? column_unroll(e, p) : 1;
+    int unroll = v == 1 ? elements_per_iteration(e, p) : 1;
     bool reverse = column && nred == 0 && e->phase > e->part_first;
     /* the loops count iv from lo below hi by unit: forward iv is the element's index itself;
      * backward iv = k counts the thread's n elements, element k at last - k * tpr */

@@ -189,19 +189,21 @@ def _batch_norm(t, node, training, running_mean, running_var, momentum, eps):
                                                        channel))
     results = [t.b.convert(y, dtype), mean, rstd]
     if len(outs) == 5:
-        new_mean, new_var = running_mean, running_var
-        if training and running_mean is not None:
+        def updated(batch, running):   # momentum * batch + (1 - momentum) * running
+            return t.b.binary("add", t.b.binary("mul", batch, t.b.scalar(x.dtype, momentum,
+                                                                          batch.shape)),
+                              t.b.binary("mul", t.operand(running, x.dtype, None),
+                                         t.b.scalar(x.dtype, 1 - momentum, batch.shape)))
+
+        if running_mean is None:
+            results += [None, None]
+        elif training:
             n = math.prod(x.shape[d] for d in dims)
             unbiased = t.b.binary("mul", var, t.b.scalar(x.dtype, n / (n - 1) if n > 1
                                                          else float("inf"), var.shape))
-            new_mean, new_var = (
-                t.b.binary("add", t.b.binary("mul", stat, t.b.scalar(x.dtype, momentum, stat.shape)),
-                           t.b.binary("mul", t.operand(run, x.dtype, None),
-                                      t.b.scalar(x.dtype, 1 - momentum, stat.shape)))
-                for stat, run in ((mean, running_mean), (unbiased, running_var)))
-        elif new_mean is not None:
-            new_mean, new_var = t.value(new_mean), t.value(new_var)
-        results += [new_mean, new_var]
+            results += [updated(mean, running_mean), updated(unbiased, running_var)]
+        else:
+            results += [t.value(running_mean), t.value(running_var)]
     return tuple(None if v is None or m.numel() == 0 else
                  t.b.reshape(t.b.convert(v, TORCH_TO_ASTITCH[m.dtype]), tuple(m.shape))
                  for v, m in zip(results, outs))
