@@ -37,6 +37,7 @@ typedef struct BenchMode {
     bool column_vectors; /* plan option column_vectors on */
     bool column_sums;    /* plan option column_sums_in_rows on */
     bool no_recompute;   /* plan option recompute_outputs off */
+    bool no_row_vectors; /* plan option row_vectors off */
 } BenchMode;
 
 /* The form a graph with a variant choice (docs/codegen.md, *Variant search*) runs in. */

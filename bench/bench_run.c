@@ -12,31 +12,33 @@
 
 static const BenchMode modes[] = {
     {"none", "one kernel per op: the unfused baseline", ASTITCH_FUSION_NONE, false, true, true,
-     false, BENCH_FORM_SEARCH, false, false, false},
+     false, BENCH_FORM_SEARCH, false, false, false, false},
     {"xla", "register-only fusion, no packing or splitting: the paper's XLA",
-     ASTITCH_FUSION_XLA, false, true, false, false, BENCH_FORM_SEARCH, false, false, false},
+     ASTITCH_FUSION_XLA, false, true, false, false, BENCH_FORM_SEARCH, false, false, false, false},
     {"atm", "xla with adaptive thread mapping (packing, splitting): Table 4 ATM",
-     ASTITCH_FUSION_XLA, false, true, true, false, BENCH_FORM_SEARCH, false, false, false},
+     ASTITCH_FUSION_XLA, false, true, true, false, BENCH_FORM_SEARCH, false, false, false, false},
     {"hdm", "stitch without dominant merging: Table 4 HDM", ASTITCH_FUSION_STITCH, true, false,
-     true, false, BENCH_FORM_SEARCH, false, false, false},
+     true, false, BENCH_FORM_SEARCH, false, false, false, false},
     {"stitch-noremote", "stitch without remote stitching", ASTITCH_FUSION_STITCH, false, true,
-     true, false, BENCH_FORM_SEARCH, false, false, false},
+     true, false, BENCH_FORM_SEARCH, false, false, false, false},
     {"stitch-nopack", "stitch without packing and splitting", ASTITCH_FUSION_STITCH, true, true,
-     false, false, BENCH_FORM_SEARCH, false, false, false},
+     false, false, BENCH_FORM_SEARCH, false, false, false, false},
     {"stitch-persistent", "stitch with every kernel one persistent wave (vertical packing)",
-     ASTITCH_FUSION_STITCH, true, true, true, true, BENCH_FORM_SEARCH, false, false, false},
+     ASTITCH_FUSION_STITCH, true, true, true, true, BENCH_FORM_SEARCH, false, false, false, false},
     {"stitch-default", "stitch, variant search off: the planner's default form",
-     ASTITCH_FUSION_STITCH, true, true, true, false, BENCH_FORM_DEFAULT, false, false, false},
+     ASTITCH_FUSION_STITCH, true, true, true, false, BENCH_FORM_DEFAULT, false, false, false, false},
     {"stitch-wide", "stitch, variant search off: wide resident rows", ASTITCH_FUSION_STITCH, true,
-     true, true, false, BENCH_FORM_WIDE, false, false, false},
+     true, true, false, BENCH_FORM_WIDE, false, false, false, false},
     {"stitch-colvec", "stitch with 16-byte runs of adjacent columns in column reductions",
-     ASTITCH_FUSION_STITCH, true, true, true, false, BENCH_FORM_SEARCH, true, false, false},
+     ASTITCH_FUSION_STITCH, true, true, true, false, BENCH_FORM_SEARCH, true, false, false, false},
     {"stitch-colsums", "stitch with column sums taken in the resident row pass of their elements",
-     ASTITCH_FUSION_STITCH, true, true, true, false, BENCH_FORM_SEARCH, false, true, false},
+     ASTITCH_FUSION_STITCH, true, true, true, false, BENCH_FORM_SEARCH, false, true, false, false},
     {"stitch-norecompute", "stitch with readers of a generated output (a mask) waiting for it",
-     ASTITCH_FUSION_STITCH, true, true, true, false, BENCH_FORM_SEARCH, false, false, true},
+     ASTITCH_FUSION_STITCH, true, true, true, false, BENCH_FORM_SEARCH, false, false, true, false},
+    {"stitch-norowvec", "stitch with one element per access in streamed row reductions",
+     ASTITCH_FUSION_STITCH, true, true, true, false, BENCH_FORM_SEARCH, false, false, false, true},
     {"stitch", "AStitch: every switch on", ASTITCH_FUSION_STITCH, true, true, true, false,
-     BENCH_FORM_SEARCH, false, false, false},
+     BENCH_FORM_SEARCH, false, false, false, false},
 };
 #define NMODES ((int)(sizeof modes / sizeof modes[0]))
 
@@ -425,6 +427,7 @@ static void mode_options(const BenchOptions *o, const BenchMode *m, astitch_comp
     co->plan.column_vectors = m->column_vectors;
     co->plan.column_sums_in_rows = m->column_sums;
     co->plan.recompute_outputs = !m->no_recompute;
+    co->plan.row_vectors = !m->no_row_vectors;
 }
 
 /* Compiles, verifies and times c->g under mode m into r. Returns -1 for "no device". */

@@ -55,7 +55,8 @@ typedef struct Options {
     astitch_fusion fusion; /* default stitch */
     bool no_remote, no_merge, no_packing, no_one_pass_variance, no_recompute_outputs,
         deterministic,
-        persistent, wide_rows, column_vectors, column_sums_in_rows; /* planner switches */
+        persistent, wide_rows, column_vectors, column_sums_in_rows,
+        no_row_vectors; /* planner switches */
     bool no_variant_search; /* cuda: the planner's default launch shapes only */
     bool check;          /* also run the reference and compare every output */
     bool help, version;

@@ -17,7 +17,7 @@ enum {
     OPT_NO_ONE_PASS_VARIANCE,
     OPT_NO_RECOMPUTE_OUTPUTS,
     OPT_DETERMINISTIC,
-    OPT_PERSISTENT, OPT_WIDE_ROWS, OPT_NO_VARIANT_SEARCH, OPT_COLUMN_VECTORS,
+    OPT_PERSISTENT, OPT_WIDE_ROWS, OPT_NO_VARIANT_SEARCH, OPT_COLUMN_VECTORS, OPT_NO_ROW_VECTORS,
     OPT_COLUMN_SUMS_IN_ROWS
 };
 
@@ -65,6 +65,9 @@ static const OptionSpec option_table[] = {
     {"wide-rows", no_argument, OPT_WIDE_ROWS, NULL,
      "a row of 33 to 1024 elements held in registers spreads over several warps (about 16 "
      "elements per lane) instead of one; no variant search then"},
+    {"no-row-vectors", no_argument, OPT_NO_ROW_VECTORS, NULL,
+     "a lane of a row reduction that streams its row reads one element per access instead of "
+     "16 bytes of consecutive elements (docs/codegen.md, *Reduce phase*)"},
     {"column-vectors", no_argument, OPT_COLUMN_VECTORS, NULL,
      "a column reduction's thread takes 16 bytes of adjacent columns per access where the "
      "shapes and registers allow, instead of one column (docs/codegen.md, *Reduce phase*)"},
@@ -113,6 +116,7 @@ void plan_options(const Options *o, astitch_plan_options *po)
     po->persistent = o->persistent;
     po->wide_rows = o->wide_rows;
     po->column_vectors = o->column_vectors;
+    po->row_vectors = !o->no_row_vectors;
     po->column_sums_in_rows = o->column_sums_in_rows;
 }
 
@@ -257,6 +261,7 @@ int parse_options(int argc, char **argv, Options *o)
         case OPT_NO_RECOMPUTE_OUTPUTS: o->no_recompute_outputs = true; break;
         case OPT_WIDE_ROWS: o->wide_rows = true; break;
         case OPT_COLUMN_VECTORS: o->column_vectors = true; break;
+        case OPT_NO_ROW_VECTORS: o->no_row_vectors = true; break;
         case OPT_COLUMN_SUMS_IN_ROWS: o->column_sums_in_rows = true; break;
         case OPT_NO_VARIANT_SEARCH: o->no_variant_search = true; break;
         case OPT_NO_PACKING: o->no_packing = true; break;

@@ -90,6 +90,12 @@ typedef struct astitch_plan_options {
                           * *Reduce phase*); off, one column per thread. Code generation alone:
                           * the plan is the same either way. Off by default until measured on
                           * the GPU (bench mode stitch-colvec) */
+    bool row_vectors; /* a lane of a row reduction that streams its row (too long to stay in
+                       * registers, or not reduced over trailing axes, as a batch norm of NCHW
+                       * activations) takes 16 bytes of consecutive elements per access (4
+                       * f32, 8 f16/bf16) where the row's innermost axis is reduced and the
+                       * shapes allow (docs/codegen.md, *Reduce phase*); off, one element per
+                       * access. Code generation alone: the plan is the same either way */
     bool column_sums_in_rows; /* fusion=stitch: a column reduction (f32 sum, max or min) of the
                                * elements a resident row group walks, read by nothing in its
                                * kernel, is taken in the row pass: each block sums its rows'
@@ -100,8 +106,8 @@ typedef struct astitch_plan_options {
                                * on two (bench/RESULTS.md); bench mode stitch-colsums */
 } astitch_plan_options;
 
-/* Fills *o with the defaults: fusion=stitch, every switch on (one_pass_variance and
- * recompute_outputs included),
+/* Fills *o with the defaults: fusion=stitch, every switch on (one_pass_variance,
+ * recompute_outputs and row_vectors included),
  * deterministic, persistent, wide_rows, column_vectors and column_sums_in_rows off. */
 ASTITCH_API void astitch_plan_options_default(astitch_plan_options *o);
 /* "none", "xla", "stitch"; NULL for an out-of-range value. */

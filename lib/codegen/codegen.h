@@ -438,6 +438,11 @@ void emit_run_store(Emit *e, int32_t n, const Shape *space, const LLVMValueRef *
 /* Emits reduce phase p: over every tile of the block in a loop of its own, or, with tile_iv,
  * over that tile alone (the phase is part of a tile run, emit_phase_run). */
 void emit_reduce(Emit *e, const PlanPhase *p, LLVMValueRef tile_iv);
+/* The element (row, j) of reduction space `space` of mapping m: its kept axes from row, its
+ * reduced axes from j (a linear index where the reduced axes are trailing or leading, else
+ * axes). */
+void emit_space_index(Emit *e, const astitch_mapping *m, const Shape *space, LLVMValueRef row,
+                      LLVMValueRef j, Index *ix);
 /* Shuffles v (any register type) by xor mask across the warp. */
 LLVMValueRef emit_shfl_xor(Emit *e, LLVMValueRef v, int mask);
 /* The type reduction accumulators of dtype t are kept in: f32 for floats, else t. */
@@ -469,6 +474,21 @@ void emit_column_run(Emit *e, const PlanPhase *p, const Shape *space, LLVMValueR
 void emit_column_combine(Emit *e, const astitch_mapping *m, int32_t root, int v,
                          const LLVMValueRef *acc, LLVMValueRef tile_first,
                          LLVMValueRef tile_in_chunk);
+
+/* emit_row.c */
+/* Elements per run of a lane of reduce phase p over space: v > 1 for the vector form of a
+ * streamed row mapping (plan option row_vectors; the innermost axis reduced; 16 bytes of the
+ * narrowest tensor read or written at the space's elements, halved until v divides the
+ * innermost dimension and a split row's part), else 1. Lane l takes the runs of v elements
+ * from reduced indices l * v, (l + threads_per_row) * v, ... of its row (part). */
+int emit_row_vector(Emit *e, const PlanPhase *p, const Shape *space);
+/* The roots of p at count runs of v elements of the row `row`, from reduced indices j, j +
+ * step, ... (multiples of v): every value first, each tensor read with v-element accesses;
+ * then the reduce roots red fold every run's values in order into next[q] = acc[q] combined
+ * with them, and the other roots are stored (one vector store to an output tensor). */
+void emit_row_runs(Emit *e, const PlanPhase *p, const Shape *space, LLVMValueRef row,
+                   LLVMValueRef j, int64_t step, int count, int v, int32_t nred,
+                   const int32_t *red, const LLVMValueRef *acc, LLVMValueRef *next);
 
 /* emit_resident.c */
 /* Emits the resident run [first, end) (PlanPhase.resident): one walk over the block's tiles;

@@ -16,8 +16,7 @@ static LLVMValueRef and3(Emit *e, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c
     return LLVMBuildAnd(e->b, LLVMBuildAnd(e->b, a, b, ""), c, "");
 }
 
-/* The element (row, j) of a reduction space: kept axes from row, reduced axes from j. */
-static void space_index(Emit *e, const astitch_mapping *m, const Shape *space, LLVMValueRef row,
+void emit_space_index(Emit *e, const astitch_mapping *m, const Shape *space, LLVMValueRef row,
                         LLVMValueRef j, Index *ix)
 {
     *ix = (Index){.shape = space};
@@ -215,7 +214,7 @@ static void reduce_elements(Emit *e, const PlanPhase *p, const Shape *space, LLV
     }
     for (int u = 0; u < count; u++) {
         LLVMValueRef ju = u ? LLVMBuildAdd(e->b, j, ev_int(e, (int64_t)u * step), "") : j;
-        space_index(e, &p->map, space, row, ju, &ix[u]);
+        emit_space_index(e, &p->map, space, row, ju, &ix[u]);
         ev_begin_element(e, &ix[u]);
         for (int r = 0, q = 0; r < p->nroot; r++) {
             int32_t n = p->root[r];
@@ -258,23 +257,27 @@ static LLVMValueRef element_at(Emit *e, LLVMValueRef last, int64_t tpr, LLVMValu
 }
 
 /* count elements of the thread's rows from reduced index j (step apart), or with v > 1 the
- * run of v rows from row at j (emit_column_run): reduce_elements or emit_column_run. */
+ * run of v rows from row at j (a column mapping, emit_column_run) or count runs of v elements
+ * of its row from j (a row mapping, emit_row_runs). */
 static void step_elements(Emit *e, const PlanPhase *p, const Shape *space, LLVMValueRef row,
                           int v, LLVMValueRef j, int64_t step, int count, int32_t nred,
                           const int32_t *red, LLVMValueRef *acc, LLVMValueRef *next)
 {
-    if (v > 1)
+    if (v > 1 && p->map.kind == ASTITCH_MAP_COLUMN_REDUCE)
         emit_column_run(e, p, space, row, j, v, nred, red, acc, next);
+    else if (v > 1)
+        emit_row_runs(e, p, space, row, j, step, count, v, nred, red, acc, next);
     else
         reduce_elements(e, p, space, row, j, step, count, nred, red, acc, next);
 }
 
 /* One thread's walk over its elements of the rows, at reduced-axis indices start, start +
- * lanes, ... below end (lanes: threads_per_row, times v for the vector form of a column
- * mapping, whose thread takes the run of v rows from row), in groups of elements_per_iteration (one row
- * per thread) and then one at a time: the reduce roots red fold them into
- * accumulators (v per reduce, acc[q * v + u] for row u of the run) that start at init and end
- * in acc (next: the loop's scratch). A column phase without reductions after another phase of
+ * lanes, ... below end (lanes: threads_per_row, times v for a vector form: of a column
+ * mapping, whose thread takes the run of v rows from row; of a row mapping, whose thread takes
+ * the run of v elements from each index), in groups of elements_per_iteration (one row per
+ * thread, or runs of a row) and then one at a time: the reduce roots red fold them into
+ * accumulators (one per reduce; v for a column run, acc[q * v + u] for row u of the run) that
+ * start at init and end in acc (next: the loop's scratch). A column phase without reductions after another phase of
  * its kernel walks backwards, from its last element: the earlier phase's last reads (of the
  * same inputs, as a batch norm's normalization reads x after its statistics) are still in L2
  * when it starts (H100: batchnorm_train 128.6 -> 122.6 us). */
@@ -285,8 +288,8 @@ static void walk_elements(Emit *e, const PlanPhase *p, const Shape *space, LLVMV
 {
     bool column = p->map.kind == ASTITCH_MAP_COLUMN_REDUCE;
     int64_t tpr = (int64_t)p->map.threads_per_row * v;
-    int nacc = nred * v;
-    int unroll = v == 1 ? elements_per_iteration(e, p) : 1;
+    int nacc = column ? nred * v : nred;
+    int unroll = v == 1 || !column ? elements_per_iteration(e, p) : 1;
     bool reverse = column && nred == 0 && e->phase > e->part_first;
     /* the loops count iv from lo below hi by unit: forward iv is the element's index itself;
      * backward iv = k counts the thread's n elements, element k at last - k * tpr */
@@ -340,16 +343,17 @@ void emit_reduce(Emit *e, const PlanPhase *p, LLVMValueRef tile_iv)
         space.dim[i] = m->dims[i];
     bool column = m->kind == ASTITCH_MAP_COLUMN_REDUCE;
     int tpr = m->threads_per_row, rpb = m->rows_per_block;
-    /* a column thread takes the run of v rows from row_in_tile (v = 1: one row) */
-    int v = emit_column_vector(e, p, &space);
-    ASTITCH_ASSERT(v >= 1 && v <= VECTOR_MAX && rpb % v == 0);
+    /* a column thread takes the run of v rows from row_in_tile, a row lane runs of v elements
+     * of its row (v = 1: one row, one element) */
+    int v = column ? emit_column_vector(e, p, &space) : emit_row_vector(e, p, &space);
+    ASTITCH_ASSERT(v >= 1 && v <= VECTOR_MAX && (!column || rpb % v == 0));
     LLVMValueRef row_in_tile = column ? LLVMBuildURem(e->b, e->tid, ev_int(e, rpb / v), "")
                                       : LLVMBuildUDiv(e->b, e->tid, ev_int(e, tpr), "");
-    if (v > 1)
+    if (column && v > 1)
         row_in_tile = LLVMBuildMul(e->b, row_in_tile, ev_int(e, v), "");
     LLVMValueRef lane = column ? LLVMBuildUDiv(e->b, e->tid, ev_int(e, rpb / v), "")
                                : LLVMBuildURem(e->b, e->tid, ev_int(e, tpr), "");
-    size_t nacc = (size_t)p->nroot * (size_t)v;
+    size_t nacc = (size_t)p->nroot * (size_t)(column ? v : 1);
     int32_t nred = 0, *red = malloc((size_t)p->nroot * sizeof *red);
     LLVMValueRef *init = malloc(nacc * sizeof *init);
     LLVMValueRef *acc = malloc(nacc * sizeof *acc);
@@ -363,8 +367,8 @@ void emit_reduce(Emit *e, const PlanPhase *p, LLVMValueRef tile_iv)
         if (n->op == ASTITCH_OP_REDUCE && n->attr.axes == m->reduce_axes &&
             shape_equal(&gnode(e->g, goperand(e->g, p->root[r], 0))->shape, &space)) {
             LLVMValueRef id = ev_reduce_start(e, n->attr.reduce, n->dtype, m->row_len);
-            for (int u = 0; u < v; u++)
-                init[nred * v + u] = id;
+            for (int u = 0; u < (column ? v : 1); u++)
+                init[nred * (column ? v : 1) + u] = id;
             red[nred++] = p->root[r];
         }
     }
@@ -397,10 +401,11 @@ void emit_reduce(Emit *e, const PlanPhase *p, LLVMValueRef tile_iv)
                               chunk_ok, LLVMBuildICmp(e->b, LLVMIntSLT, row, ev_int(e, m->rows), ""));
     /* invalid threads run an empty element loop but still join the combine */
     LLVMValueRef end = LLVMBuildSelect(e->b, valid, jhi, ev_int(e, 0), "");
-    LLVMValueRef start = LLVMBuildAdd(e->b, jlo, lane, "");
+    LLVMValueRef start = LLVMBuildAdd(e->b, jlo, !column && v > 1
+                                      ? LLVMBuildMul(e->b, lane, ev_int(e, v), "") : lane, "");
     walk_elements(e, p, &space, row, v, start, end, nred, red, init, acc, next);
     for (int q = 0; q < nred; q++) {
-        if (v > 1) {
+        if (column && v > 1) {
             emit_column_combine(e, m, red[q], v, &acc[q * v], tile_base, t0);
             continue;
         }

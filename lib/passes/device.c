@@ -45,6 +45,7 @@ void astitch_plan_options_default(astitch_plan_options *o)
     o->recompute_outputs = true;
     o->wide_rows = false;
     o->column_vectors = false;
+    o->row_vectors = true;
     o->column_sums_in_rows = false;
 }
 

@@ -6,6 +6,9 @@
  */
 #include "passes/passes.h"
 
+/* Elements a split row's parts start at a multiple of (16 bytes of f16 or bf16). */
+enum { SPLIT_ROW_ALIGN = 8 };
+
 /* Grids of a block per tile stay below this many blocks (the blocks then walk chunks). */
 #define TILE_GRID_MAX ((int64_t)1 << 30)
 
@@ -20,6 +23,12 @@ void packing_finish(astitch_mapping *m, const MapCtx *c, int64_t tiles, int64_t 
         m->chunk = m->rows_per_block;
         m->tasks_per_block = 1;
         m->split_len = ceil_div(m->row_len, m->split);
+        /* a row's parts start at multiples of SPLIT_ROW_ALIGN where every part keeps some of
+         * the row, so that 16-byte runs of the row stay whole in them (docs/codegen.md, *Reduce
+         * phase*, row vectors) */
+        int64_t aligned = ceil_div(m->split_len, SPLIT_ROW_ALIGN) * SPLIT_ROW_ALIGN;
+        if (m->kind == ASTITCH_MAP_ROW_REDUCE && aligned * (m->split - 1) < m->row_len)
+            m->split_len = aligned;
         return;
     }
     m->split = 1;

@@ -164,6 +164,7 @@ static json_t *plan_json(const astitch_plan *p)
          put(opt, "recompute_outputs", json_boolean(p->opt.recompute_outputs)) &&
          put(opt, "wide_rows", json_boolean(p->opt.wide_rows)) &&
          put(opt, "column_vectors", json_boolean(p->opt.column_vectors)) &&
+         put(opt, "row_vectors", json_boolean(p->opt.row_vectors)) &&
          put(opt, "column_sums_in_rows", json_boolean(p->opt.column_sums_in_rows));
     json_t *rewritten = json_array();
     ok = ok && rewritten;
