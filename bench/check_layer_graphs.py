@@ -205,6 +205,30 @@ def check_causal_softmax(args, rng):
              dt["softmax_probs"])]
 
 
+def check_bias_grads(args, rng):
+    """The bias gradients as sums over tokens, kept as [1, N]; the layer norms' weight and bias
+    gradients as sums over batch and sequence, ln_1's xhat from x, mean and rstd."""
+    path, g = load("gpt2_train_bwd_bias_grads")
+    B, S, H = shape_of(g, "ln_1.x")
+    inputs = {n["name"]: rng.standard_normal(n["shape"]) for n in g["nodes"]
+              if n["op"] == "parameter"}
+    inputs["ln_1.rstd"] = np.abs(inputs["ln_1.rstd"]) + 0.5
+    out, dt, inp = run(args, path, g, inputs)
+    res = []
+    for name, n in (("mlp_c_proj", H), ("c_fc", 4 * H), ("attn_c_proj", H), ("c_attn", 3 * H)):
+        want = inp[name + ".dy"].reshape(B * S, n).sum(0, keepdims=True)
+        got = out[name + ".dbias"]
+        res.append((f"{name}.dbias [1, {n}] vs sum over tokens, keepdim",
+                    error(got, want) if got.shape == want.shape else math.inf, "f32"))
+    xhat1 = (inp["ln_1.x"] - inp["ln_1.mean"]) * inp["ln_1.rstd"]
+    for ln, xhat in (("ln_2", inp["ln_2.xhat"]), ("ln_1", xhat1)):
+        dy = inp[ln + ".dy"].reshape(B, S, H)
+        res.append((f"{ln}.dweight vs sum(dy * xhat)", error(out[ln + ".dweight"],
+                                                              (dy * xhat).sum((0, 1))), "f32"))
+        res.append((f"{ln}.dbias vs sum(dy)", error(out[ln + ".dbias"], dy.sum((0, 1))), "f32"))
+    return res
+
+
 def shape_of(graph, name):
     return next(n["shape"] for n in graph["nodes"] if n["name"] == name)
 
@@ -326,6 +350,7 @@ def main():
     results += check_gelu_backward(args, rng, "bert_base_bwd_ffn_gelu", False)
     results += check_gelu_backward(args, rng, "gpt2_bwd_mlp_gelu", True)
     results += check_causal_softmax(args, rng)
+    results += check_bias_grads(args, rng)
     results += check_gpt2_block(args, rng)
     results += check_llama_layer(args, rng)
     failed = 0

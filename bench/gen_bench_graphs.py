@@ -579,6 +579,40 @@ def gpt2_train_fwd_attn(B=GPT2_B, N=12, S=GPT2_S, D=64):
     return g
 
 
+def gpt2_train_bwd_bias_grads(B=GPT2_B, S=GPT2_S, H=768):
+    g = Graph("gpt2_train_bwd_bias_grads",
+              GPT2 + "; a backward region of a training step as the PyTorch bridge receives it "
+              "from AOTAutograd (torch 2.11, the GPT2Block of tests/python/models.py), node for "
+              "node: the bias gradients of the four linears, each sum(dy, 0, keepdim=True) of "
+              "the output gradient viewed as [8192, N] (mlp c_proj 768, c_fc 3072, attn c_proj "
+              "768, c_attn 2304), then reshaped to [1, N]; and both layer norms' weight and "
+              "bias gradients over batch and sequence: sum(dy * xhat) and sum(dy), ln_2's xhat "
+              "saved, ln_1's recomputed from the saved mean and rstd [8, 1024, 1].")
+    T, s3 = B * S, [B, S, H]
+
+    def bias_grad(name, dy, n):
+        flat = g.reshape(name + ".flat", dy, [T, n])
+        return g.reshape(name, g.reduce("sum", name + ".sum", flat, [0]), [1, n])
+
+    def ln_grads(prefix, dy, xhat):
+        dy3 = g.reshape(prefix + "dy.a", dy, s3)
+        return (g.reduce("sum", prefix + "dweight", g.mul(prefix + "dy_xhat", dy3, xhat), [0, 1]),
+                g.reduce("sum", prefix + "dbias", g.reshape(prefix + "dy.b", dy, s3), [0, 1]))
+
+    mlp_proj = bias_grad("mlp_c_proj.dbias", g.parameter("mlp_c_proj.dy", s3), H)
+    fc = bias_grad("c_fc.dbias", g.parameter("c_fc.dy", [B, S, 4 * H]), 4 * H)
+    ln2 = ln_grads("ln_2.", g.parameter("ln_2.dy", [T, H]), g.parameter("ln_2.xhat", s3))
+    attn_proj = bias_grad("attn_c_proj.dbias", g.parameter("attn_c_proj.dy", s3), H)
+    attn = bias_grad("c_attn.dbias", g.parameter("c_attn.dy", [B, S, 3 * H]), 3 * H)
+    dy1, x1 = g.parameter("ln_1.dy", [T, H]), g.parameter("ln_1.x", s3)
+    mean, rstd = g.parameter("ln_1.mean", [B, S, 1]), g.parameter("ln_1.rstd", [B, S, 1])
+    centered = g.sub("ln_1.centered", x1, g.broadcast("ln_1.mean.b", mean, s3, [0, 1, 2]))
+    xhat1 = g.mul("ln_1.xhat", centered, g.broadcast("ln_1.rstd.b", rstd, s3, [0, 1, 2]))
+    ln1 = ln_grads("ln_1.", dy1, xhat1)
+    g.output(mlp_proj, fc, *ln2, attn_proj, attn, *ln1)
+    return g
+
+
 def gpt2_fwd_attn_out_ln(T=GPT2_B * GPT2_S, H=768):
     g = Graph("gpt2_fwd_attn_out_ln",
               GPT2_FWD + ". Forward, between the attention's c_proj and the MLP's c_fc matmuls "
@@ -952,6 +986,7 @@ LAYERS = [
     (bert_bwd_attn_softmax, lambda: bert_bwd_attn_softmax(2, 2, 8, 4)),
     (gpt2_fwd_causal_softmax, lambda: gpt2_fwd_causal_softmax(2, 2, 16, 4)),
     (gpt2_train_fwd_attn, lambda: gpt2_train_fwd_attn(2, 2, 16, 4)),
+    (gpt2_train_bwd_bias_grads, lambda: gpt2_train_bwd_bias_grads(2, 8, 16)),
     (gpt2_fwd_attn_out_ln, lambda: gpt2_fwd_attn_out_ln(16, 32)),
     (gpt2_fwd_mlp_gelu, lambda: gpt2_fwd_mlp_gelu(16, 64)),
     (gpt2_bwd_layernorm, lambda: gpt2_bwd_layernorm(16, 32)),

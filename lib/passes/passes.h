@@ -178,6 +178,13 @@ astitch_status pass_variance(const astitch_graph *g, bool packing, astitch_graph
  * (nodes of g) are mapped to the new graph. Else *out is NULL. Fails only on memory. */
 astitch_status pass_recompute(const astitch_graph *g, astitch_graph **out, int32_t **recomputed,
                               int32_t *nrecomputed, int32_t *ids, int32_t nids);
+/* keepdim.c: when g has outputs that reshape a reduce read by nothing else to its kept
+ * dimensions (sum with keepdim), over leading or trailing axes, *out is a rewritten copy of g
+ * (owned by the caller) where each is one reduce of the output's shape; ids[0..nids) and
+ * ids2[0..nids2) (nodes of g) are mapped to the new graph. Else *out is NULL. Fails only on
+ * memory. */
+astitch_status pass_keepdim(const astitch_graph *g, astitch_graph **out, int32_t *ids,
+                            int32_t nids, int32_t *ids2, int32_t nids2);
 /* prune.c: when g has nodes that feed no output (parameters excepted), *out is a new graph
  * (g's context) without them and *dropped their names (ndropped of them, malloc'd, free with
  * prune_free_names); else *out is NULL. Fails only on memory. */

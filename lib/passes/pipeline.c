@@ -53,7 +53,8 @@
 
 /* The steps as ASTITCH_DUMP_PLAN=after:<step> names them, in pipeline order. */
 static const char *const step_names[] = {
-    "dot_lower", "prune",     "concat_tree", "variance", "recompute", "scope",     "xla",
+    "dot_lower", "prune",     "concat_tree", "variance", "recompute", "keepdim",   "scope",
+    "xla",
     "remote",    "bound",     "fill",        "dominant", "mapping",   "across",
     "propagate", "adapt",     "schemes",     "barriers", "tiles",     "memory",
     "launch",    "traffic",   "check",
@@ -361,6 +362,10 @@ astitch_status astitch_plan_create(astitch_graph *g, const astitch_device *dev,
         !(st = pass_recompute(p->graph, &rw, &p->recomputed, &p->nrecomputed, p->rewritten,
                               p->nrewritten)))
         adopt(p, rw, &dump, "recompute");
+    if (!st && p->opt.fusion != ASTITCH_FUSION_NONE &&
+        !(st = pass_keepdim(p->graph, &rw, p->rewritten, p->nrewritten, p->recomputed,
+                            p->nrecomputed)))
+        adopt(p, rw, &dump, "keepdim");
     if (st) {
         astitch_plan_destroy(p);
         return st;
