@@ -277,10 +277,10 @@ static void step_elements(Emit *e, const PlanPhase *p, const Shape *space, LLVMV
  * the run of v elements from each index), in groups of elements_per_iteration (one row per
  * thread, or runs of a row) and then one at a time: the reduce roots red fold them into
  * accumulators (one per reduce; v for a column run, acc[q * v + u] for row u of the run) that
- * start at init and end in acc (next: the loop's scratch). A column phase without reductions after another phase of
- * its kernel walks backwards, from its last element: the earlier phase's last reads (of the
- * same inputs, as a batch norm's normalization reads x after its statistics) are still in L2
- * when it starts (H100: batchnorm_train 128.6 -> 122.6 us). */
+ * start at init and end in acc (next: the loop's scratch). A column phase without reductions
+ * after another phase of its kernel walks backwards, from its last element: the earlier
+ * phase's last reads (of the same inputs, as a batch norm's normalization reads x after its
+ * statistics) are still in L2 when it starts (H100: batchnorm_train 128.6 -> 122.6 us). */
 static void walk_elements(Emit *e, const PlanPhase *p, const Shape *space, LLVMValueRef row,
                           int v, LLVMValueRef start, LLVMValueRef end, int32_t nred,
                           const int32_t *red, LLVMValueRef *init, LLVMValueRef *acc,
@@ -353,7 +353,8 @@ void emit_reduce(Emit *e, const PlanPhase *p, LLVMValueRef tile_iv)
         row_in_tile = LLVMBuildMul(e->b, row_in_tile, ev_int(e, v), "");
     LLVMValueRef lane = column ? LLVMBuildUDiv(e->b, e->tid, ev_int(e, rpb / v), "")
                                : LLVMBuildURem(e->b, e->tid, ev_int(e, tpr), "");
-    size_t nacc = (size_t)p->nroot * (size_t)(column ? v : 1);
+    int per = column ? v : 1; /* accumulators per reduce */
+    size_t nacc = (size_t)p->nroot * (size_t)per;
     int32_t nred = 0, *red = malloc((size_t)p->nroot * sizeof *red);
     LLVMValueRef *init = malloc(nacc * sizeof *init);
     LLVMValueRef *acc = malloc(nacc * sizeof *acc);
@@ -367,8 +368,8 @@ void emit_reduce(Emit *e, const PlanPhase *p, LLVMValueRef tile_iv)
         if (n->op == ASTITCH_OP_REDUCE && n->attr.axes == m->reduce_axes &&
             shape_equal(&gnode(e->g, goperand(e->g, p->root[r], 0))->shape, &space)) {
             LLVMValueRef id = ev_reduce_start(e, n->attr.reduce, n->dtype, m->row_len);
-            for (int u = 0; u < (column ? v : 1); u++)
-                init[nred * (column ? v : 1) + u] = id;
+            for (int u = 0; u < per; u++)
+                init[nred * per + u] = id;
             red[nred++] = p->root[r];
         }
     }
