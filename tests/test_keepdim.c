@@ -147,14 +147,14 @@ static void test_left_alone(void **state)
     keepdim_output(g, ASTITCH_REDUCE_SUM, x, 1, (int64_t[]){1}, 3, (int64_t[]){64, 1, 40},
                    "middle");
     astitch_node r = astitch_reduce(g, ASTITCH_REDUCE_SUM, x, 1, (int64_t[]){0});
-    assert_int_equal(astitch_add_output(g, named(g, astitch_reshape(g, r, 3, (int64_t[]){1, 48, 40}),
-                                                 "shared")), ASTITCH_OK);
+    astitch_node shared = astitch_reshape(g, r, 3, (int64_t[]){1, 48, 40});
+    assert_int_equal(astitch_add_output(g, named(g, shared, "shared")), ASTITCH_OK);
     assert_int_equal(astitch_add_output(g, named(g, astitch_unary(g, ASTITCH_OP_EXP, r), "exp")),
                      ASTITCH_OK);
     astitch_node q = astitch_reduce(g, ASTITCH_REDUCE_MAX, x, 1, (int64_t[]){2});
     astitch_node inner = named(g, astitch_reshape(g, q, 3, (int64_t[]){64, 48, 1}), "inner");
-    assert_int_equal(astitch_add_output(g, named(g, astitch_unary(g, ASTITCH_OP_NEG, inner), "neg")),
-                     ASTITCH_OK);
+    astitch_node neg = astitch_unary(g, ASTITCH_OP_NEG, inner);
+    assert_int_equal(astitch_add_output(g, named(g, neg, "neg")), ASTITCH_OK);
     keepdim_output(g, ASTITCH_REDUCE_MIN, x, 1, (int64_t[]){0}, 2, (int64_t[]){40, 48}, "moved");
     int64_t yd[2] = {96, 40};
     astitch_node y = astitch_parameter(g, "y", ASTITCH_F32, 2, yd);

@@ -429,6 +429,12 @@ int emit_access_elements(const Emit *e, const PlanPhase *p, const Shape *space);
  * element by element. */
 void emit_run_value(Emit *e, int32_t n, const Shape *space, Index *run, const LLVMValueRef *lin,
                     int v, LLVMValueRef *out);
+/* The values of p's roots at that run (*run its first element, whose innermost axis is a
+ * multiple of v; lin its elements): the run begun (ev_vector_begin), a reduce root among red
+ * (nred of them, in root order) valued at its operand; root r's into val[r * v .. r * v + v). */
+void emit_run_roots(Emit *e, const PlanPhase *p, const Shape *space, Index *run,
+                    const LLVMValueRef *lin, int v, int32_t nred, const int32_t *red,
+                    LLVMValueRef *val);
 /* Stores root n's values val at those elements: its buffer element by element, its output
  * tensor with one vector store. */
 void emit_run_store(Emit *e, int32_t n, const Shape *space, const LLVMValueRef *lin, int v,

@@ -85,18 +85,9 @@ void emit_column_run(Emit *e, const PlanPhase *p, const Shape *space, LLVMValueR
     lin[0] = LLVMBuildNSWAdd(e->b, LLVMBuildNSWMul(e->b, j, ev_int(e, p->map.rows), ""), row, "");
     for (int u = 1; u < v; u++)
         lin[u] = LLVMBuildNSWAdd(e->b, lin[0], ev_int(e, u), "");
-    Index run = {.shape = space, .lin = lin[0]}; /* its innermost axis a multiple of v: say so */
-    ev_axes(e, &run);
-    int last = space->rank - 1;
-    run.axis[last] = LLVMBuildAnd(e->b, run.axis[last], ev_int(e, -(int64_t)v), "");
-    ev_vector_begin(e, &run);
+    Index run = {.shape = space, .lin = lin[0]};
     /* every root's values first (all loads in flight), then the folds and stores */
-    for (int r = 0, q = 0; r < p->nroot; r++) {
-        bool reduce = q < nred && red[q] == p->root[r];
-        int32_t n = reduce ? goperand(e->g, p->root[r], 0) : p->root[r];
-        emit_run_value(e, n, space, &run, lin, v, &val[r * v]);
-        q += reduce;
-    }
+    emit_run_roots(e, p, space, &run, lin, v, nred, red, val);
     for (int r = 0, q = 0; r < p->nroot; r++) {
         const Node *node = gnode(e->g, p->root[r]);
         if (q < nred && red[q] == p->root[r]) {

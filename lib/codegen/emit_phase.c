@@ -94,6 +94,22 @@ void emit_run_value(Emit *e, int32_t n, const Shape *space, Index *run, const LL
     }
 }
 
+void emit_run_roots(Emit *e, const PlanPhase *p, const Shape *space, Index *run,
+                    const LLVMValueRef *lin, int v, int32_t nred, const int32_t *red,
+                    LLVMValueRef *val)
+{
+    ev_axes(e, run); /* its innermost axis a multiple of v: say so, for the alignment */
+    int last = space->rank - 1;
+    run->axis[last] = LLVMBuildAnd(e->b, run->axis[last], ev_int(e, -(int64_t)v), "");
+    ev_vector_begin(e, run);
+    for (int r = 0, q = 0; r < p->nroot; r++) {
+        bool reduce = q < nred && red[q] == p->root[r];
+        int32_t n = reduce ? goperand(e->g, p->root[r], 0) : p->root[r];
+        emit_run_value(e, n, space, run, lin, v, &val[r * v]);
+        q += reduce;
+    }
+}
+
 void emit_run_store(Emit *e, int32_t n, const Shape *space, const LLVMValueRef *lin, int v,
                     LLVMValueRef *val)
 {
@@ -184,13 +200,8 @@ static void emit_elementwise(Emit *e, const PlanPhase *p)
         ix[j] = (Index){.shape = &space, .lin = lins[j]};
     }
     if (inner) {
-        Index run = ix[0]; /* its innermost axis a multiple of v: say so, for the alignment */
-        ev_axes(e, &run);
-        run.axis[space.rank - 1] = LLVMBuildAnd(e->b, run.axis[space.rank - 1],
-                                                ev_int(e, -(int64_t)v), "");
-        ev_vector_begin(e, &run);
-        for (int r = 0; r < p->nroot; r++)
-            emit_run_value(e, p->root[r], &space, &run, lins, v, &val[r * v]);
+        Index run = ix[0];
+        emit_run_roots(e, p, &space, &run, lins, v, 0, NULL, val);
     } else {
         /* the kernel's inputs with the space's elements, v at once; an input read only
          * through another index map (a transpose, say) leaves its load dead */

@@ -152,13 +152,13 @@ static LLVMValueRef combine_lanes(Emit *e, const astitch_mapping *m, int32_t roo
  * thread reads one element per iteration, so with one per iteration it has a single load in
  * flight per tensor it reads; with several, all loaded and computed before any is stored or
  * combined, it has that many. A phase that already reads more than COLUMN_UNROLL_LOADS_MAX
- * tensors per element keeps one: it has as many loads in flight, and a second element's addresses would not fit its
- * registers (layernorm_backward under --fusion=xla: its dgamma kernel reads dy, x, mean and
- * rstd per element and spills under its 32-register bound at two). Measured on the H100
- * (2026-11-25; 1, 2, 4, 8 per iteration): two gave batchnorm_train 138.1 -> 128.6 us,
- * gpt2_bwd_mlp_gelu 125.0 -> 118.2 and the rest within 1%; four and eight gained nothing more
- * and slowed the GELU backward graphs (bert_base_bwd_ffn_gelu spills at four, 67.8 -> 72.4). Rows:
- * a batch norm over N, H and W of NCHW activations (a row per channel, split across blocks, 25
+ * tensors per element keeps one: it has as many loads in flight, and a second element's
+ * addresses would not fit its registers (layernorm_backward under --fusion=xla: its dgamma
+ * kernel reads dy, x, mean and rstd per element and spills under its 32-register bound at
+ * two). Measured on the H100 (2026-11-25; 1, 2, 4, 8 per iteration): two gave batchnorm_train
+ * 138.1 -> 128.6 us, gpt2_bwd_mlp_gelu 125.0 -> 118.2 and the rest within 1%; four and eight
+ * gained nothing more and slowed the GELU backward graphs (bert_base_bwd_ffn_gelu spills at
+ * four, 67.8 -> 72.4). Rows: a batch norm over N, H and W of NCHW activations (a row per channel, split across blocks, 25
  * elements per thread) 44.9 -> 39.7 us at two (resnet50_train_fwd_bn_relu, 2026-11-26); the
  * long softmaxes (4 per thread) did not move, transformer_row_reduce (8) read 2-3% slower. */
 enum { COLUMN_UNROLL = 2, COLUMN_UNROLL_LOADS_MAX = 2, ROW_UNROLL_MIN_ELEMENTS = 16 };

@@ -41,18 +41,9 @@ void emit_row_runs(Emit *e, const PlanPhase *p, const Shape *space, LLVMValueRef
         Index run;
         emit_space_index(e, &p->map, space, row, jc, &run);
         lin[c][0] = ev_lin(e, &run);
-        ev_axes(e, &run); /* its innermost axis a multiple of v: say so, for the alignment */
-        int last = space->rank - 1;
-        run.axis[last] = LLVMBuildAnd(e->b, run.axis[last], ev_int(e, -(int64_t)v), "");
         for (int u = 1; u < v; u++)
             lin[c][u] = LLVMBuildNSWAdd(e->b, lin[c][0], ev_int(e, u), "");
-        ev_vector_begin(e, &run);
-        for (int r = 0, q = 0; r < p->nroot; r++) {
-            bool reduce = q < nred && red[q] == p->root[r];
-            int32_t n = reduce ? goperand(e->g, p->root[r], 0) : p->root[r];
-            emit_run_value(e, n, space, &run, lin[c], v, &val[per_run * c + (size_t)r * v]);
-            q += reduce;
-        }
+        emit_run_roots(e, p, space, &run, lin[c], v, nred, red, &val[per_run * c]);
     }
     for (int r = 0, q = 0; r < p->nroot; r++) {
         const Node *node = gnode(e->g, p->root[r]);
