@@ -12,33 +12,44 @@
 
 static const BenchMode modes[] = {
     {"none", "one kernel per op: the unfused baseline", ASTITCH_FUSION_NONE, false, true, true,
-     false, BENCH_FORM_SEARCH, false, false, false, false},
+     false, BENCH_FORM_SEARCH, false, false, false, false, false},
     {"xla", "register-only fusion, no packing or splitting: the paper's XLA",
-     ASTITCH_FUSION_XLA, false, true, false, false, BENCH_FORM_SEARCH, false, false, false, false},
+     ASTITCH_FUSION_XLA, false, true, false, false,
+     BENCH_FORM_SEARCH, false, false, false, false, false},
     {"atm", "xla with adaptive thread mapping (packing, splitting): Table 4 ATM",
-     ASTITCH_FUSION_XLA, false, true, true, false, BENCH_FORM_SEARCH, false, false, false, false},
+     ASTITCH_FUSION_XLA, false, true, true, false,
+     BENCH_FORM_SEARCH, false, false, false, false, false},
     {"hdm", "stitch without dominant merging: Table 4 HDM", ASTITCH_FUSION_STITCH, true, false,
-     true, false, BENCH_FORM_SEARCH, false, false, false, false},
+     true, false, BENCH_FORM_SEARCH, false, false, false, false, false},
     {"stitch-noremote", "stitch without remote stitching", ASTITCH_FUSION_STITCH, false, true,
-     true, false, BENCH_FORM_SEARCH, false, false, false, false},
+     true, false, BENCH_FORM_SEARCH, false, false, false, false, false},
     {"stitch-nopack", "stitch without packing and splitting", ASTITCH_FUSION_STITCH, true, true,
-     false, false, BENCH_FORM_SEARCH, false, false, false, false},
+     false, false, BENCH_FORM_SEARCH, false, false, false, false, false},
     {"stitch-persistent", "stitch with every kernel one persistent wave (vertical packing)",
-     ASTITCH_FUSION_STITCH, true, true, true, true, BENCH_FORM_SEARCH, false, false, false, false},
+     ASTITCH_FUSION_STITCH, true, true, true, true,
+     BENCH_FORM_SEARCH, false, false, false, false, false},
     {"stitch-default", "stitch, variant search off: the planner's default form",
-     ASTITCH_FUSION_STITCH, true, true, true, false, BENCH_FORM_DEFAULT, false, false, false, false},
+     ASTITCH_FUSION_STITCH, true, true, true, false,
+     BENCH_FORM_DEFAULT, false, false, false, false, false},
     {"stitch-wide", "stitch, variant search off: wide resident rows", ASTITCH_FUSION_STITCH, true,
-     true, true, false, BENCH_FORM_WIDE, false, false, false, false},
+     true, true, false, BENCH_FORM_WIDE, false, false, false, false, false},
     {"stitch-colvec", "stitch with 16-byte runs of adjacent columns in column reductions",
-     ASTITCH_FUSION_STITCH, true, true, true, false, BENCH_FORM_SEARCH, true, false, false, false},
+     ASTITCH_FUSION_STITCH, true, true, true, false,
+     BENCH_FORM_SEARCH, true, false, false, false, false},
     {"stitch-colsums", "stitch with column sums taken in the resident row pass of their elements",
-     ASTITCH_FUSION_STITCH, true, true, true, false, BENCH_FORM_SEARCH, false, true, false, false},
+     ASTITCH_FUSION_STITCH, true, true, true, false,
+     BENCH_FORM_SEARCH, false, true, false, false, false},
     {"stitch-norecompute", "stitch with readers of a generated output (a mask) waiting for it",
-     ASTITCH_FUSION_STITCH, true, true, true, false, BENCH_FORM_SEARCH, false, false, true, false},
+     ASTITCH_FUSION_STITCH, true, true, true, false,
+     BENCH_FORM_SEARCH, false, false, true, false, false},
     {"stitch-norowvec", "stitch with one element per access in streamed row reductions",
-     ASTITCH_FUSION_STITCH, true, true, true, false, BENCH_FORM_SEARCH, false, false, false, true},
+     ASTITCH_FUSION_STITCH, true, true, true, false,
+     BENCH_FORM_SEARCH, false, false, false, true, false},
+    {"stitch-dense", "stitch with every output written, views of an input too",
+     ASTITCH_FUSION_STITCH, true, true, true, false, BENCH_FORM_SEARCH, false, false, false, false,
+     true},
     {"stitch", "AStitch: every switch on", ASTITCH_FUSION_STITCH, true, true, true, false,
-     BENCH_FORM_SEARCH, false, false, false, false},
+     BENCH_FORM_SEARCH, false, false, false, false, false},
 };
 #define NMODES ((int)(sizeof modes / sizeof modes[0]))
 
@@ -79,15 +90,33 @@ static void finish_times(BenchRow *r, double *us, int n, const BenchDevice *dev)
     r->pct_copy = dev->copy_gbps > 0 ? 100.0 * r->gbps / dev->copy_gbps : 0;
 }
 
-/* Compares the outputs that runs left in a set (outs) with the reference; `when` says which
- * runs in the note. */
-static void check_after(Case *c, BenchRow *r, const uint64_t *outs, const char *when)
+/* Output i of a run on set io (inputs, then outputs) into host: what the run wrote, or for a
+ * view output (view_outputs) the view taken of the input on the device. False on failure. */
+static bool download_output(Case *c, const astitch_executable *x, const uint64_t *io, int i,
+                            void *host)
+{
+    bool is_view = false;
+    astitch_output_view v;
+    if (astitch_executable_output_view(x, i, &is_view, &v) != ASTITCH_OK)
+        return false;
+    if (!is_view)
+        return !bench_cuda_download(c->cuda, host, io[c->nin + i], c->bytes[c->nin + i]);
+    void *in = malloc(c->bytes[v.input] + 1);
+    bool ok = in && !bench_cuda_download(c->cuda, in, io[v.input], c->bytes[v.input]) &&
+              astitch_executable_view_copy(x, i, in, host) == ASTITCH_OK;
+    free(in);
+    return ok;
+}
+
+/* Compares the outputs that runs left in set io (inputs, then outputs) with the reference;
+ * `when` says which runs in the note. */
+static void check_after(Case *c, const astitch_executable *x, BenchRow *r, const uint64_t *io,
+                        const char *when)
 {
     void **host = calloc((size_t)c->nout + 1, sizeof *host);
     bool ok = host != NULL;
     for (int i = 0; ok && i < c->nout; i++)
-        ok = (host[i] = malloc(c->bytes[c->nin + i] + 1)) &&
-             !bench_cuda_download(c->cuda, host[i], outs[i], c->bytes[c->nin + i]);
+        ok = (host[i] = malloc(c->bytes[c->nin + i] + 1)) && download_output(c, x, io, i, host[i]);
     DiffResult d;
     if (!ok) {
         r->status = "error";
@@ -200,7 +229,7 @@ static void time_graphs(Case *c, astitch_executable *x, uint64_t **set, int nset
         fail(r, "error", "graph capture: %.280s", why);
     else if (warm_and_time(c, x, graph, set, nsets, n, us, r, &last) == n) {
         r->graph_us = bench_median(us, n);
-        check_after(c, r, set[last] + c->nin, "after the graph replays");
+        check_after(c, x, r, set[last], "after the graph replays");
     }
     bench_cuda_sync(c->cuda);
     for (int k = 0; graph && k < nsets; k++)
@@ -324,7 +353,7 @@ static void time_cuda(Case *c, astitch_executable *x, BenchRow *r)
         fail(r, "error", "device buffers: %.280s", bench_cuda_error(c->cuda));
     else if ((n = warm_and_time(c, x, NULL, set, nsets, 0, us, r, &last)) > 0) {
         finish_times(r, us, n, c->dev);
-        check_after(c, r, set[last] + c->nin, "after the timed runs");
+        check_after(c, x, r, set[last], "after the timed runs");
     }
     if (n > 0 && !strcmp(r->status, "ok"))
         time_graphs(c, x, set, nsets, n, us, r);
@@ -428,6 +457,7 @@ static void mode_options(const BenchOptions *o, const BenchMode *m, astitch_comp
     co->plan.column_sums_in_rows = m->column_sums;
     co->plan.recompute_outputs = !m->no_recompute;
     co->plan.row_vectors = !m->no_row_vectors;
+    co->view_outputs = !m->dense_outputs;
 }
 
 /* Compiles, verifies and times c->g under mode m into r. Returns -1 for "no device". */

@@ -375,10 +375,13 @@ typedef struct Io {
     uint64_t *ptr;
     size_t *bytes;
     void **host;
+    const astitch_executable *views; /* view outputs (view_outputs) are checked as views of
+                                      * their inputs; NULL: every output is written */
 } Io;
 
 static void io_alloc(astitch_context *ctx, CudaDevice *dev, const astitch_graph *g, Io *io)
 {
+    io->views = NULL;
     io->nin = astitch_graph_num_parameters(g);
     io->nout = astitch_graph_num_outputs(g);
     int n = io->nin + io->nout;
@@ -419,8 +422,9 @@ static void io_upload(astitch_context *ctx, CudaDevice *dev, const Io *io, const
         assert_int_equal(cuda_copy_to_device(ctx, dev, io->ptr[i], diff_ref_inputs(d)[i],
                                              io->bytes[i], st), ASTITCH_OK);
     for (int i = io->nin; i < io->nin + io->nout; i++)
-        assert_int_equal(cuda_memset_u32(ctx, dev, io->ptr[i], 0xffffffffu,
-                                         (io->bytes[i] + 3) / 4, st), ASTITCH_OK);
+        if (io->ptr[i])
+            assert_int_equal(cuda_memset_u32(ctx, dev, io->ptr[i], 0xffffffffu,
+                                             (io->bytes[i] + 3) / 4, st), ASTITCH_OK);
 }
 
 /* Reads io's outputs back once st's work is done and compares them with d's reference;
@@ -429,9 +433,24 @@ static bool io_check(astitch_context *ctx, CudaDevice *dev, const Io *io, const 
                      CUstream st, const char *what)
 {
     astitch_status s = ASTITCH_OK;
-    for (int i = 0; s == ASTITCH_OK && i < io->nout; i++)
-        s = cuda_copy_to_host(ctx, dev, io->host[i], io->ptr[io->nin + i],
-                              io->bytes[io->nin + i], st);
+    for (int i = 0; s == ASTITCH_OK && i < io->nout; i++) {
+        bool is_view = false;
+        astitch_output_view v;
+        if (io->views)
+            assert_int_equal(astitch_executable_output_view(io->views, i, &is_view, &v),
+                             ASTITCH_OK);
+        if (!is_view) {
+            s = cuda_copy_to_host(ctx, dev, io->host[i], io->ptr[io->nin + i],
+                                  io->bytes[io->nin + i], st);
+            continue;
+        }
+        void *in = malloc(io->bytes[v.input] + 1);
+        assert_non_null(in);
+        s = cuda_copy_to_host(ctx, dev, in, io->ptr[v.input], io->bytes[v.input], st);
+        if (s == ASTITCH_OK && (s = cuda_stream_sync(ctx, dev, st)) == ASTITCH_OK)
+            s = astitch_executable_view_copy(io->views, i, in, io->host[i]);
+        free(in);
+    }
     if (s == ASTITCH_OK)
         s = cuda_stream_sync(ctx, dev, st);
     DiffResult r = {.ok = false};
@@ -628,6 +647,84 @@ static void test_caller_workspace(void **state)
     assert_int_equal(failures, 0);
 }
 
+/* GPT-2's attention region with view_outputs: v split into heads and transposed is left as a
+ * view of qkv, and its output pointer is 0; a plain run, then a run captured into a CUDA graph
+ * and replayed twice, each on fresh inputs, give the reference's values, the view read from
+ * the input on the device. */
+static void test_view_outputs(void **state)
+{
+    (void)state;
+    astitch_context *ctx;
+    assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
+    CudaDevice *dev;
+    assert_int_equal(cuda_device_open(ctx, 0, &dev), ASTITCH_OK);
+    assert_int_equal(cuda_enter(ctx, dev), ASTITCH_OK);
+    const char *root = getenv("ASTITCH_SOURCE_ROOT");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/bench/graphs/small/gpt2_train_fwd_attn_small.json",
+             root ? root : ".");
+    astitch_graph *g;
+    if (astitch_graph_load_json(ctx, path, &g) != ASTITCH_OK)
+        fail_msg("%s: %s", path, astitch_last_error(ctx));
+    astitch_compile_options o;
+    astitch_compile_options_default(&o);
+    o.target = ASTITCH_TARGET_CUDA;
+    o.view_outputs = true;
+    astitch_executable *x;
+    if (astitch_compile(g, &o, &x) != ASTITCH_OK)
+        fail_msg("compile: %s", astitch_last_error(ctx));
+    CUstream st;
+    Io io;
+    assert_int_equal(cuda_stream_create(ctx, dev, &st), ASTITCH_OK);
+    io_alloc(ctx, dev, g, &io);
+    io.views = x;
+    int views = 0;
+    for (int i = 0; i < io.nout; i++) {
+        bool is_view;
+        astitch_output_view v;
+        assert_int_equal(astitch_executable_output_view(x, i, &is_view, &v), ASTITCH_OK);
+        if (is_view) {
+            views++;
+            cuda_free(dev, io.ptr[io.nin + i]);
+            io.ptr[io.nin + i] = 0;
+        }
+    }
+    assert_int_equal(views, 1);
+    int failures = 0;
+    CUgraphExec exec = NULL;
+    for (int run = 0; run < 3 && !context_lost; run++) {
+        DiffRef *d;
+        uint64_t seed = diff_fresh_seed();
+        assert_int_equal(diff_ref_create(g, seed, true, &d), ASTITCH_OK);
+        io_upload(ctx, dev, &io, d, st);
+        char what[160];
+        snprintf(what, sizeof what, "gpt2_train_fwd_attn_small, view outputs, %s (seed %llu)",
+                 run == 0 ? "plain run" : "graph replay", (unsigned long long)seed);
+        astitch_status s = ASTITCH_OK;
+        CUresult r = CUDA_SUCCESS;
+        if (run == 0)
+            s = astitch_execute_device(x, io.ptr, io.ptr + io.nin, st);
+        else if (exec || (exec = capture_run(ctx, dev, x, &io, st, what)))
+            r = dev->drv.GraphLaunch(exec, st);
+        if (s != ASTITCH_OK)
+            printf("FAIL %s: %s\n", what, astitch_last_error(ctx));
+        failures += s != ASTITCH_OK || r != CUDA_SUCCESS || (run > 0 && !exec) ||
+                    !io_check(ctx, dev, &io, d, st, what);
+        diff_ref_destroy(d);
+    }
+    if (exec)
+        dev->drv.GraphExecDestroy(exec);
+    io_free(dev, &io);
+    cuda_stream_destroy(dev, st);
+    astitch_executable_destroy(x);
+    astitch_graph_destroy(g);
+    cuda_leave(dev);
+    cuda_device_close(dev);
+    astitch_context_destroy(ctx);
+    assert_false(context_lost);
+    assert_int_equal(failures, 0);
+}
+
 /* One run of each graph captured into a CUDA graph and replayed three times on fresh inputs:
  * softmax, layernorm, a grid barrier with a split column reduce (fig7, also cut at its barrier:
  * the parts fallback), batchnorm's four grid barriers, split row reductions of every combine. */
@@ -758,6 +855,7 @@ int main(void)
         cmocka_unit_test(test_graph_replay),
         cmocka_unit_test(test_caller_workspace),
         cmocka_unit_test(test_graph_capture_compute_op),
+        cmocka_unit_test(test_view_outputs),
         cmocka_unit_test(test_random_graphs),
     };
     /* a shard runs its random graphs; shard 0 also the split combines */

@@ -53,9 +53,17 @@ typedef struct astitch_compile_options {
      * GPU comes from it too; a graph with a compute op on the host is refused
      * (ASTITCH_ERR_UNSUPPORTED). Off by default. */
     bool caller_workspace;
+    /* An output that is a parameter seen through reshapes, transposes and slices that move no
+     * element (astitch_output_view) is not computed: runs on device pointers leave it alone
+     * (its pointer may be 0) and the caller takes it as a view of its input, as frameworks do;
+     * astitch_execute fills it from the input when its pointer is not NULL. When every output
+     * is such a view, output 0 is written as without the option. Off by default: every output is written. See
+     * docs/codegen.md, *View outputs*. */
+    bool view_outputs;
 } astitch_compile_options;
 
-/* Defaults: target auto, planner defaults, the target's device, variant search on. */
+/* Defaults: target auto, planner defaults, the target's device, variant search on, every
+ * output written (view_outputs off). */
 ASTITCH_API void astitch_compile_options_default(astitch_compile_options *o);
 
 typedef struct astitch_executable astitch_executable;
@@ -111,6 +119,28 @@ typedef struct astitch_loaded_kernel {
  * to report). */
 ASTITCH_API astitch_status astitch_executable_loaded_kernel(const astitch_executable *x, int k,
                                                             astitch_loaded_kernel *out);
+
+/* Output i of an executable compiled with view_outputs, as a view of an input: its element
+ * (i0, i1, ...) is element offset + sum(i_d * strides[d]) of input `input` (dense, row-major,
+ * in the output's dtype). Strides and offset count elements, not bytes. */
+typedef struct astitch_output_view {
+    int input;
+    int64_t offset;
+    int rank;                          /* the output's */
+    int64_t strides[ASTITCH_MAX_RANK];
+} astitch_output_view;
+
+/* Whether runs of x leave output i to the caller as a view of an input: *is_view, and *view
+ * filled when it is. ASTITCH_ERR_ARGUMENT for a NULL argument or an i out of range. */
+ASTITCH_API astitch_status astitch_executable_output_view(const astitch_executable *x, int i,
+                                                          bool *is_view,
+                                                          astitch_output_view *view);
+
+/* Copies view output i of x from `input` (host memory holding the input it views) into dst,
+ * dense and row-major, as astitch_execute fills it. ASTITCH_ERR_ARGUMENT for a NULL argument, an
+ * i out of range or an output that is not a view. */
+ASTITCH_API astitch_status astitch_executable_view_copy(const astitch_executable *x, int i,
+                                                        const void *input, void *dst);
 
 /* Runs x on host buffers (inputs[i]: parameter i, outputs[i]: output i, dense row-major) and
  * returns when the outputs are written. For cuda, copies through device memory. */

@@ -13,6 +13,7 @@
  *   json_write.c graph -> graph.json
  *   interp.c     reference interpreter (the numerical oracle)
  *   half.c       f16/bf16 conversions
+ *   view.c       values that are strided views of a parameter
  *
  * A graph is an array of nodes in topological order: a node's operands always have smaller ids.
  * Operand lists live in one shared array (g->operand), indexed by Node.in.
@@ -175,6 +176,24 @@ bool shape_equal(const Shape *a, const Shape *b);
 char *type_str(char *buf, size_t len, astitch_dtype t, const Shape *s);
 /* Row-major strides in elements. */
 void shape_strides(const Shape *s, int64_t *stride);
+
+/* view.c */
+/* Where a value lies in a parameter's memory: element (i0, i1, ...) of the value is element
+ * offset + sum(i_d * stride[d]) of parameter `param` (dense, row-major). */
+typedef struct StridedView {
+    int param;
+    int64_t offset;
+    int rank;
+    int64_t stride[MAX_RANK];
+} StridedView;
+/* Whether node n of g is a parameter seen through reshapes, transposes and slices that move no
+ * element (a reshape merging axes that are not contiguous is not); fills *v when it is. Values
+ * of no elements are not views. */
+bool graph_strided_view(const astitch_graph *g, int32_t n, StridedView *v);
+/* Copies the value v describes, of `shape`, from the parameter's memory at base into dst,
+ * dense and row-major; elem_size bytes per element. */
+void strided_view_gather(const StridedView *v, const Shape *shape, size_t elem_size,
+                         const void *base, void *dst);
 
 /* build.c */
 /* Appends to g a copy of node v of src (op, attributes, name) whose operands are in[] (ids of

@@ -231,6 +231,10 @@ astitch_status astitch_compile(astitch_graph *g, const astitch_compile_options *
     x->ctx = g->ctx;
     x->g = g;
     x->target = o->target;
+    if (o->view_outputs && (s = views_create(g, &x->views)) != ASTITCH_OK)
+        goto fail;
+    astitch_graph *run_g = x->views ? views_graph(x->views) : g; /* the graph x runs */
+    x->g = run_g;
     if (x->target == ASTITCH_TARGET_REFERENCE) {
         *out = x;
         return ASTITCH_OK;
@@ -264,7 +268,7 @@ astitch_status astitch_compile(astitch_graph *g, const astitch_compile_options *
         }
     x->variant.wide_rows = o->plan.wide_rows;
     if (x->target == ASTITCH_TARGET_CUDA && o->variant_search &&
-        (s = exec_variant_prepare(x, g, &dev, &o->plan)) != ASTITCH_OK)
+        (s = exec_variant_prepare(x, run_g, &dev, &o->plan)) != ASTITCH_OK)
         goto fail;
     *out = x;
     return ASTITCH_OK;
@@ -287,7 +291,8 @@ void astitch_executable_destroy(astitch_executable *x)
     for (int32_t n = 0; x->const_data && n < x->g->nnode; n++)
         free(x->const_data[n]);
     free(x->const_data);
-    astitch_plan_destroy(x->plan); /* last: x->g may be the plan's graph */
+    astitch_plan_destroy(x->plan); /* x->g may be the plan's graph */
+    views_destroy(x->views);       /* after the plan, which may refer to its graph */
     free(x->slot);
     free(x);
 }
@@ -344,27 +349,33 @@ astitch_status astitch_execute(astitch_executable *x, const void *const *inputs,
     if ((x->g->nparam > 0 && !inputs) || !outputs)
         return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT, "astitch_execute: %s array is NULL",
                         outputs ? "inputs" : "outputs");
+    astitch_status s;
+    void *const *caller_outputs = outputs;
+    outputs = views_host_outputs(x->views, outputs);
     for (int32_t i = 0; i < x->g->nparam; i++)
         if (!inputs[i] && x->slot[x->g->param[i]].bytes)
             return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT, "astitch_execute: input %d ('%s') is NULL",
                             i, x->g->node[x->g->param[i]].name);
     for (int32_t i = 0; i < x->g->noutput; i++)
         if (!outputs[i] && x->slot[x->g->output[i]].bytes)
-            return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT, "astitch_execute: output %d ('%s') is NULL",
-                            i, x->g->node[x->g->output[i]].name);
+            return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT,
+                            "astitch_execute: output %d ('%s') is NULL",
+                            views_caller_index(x->views, i), x->g->node[x->g->output[i]].name);
     if (x->caller_workspace)
         return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT,
                         "astitch_execute: the executable was compiled with caller_workspace: "
                         "run it with astitch_execute_device_workspace");
-    astitch_status s = exec_variant_settle_host(x, inputs);
-    if (s != ASTITCH_OK)
+    if ((s = exec_variant_settle_host(x, inputs)) != ASTITCH_OK)
         return s;
     switch (x->target) {
-    case ASTITCH_TARGET_REFERENCE: return astitch_run_reference(x->g, inputs, outputs);
-    case ASTITCH_TARGET_HOST: return exec_host_run(x, inputs, outputs);
-    case ASTITCH_TARGET_CUDA: return exec_cuda_run_host(x, inputs, outputs);
+    case ASTITCH_TARGET_REFERENCE: s = astitch_run_reference(x->g, inputs, outputs); break;
+    case ASTITCH_TARGET_HOST: s = exec_host_run(x, inputs, outputs); break;
+    case ASTITCH_TARGET_CUDA: s = exec_cuda_run_host(x, inputs, outputs); break;
     default: return ctx_fail(x->ctx, ASTITCH_ERR_INTERNAL, "executable has no target");
     }
+    if (s == ASTITCH_OK)
+        views_fill_host(x->views, inputs, caller_outputs);
+    return s;
 }
 
 /* The checks of a run on device pointers: x runs on cuda, every non-empty tensor is given and
@@ -384,14 +395,15 @@ static astitch_status check_device_run(astitch_executable *x, const uint64_t *in
         if (!x->slot[n].bytes)
             continue;
         const char *what = in ? "input" : "output", *name = x->g->node[n].name;
+        int index = in ? (int)j : views_caller_index(x->views, j); /* as the caller counts */
         if (!ptr)
             return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT, "%s: %s %d ('%s') is NULL", fn, what,
-                            (int)j, name);
+                            index, name);
         if (ptr % ASTITCH_TENSOR_ALIGN)
             return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT,
                             "%s: %s %d ('%s') at 0x%llx is not %d-byte aligned (kernels access "
                             "tensors with vector loads and stores)",
-                            fn, what, (int)j, name, (unsigned long long)ptr, ASTITCH_TENSOR_ALIGN);
+                            fn, what, index, name, (unsigned long long)ptr, ASTITCH_TENSOR_ALIGN);
     }
     return ASTITCH_OK;
 }
@@ -401,6 +413,7 @@ astitch_status astitch_execute_device(astitch_executable *x, const uint64_t *inp
 {
     if (!x)
         return ASTITCH_ERR_ARGUMENT;
+    outputs = views_device_outputs(x->views, outputs);
     astitch_status s = check_device_run(x, inputs, outputs, "astitch_execute_device");
     if (s != ASTITCH_OK)
         return s;
@@ -419,6 +432,7 @@ astitch_status astitch_execute_device_timed(astitch_executable *x, const uint64_
     if (!x)
         return ASTITCH_ERR_ARGUMENT;
     const char *fn = "astitch_execute_device_timed";
+    outputs = views_device_outputs(x->views, outputs);
     astitch_status s = check_device_run(x, inputs, outputs, fn);
     if (s != ASTITCH_OK)
         return s;
@@ -457,6 +471,7 @@ astitch_status astitch_execute_device_workspace(astitch_executable *x, const uin
     if (!x)
         return ASTITCH_ERR_ARGUMENT;
     const char *fn = "astitch_execute_device_workspace";
+    outputs = views_device_outputs(x->views, outputs);
     astitch_status s = check_device_run(x, inputs, outputs, fn);
     size_t need = 0;
     if (s == ASTITCH_OK)

@@ -8,6 +8,7 @@
  *   exec_cuda_compute.c  its compute steps: cuBLASLt, custom device forms, or the host
  *   exec_dot.c     dots on the GPU through cuBLASLt (cublaslt.h), over the GEMM each is
  *                  (passes/dot_gemm.h)
+ *   view_outputs.c outputs left to the caller as views of an input (view_outputs)
  *   variant.c      the variant search: both forms of a plan the cost model cannot rank,
  *                  timed at the first run (docs/codegen.md, *Variant search*)
  *   compile_cache*.c  the PTX cache and the search's choices (compile_cache.h)
@@ -51,6 +52,7 @@ typedef struct SplitInit {
 } SplitInit;
 
 typedef struct ExecCuda ExecCuda;
+typedef struct ViewOutputs ViewOutputs;
 
 struct astitch_executable {
     astitch_context *ctx;
@@ -69,6 +71,8 @@ struct astitch_executable {
     astitch_executable *alt; /* PENDING: the wide_rows form, compiled, not yet run */
     bool caller_workspace; /* cuda: runs take their workspace from the caller
                             * (astitch_compile_options.caller_workspace) */
+    ViewOutputs *views;    /* outputs left as views (view_outputs), or NULL: x->g's outputs
+                            * are then the caller's */
 };
 
 /* exec.c */
@@ -78,6 +82,22 @@ astitch_status exec_build(astitch_executable *x, const astitch_device *dev,
                           const astitch_plan_options *po);
 /* The destinations kernel k must have initialized; returns the count (0..n) written to out. */
 int exec_split_inits(const astitch_plan *p, int k, SplitInit *out, int n);
+
+/* view_outputs.c (docs/codegen.md, *View outputs*) */
+/* *out: the view outputs of g, or NULL when it has none (g runs as it is). */
+astitch_status views_create(const astitch_graph *g, ViewOutputs **out);
+void views_destroy(ViewOutputs *v); /* accepts NULL */
+/* The graph an executable with views runs: g without the outputs left as views. */
+astitch_graph *views_graph(const ViewOutputs *v);
+/* The caller's index of output j of views_graph (j itself for NULL v). */
+int32_t views_caller_index(const ViewOutputs *v, int32_t j);
+/* A run's output arrays, the caller's, as views_graph's (the same arrays for NULL v): the
+ * pointers of view outputs are left out. Valid until the next call on v. */
+void *const *views_host_outputs(ViewOutputs *v, void *const *outputs);
+const uint64_t *views_device_outputs(ViewOutputs *v, const uint64_t *outputs);
+/* Fills the view outputs of a run that are given (not NULL) from host inputs (nothing for
+ * NULL v). */
+void views_fill_host(const ViewOutputs *v, const void *const *inputs, void *const *outputs);
 
 /* variant.c: the variant search (docs/codegen.md, *Variant search*) */
 /* After x was built from g under po for dev (cuda): when its plan has an alternative form

@@ -25,6 +25,8 @@ static void adopt(astitch_executable *x, astitch_executable *y)
     *x = *y;
     *y = t;
     x->alt = y->alt = NULL;
+    x->views = y->views; /* x's outputs as the caller sees them stay x's */
+    y->views = NULL;
     astitch_executable_destroy(y);
 }
 

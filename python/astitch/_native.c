@@ -3,13 +3,15 @@
  * package calls (docs/pytorch.md, *Binding*).
  *
  *   compile(json, target="auto", *, fusion=None, variant_search=True, caller_workspace=False,
- *           source="<graph>")
+ *           view_outputs=False, source="<graph>")
  *       -> Executable: reads graph.json text, plans and compiles it
  *   Executable.run_host(inputs, outputs)          host buffers (addresses as ints)
  *   Executable.run_device(inputs, outputs, stream, workspace=0)
  *       device pointers on a CUstream (an int, 0 for the default stream); returns once the
  *       launches are queued; workspace: the run's memory from the caller (an address of
  *       .workspace_bytes bytes; required under caller_workspace)
+ *   Executable.output_view(i) -> None, or (input, offset, strides) for an output left as a
+ *       view of an input (view_outputs: runs do not write it; its pointer may be 0)
  *   Executable.plan_text(), .variant(), .target, .num_kernels, .num_inputs, .num_outputs,
  *       .compute_ops (dot and custom nodes of the graph), .workspace_bytes (cuda)
  *   Error(RuntimeError): .status holds astitch's status name; the message is the context's
@@ -203,6 +205,25 @@ static const char *variant_state_name(astitch_variant_state v)
     return "?";
 }
 
+/* output_view(i) -> None, or (input, offset, strides) in elements */
+static PyObject *executable_output_view(Executable *self, PyObject *args)
+{
+    int i;
+    if (!PyArg_ParseTuple(args, "i:output_view", &i))
+        return NULL;
+    bool is_view;
+    astitch_output_view v;
+    astitch_status s = astitch_executable_output_view(self->exe, i, &is_view, &v);
+    if (s != ASTITCH_OK)
+        return raise_status(self->ctx, s, "astitch_executable_output_view");
+    if (!is_view)
+        return Py_NewRef(Py_None);
+    PyObject *strides = PyTuple_New(v.rank);
+    for (int d = 0; strides && d < v.rank; d++)
+        PyTuple_SET_ITEM(strides, d, PyLong_FromLongLong(v.strides[d]));
+    return strides ? Py_BuildValue("(iLN)", v.input, (long long)v.offset, strides) : NULL;
+}
+
 /* variant() -> (state, wide_rows, us_default, us_wide) */
 static PyObject *executable_variant(Executable *self, PyObject *unused)
 {
@@ -261,6 +282,8 @@ static PyMethodDef executable_methods[] = {
     {"run_device", (PyCFunction)executable_run_device, METH_VARARGS,
      "run_device(inputs, outputs, stream, workspace=0): queues the run on a CUstream (an int)"},
     {"plan_text", (PyCFunction)executable_plan_text, METH_NOARGS, "the plan as text"},
+    {"output_view", (PyCFunction)executable_output_view, METH_VARARGS,
+     "output_view(i): None, or (input, offset, strides) of an output left as a view"},
     {"variant", (PyCFunction)executable_variant, METH_NOARGS,
      "(state, wide_rows, us_default, us_wide) of the variant search"},
     {NULL, NULL, 0, NULL},
@@ -290,17 +313,19 @@ static PyTypeObject executable_type = {
 static PyObject *native_compile(PyObject *module, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"json", "target", "fusion", "variant_search", "caller_workspace",
-                            "source", NULL};
+                            "view_outputs", "source", NULL};
     const char *json, *target = "auto", *fusion = NULL, *source = "<graph>";
     Py_ssize_t len;
-    int variant_search = 1, caller_workspace = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s#|s$zpps:compile", names, &json, &len, &target,
-                                     &fusion, &variant_search, &caller_workspace, &source))
+    int variant_search = 1, caller_workspace = 0, view_outputs = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s#|s$zppps:compile", names, &json, &len, &target,
+                                     &fusion, &variant_search, &caller_workspace, &view_outputs,
+                                     &source))
         return NULL;
     astitch_compile_options o;
     astitch_compile_options_default(&o);
     o.variant_search = variant_search != 0;
     o.caller_workspace = caller_workspace != 0;
+    o.view_outputs = view_outputs != 0;
     if (astitch_target_from_name(target, &o.target) != ASTITCH_OK) {
         PyErr_Format(PyExc_ValueError,
                      "target '%s': one of auto, reference, host, cuda expected", target);
@@ -348,7 +373,7 @@ static PyObject *native_version(PyObject *module, PyObject *unused)
 static PyMethodDef native_methods[] = {
     {"compile", (PyCFunction)(void (*)(void))native_compile, METH_VARARGS | METH_KEYWORDS,
      "compile(json, target='auto', *, fusion=None, variant_search=True, caller_workspace=False, "
-     "source='<graph>')"},
+     "view_outputs=False, source='<graph>')"},
     {"version", native_version, METH_NOARGS, "the version of the astitch library loaded"},
     {NULL, NULL, 0, NULL},
 };

@@ -153,7 +153,10 @@ def test_compile_failure_falls_back_with_a_warning(monkeypatch, caplog):
 @astitch_only
 def test_run_failure_falls_back(monkeypatch, caplog):
     class Failing:
-        num_kernels, target, workspace_bytes = 1, "host", 256
+        num_kernels, num_outputs, target, workspace_bytes = 1, 1, "host", 256
+
+        def output_view(self, i):
+            return None
 
         def run_host(self, *args):
             raise _native.Error("astitch_execute: device error: injected")
@@ -331,6 +334,36 @@ def test_clones_join_regions_and_shared_views_stay_views():
     assert largest <= qkv.numel() // 3, f"a region writes {largest} elements"
     x = torch.randn_like(qkv)
     assert_close(compiled(x), fn(x), torch.float32, "attention")
+
+
+@astitch_only
+@pytest.mark.parametrize("views", [True, False])
+def test_view_outputs_are_views_of_inputs(monkeypatch, views):
+    """GPT-2's v, split into heads and transposed, and a slice of the scores are returned as
+    views of the region's inputs with the FX code's strides, and no kernel writes them
+    (config.view_outputs, on by default); off, astitch writes them. Values as in the FX code."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    monkeypatch.setattr(config, "view_outputs", views)
+
+    def fn(qkv, scores):
+        v = qkv.view(2, 8, 3 * 32)[:, :, 64:].view(2, 8, 4, 8).transpose(1, 2)
+        return torch.softmax(scores, -1), v, scores[:, 1:]
+
+    qkv, scores = torch.randn(16, 96, device=DEVICE), torch.randn(8, 8, 8, device=DEVICE)
+    gm = make_fx(fn)(qkv, scores)
+    r = region.CompiledRegion(gm, [qkv, scores], list(gm(qkv, scores)), "views")
+    assert r.exe is not None, r.reason
+    assert [kind for kind, _ in r._outputs] == (["out", "view", "view"] if views
+                                                 else ["out", "out", "out"])
+    for _ in range(2):
+        qkv, scores = torch.randn_like(qkv), torch.randn_like(scores)
+        got, want = r(qkv, scores), fn(qkv, scores)
+        for i, base in ((1, qkv), (2, scores)):
+            shares = got[i].untyped_storage().data_ptr() == base.untyped_storage().data_ptr()
+            assert shares == views, i
+            assert got[i].stride() == want[i].stride(), (i, got[i].stride(), want[i].stride())
+        assert_close(list(got), list(want), torch.float32, "view outputs")
 
 
 @astitch_only

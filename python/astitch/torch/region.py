@@ -11,7 +11,9 @@ allocator, and the launches go to the current CUDA stream; nothing synchronizes 
 workspace of up to WORKSPACE_KEPT bytes is allocated once per stream and kept by the region
 (stream order keeps one stream's runs apart), except under CUDA-graph capture, where each call
 takes its own from the graph's pool. An output whose example value is not contiguous is copied
-into a tensor of the example's strides.
+into a tensor of the example's strides. An output that is an input seen through reshapes,
+transposes and slices (astitch's view outputs) is returned as a view of that input, as the FX
+code returns it, and no kernel writes it.
 """
 
 import logging
@@ -119,13 +121,15 @@ def translate(gm, input_vals, name):
 
 def _compile(text, target, name):
     """The executable of text for target, from the process's cache or compiled; on cuda its
-    runs take their workspace from PyTorch's allocator (caller_workspace)."""
-    key = (text, target, config.fusion, config.variant_search)
+    runs take their workspace from PyTorch's allocator (caller_workspace); outputs that are
+    views of an input are left as views (view_outputs) unless config.view_outputs is off."""
+    key = (text, target, config.fusion, config.variant_search, config.view_outputs)
     exe = _EXECUTABLES.get(key)
     if exe is None:
         exe = _native.compile(text, target, fusion=config.fusion,
                               variant_search=config.variant_search,
-                              caller_workspace=target == "cuda", source=name)
+                              caller_workspace=target == "cuda",
+                              view_outputs=config.view_outputs, source=name)
         _EXECUTABLES[key] = exe
     return exe
 
@@ -163,6 +167,9 @@ class CompiledRegion:
             start = time.perf_counter()
             self.text, self._outputs = translate(fallback, input_vals, name)
             self.exe = _compile(self.text, target, name)
+            # per output of the executable: None, or (input, offset, strides) when astitch
+            # leaves it as a view of an input
+            views = [self.exe.output_view(i) for i in range(self.exe.num_outputs)]
             self.compile_ms = (time.perf_counter() - start) * 1e3
         except Exception as e:  # noqa: BLE001 -- any failure here is a fallback, never a crash
             if config.strict and not isinstance(e, (TranslationError, _native.Error)):
@@ -174,9 +181,14 @@ class CompiledRegion:
         # allocated per call; a run's need never grows (it shrinks once a variant search settles)
         self._kept = {} if target == "cuda" and self.exe.workspace_bytes <= WORKSPACE_KEPT \
             else None
-        self._alloc = [(shape, _contiguous_strides(shape), dtype)
-                       for (kind, _), (shape, dtype, _, _) in
-                       zip(self._outputs, self._out) if kind == "out"]
+        # per output of the executable, in its order: (shape, strides, dtype) to allocate, or
+        # None for a view output (its pointer is 0)
+        self._alloc = [None if views[i] else (shape, _contiguous_strides(shape), dtype)
+                       for (kind, i), (shape, dtype, _, _) in zip(self._outputs, self._out)
+                       if kind == "out"]
+        self._has_views = any(views)
+        self._outputs = [("view", views[i]) if kind == "out" and views[i] else (kind, i)
+                         for kind, i in self._outputs]
         # every output written by astitch, in order and contiguous: the results are the buffers
         self._direct = all(kind == "out" and i == j and contiguous for j, ((kind, i), (
             _, _, _, contiguous)) in enumerate(zip(self._outputs, self._out)))
@@ -222,7 +234,8 @@ class CompiledRegion:
 
     def _results(self, ins, outs):
         """The region's results as its FX code returns them: a repeated output is the same
-        tensor again, or an alias of its memory; a returned input is a copy."""
+        tensor again, or an alias of its memory; a returned input is a copy; a view output is
+        a view of its input (copied only where the FX code's strides differ)."""
         results = []
         for (kind, i), (shape, dtype, stride, contiguous) in zip(self._outputs, self._out):
             if kind == "same":
@@ -230,6 +243,14 @@ class CompiledRegion:
                 continue
             if kind == "alias":
                 results.append(torch.ops.aten.alias.default(results[i]))
+                continue
+            if kind == "view":
+                base, offset, strides = ins[i[0]], i[1], i[2]
+                r = torch.as_strided(base, shape, strides, base.storage_offset() + offset)
+                if not _same_layout(shape, strides, stride):
+                    r = torch.empty_strided(shape, stride, dtype=dtype,
+                                            device=self.device).copy_(r)
+                results.append(r)
                 continue
             r = outs[i] if kind == "out" else ins[i].clone()
             if not contiguous:
@@ -251,9 +272,12 @@ class CompiledRegion:
         empty = _EMPTY_CUDA if index >= 0 else _EMPTY_CPU  # on the current device
         if empty is None or (index >= 0 and torch._C._cuda_getDevice() != index):
             empty = self._torch_empty
-        outs = [empty(shape, stride, dtype) for shape, stride, dtype in self._alloc]
+        if self._has_views:
+            outs = [empty(*a) if a else None for a in self._alloc]
+        else:
+            outs = [empty(shape, stride, dtype) for shape, stride, dtype in self._alloc]
         try:
-            out_ptrs = [o.data_ptr() for o in outs]
+            out_ptrs = [o.data_ptr() if o is not None else 0 for o in outs]
             if index >= 0:
                 stream = _raw_stream(index)
                 # under capture, never a kept one: graphs captured on one stream would share it
@@ -279,6 +303,11 @@ class CompiledRegion:
             self.first_ns = time.perf_counter_ns() - start
         self.calls += 1
         return tuple(results) if self._tuple_out else results[0]
+
+
+def _same_layout(shape, a, b):
+    """Whether strides a and b lay out a tensor of shape alike (axes of extent 1 aside)."""
+    return all(n == 1 or x == y for n, x, y in zip(shape, a, b))
 
 
 def _raw_stream(device_index):
