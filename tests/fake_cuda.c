@@ -99,6 +99,7 @@ int cuGetErrorString(int r, const char **s)
 /* The "device" mode. Handles are addresses of the tokens below or of Stream objects; state is
  * process-wide, as the real driver's is. */
 static char context_token, module_token, function_token, event_token, graph_token, exec_token;
+static char fill_function_token; /* the runtime's fill kernel (astitch_fill) */
 static uint64_t next_address = 0x100000000000ull;
 
 typedef struct Stream {
@@ -304,7 +305,7 @@ static int fake_get_function(void **f, void *m, const char *name)
 {
     record("cuModuleGetFunction", "");
     function_regs = maxnreg_of(name);
-    *f = &function_token;
+    *f = strcmp(name, "astitch_fill") == 0 ? &fill_function_token : &function_token;
     return SUCCESS;
 }
 
@@ -357,7 +358,10 @@ static int fake_launch(const LaunchConfig *cfg, void *f, void **params, void **e
     int coop = 0;
     for (unsigned i = 0; i < cfg->nattrs; i++)
         coop |= cfg->attrs[i].id == 2 && cfg->attrs[i].value.cooperative;
-    return queued(coop ? "cuLaunchKernelEx(cooperative)" : "cuLaunchKernelEx", cfg->stream);
+    return queued(coop                        ? "cuLaunchKernelEx(cooperative)"
+                  : f == &fill_function_token ? "cuLaunchKernelEx(fill)"
+                                              : "cuLaunchKernelEx",
+                  cfg->stream);
 }
 
 static int fake_stream_create(void **s, unsigned flags)

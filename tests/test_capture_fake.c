@@ -48,8 +48,10 @@ typedef struct Fake {
 /* What a captured run queued on the capturing stream, from the fake's log. */
 typedef struct Queued {
     int launches, cooperative, memsets, copies;
+    int fills;              /* launches of the fill kernel (several fills at once) */
+    int unmerged;           /* expected: fills before adjacent ones merge (exec_kernel_fills) */
     int other;              /* any other call but context push/pop and capture queries */
-    bool reset_before_coop; /* every cooperative launch directly follows a memset */
+    bool reset_before_coop; /* every cooperative launch directly follows a fill */
 } Queued;
 
 static void expect_ok(const Fake *f, astitch_status st)
@@ -63,7 +65,7 @@ static void count_log(const char *log, Queued *q)
 {
     memset(q, 0, sizeof *q);
     q->reset_before_coop = true;
-    bool after_memset = false;
+    bool after_fill = false;
     for (const char *p = log; *p;) {
         char line[128];
         size_t len = strcspn(p, "\n");
@@ -75,23 +77,27 @@ static void count_log(const char *log, Queued *q)
         bool memset32 = !strcmp(line, "cuMemsetD32Async@capture");
         bool coop = !strcmp(line, "cuLaunchKernelEx(cooperative)@capture");
         bool plain = !strcmp(line, "cuLaunchKernelEx@capture");
+        bool fill = !strcmp(line, "cuLaunchKernelEx(fill)@capture");
         bool copy = !strcmp(line, "cuMemcpyDtoDAsync@capture");
-        q->reset_before_coop &= !coop || after_memset;
+        q->reset_before_coop &= !coop || after_fill;
         q->memsets += memset32;
+        q->fills += fill;
         q->cooperative += coop;
         q->launches += coop || plain;
         q->copies += copy;
-        if (!memset32 && !coop && !plain && !copy) {
+        if (!memset32 && !coop && !plain && !fill && !copy) {
             print_error("during the capture: %s\n", line);
             q->other++;
         }
-        after_memset = memset32;
+        after_fill = memset32 || fill;
     }
 }
 
 /* What a run of x must queue: one launch per kernel, or per part when it runs as parts (`as_parts`:
- * ASTITCH_FORCE_PARTS was set at compile time); a counter reset before each cooperative
- * launch; an identity fill per split-reduction destination; a copy per parameter output. */
+ * ASTITCH_FORCE_PARTS was set at compile time); before each kernel with split-reduction
+ * destinations or grid barriers, one fill (a memset, or a launch of the fill kernel, counted
+ * together in `memsets`; the examples have at most eight fills per kernel); a copy per
+ * parameter output. */
 static void expect_from_plan(const astitch_executable *x, bool as_parts, Queued *want)
 {
     const astitch_plan *p = astitch_executable_plan(x);
@@ -105,9 +111,10 @@ static void expect_from_plan(const astitch_executable *x, bool as_parts, Queued 
         want->launches += parts ? compile_kernel_num_parts(p, k) : 1;
         want->cooperative += !parts && pk->global_barriers > 0;
         SplitInit init[64];
-        want->memsets += exec_split_inits(p, k, init, 64);
+        int n = exec_split_inits(p, k, init, 64) + (pk->global_barriers > 0);
+        want->memsets += n > 0;
+        want->unmerged += n;
     }
-    want->memsets += want->cooperative;
     for (int i = 0; i < astitch_graph_num_outputs(g); i++)
         want->copies += astitch_node_op(g, astitch_graph_output(g, i)) == ASTITCH_OP_PARAMETER;
 }
@@ -184,18 +191,21 @@ static void capture_example(const Fake *f, const char *file, bool as_parts, Queu
     expect_from_plan(x, false, &whole);
     CUresult end;
     expect_ok(f, capture(f, x, &end, &got));
-    printf("# %s%s: %d launches (%d cooperative), %d memsets, %d copies\n", file,
-           as_parts ? " as parts" : "", got.launches, got.cooperative, got.memsets, got.copies);
+    printf("# %s%s: %d launches (%d cooperative), %d memsets, %d fill launches, %d copies\n",
+           file, as_parts ? " as parts" : "", got.launches, got.cooperative, got.memsets,
+           got.fills, got.copies);
     assert_int_equal(end, CUDA_SUCCESS);
     assert_int_equal(got.other, 0);
     assert_int_equal(got.launches, want.launches);
     assert_int_equal(got.cooperative, want.cooperative);
-    assert_int_equal(got.memsets, want.memsets);
+    assert_int_equal(got.memsets + got.fills, want.memsets);
     assert_int_equal(got.copies, want.copies);
     assert_true(got.reset_before_coop);
     seen->cooperative += got.cooperative;
     seen->launches += got.launches > whole.launches;
-    seen->memsets += got.memsets > got.cooperative;
+    seen->memsets += got.memsets + got.fills > got.cooperative;
+    seen->fills += got.fills;
+    seen->unmerged += got.memsets == 1 && got.fills == 0 && want.unmerged > 1; /* merged */
     astitch_executable_destroy(x);
     astitch_graph_destroy(g);
 }
@@ -215,10 +225,14 @@ static void test_capture_examples(void **state)
     Queued seen = {0};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         capture_example(f, cases[i].file, cases[i].as_parts, &seen);
-    /* the cases cover grid barriers, the parts fallback and split-reduction fills */
+    /* the cases cover grid barriers, the parts fallback and split-reduction fills, several
+     * fills in one launch (fig7: an output and the counters) and fills merged into one memset
+     * (batchnorm: the counters and the three sums after them in the scratch) */
     assert_true(seen.cooperative > 0);
     assert_true(seen.launches > 0);
     assert_true(seen.memsets > 0);
+    assert_true(seen.fills > 0);
+    assert_true(seen.unmerged > 0);
 }
 
 /* The fake's detector works: a synchronization during a capture is refused and breaks it. */
@@ -308,8 +322,8 @@ static void test_caller_workspace(void **state)
     assert_int_equal(end, CUDA_SUCCESS);
     assert_int_equal(got.other, 0);
     assert_int_equal(got.launches, want.launches);
-    assert_int_equal(got.memsets, want.memsets);
-    assert_true(got.memsets > 0);
+    assert_int_equal(got.memsets + got.fills, want.memsets);
+    assert_true(got.memsets + got.fills > 0);
     astitch_executable_destroy(x);
     astitch_graph_destroy(g);
 

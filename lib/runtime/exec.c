@@ -98,8 +98,47 @@ static astitch_status layout(astitch_executable *x)
     return ASTITCH_OK;
 }
 
+static int fill_order(const void *a, const void *b)
+{
+    uint64_t x = ((const ExecFill *)a)->dst, y = ((const ExecFill *)b)->dst;
+    return (x > y) - (x < y);
+}
+
+int exec_kernel_fills(ExecRun *r, int k, ExecFill *out)
+{
+    const PlanKernel *pk = &r->x->plan->kernel[k];
+    SplitInit *init = calloc((size_t)pk->nop * 2 + 1, sizeof *init);
+    if (!init)
+        return -1;
+    int ninit = exec_split_inits(r->x->plan, k, init, pk->nop * 2), n = 0;
+    for (int i = 0; i < ninit; i++)
+        out[n++] = (ExecFill){init[i].scratch ? r->scratch + init[i].offset
+                                              : r->t->value(r, init[i].node),
+                              init[i].bits, init[i].elements, init[i].scratch};
+    if (pk->global_barriers > 0) { /* a barrier needs the low 31 bits zero, the top bit free */
+        uint32_t bits = 0;
+        for (int i = 0; i < n; i++)
+            if (out[i].own && out[i].dst == r->counters + EXEC_COUNTER_BYTES &&
+                !(out[i].bits & 0x7fffffffu))
+                bits = out[i].bits; /* the same as the fill after it: the two merge */
+        out[n++] = (ExecFill){r->counters, bits, EXEC_COUNTER_BYTES / 4, true};
+    }
+    free(init);
+    qsort(out, (size_t)n, sizeof *out, fill_order);
+    int merged = 0;
+    for (int i = 0; i < n; i++) {
+        ExecFill *last = merged ? &out[merged - 1] : NULL;
+        if (last && last->own && out[i].own && last->bits == out[i].bits &&
+            last->dst + 4 * (uint64_t)last->words == out[i].dst)
+            last->words += out[i].words;
+        else
+            out[merged++] = out[i];
+    }
+    return merged;
+}
+
 /* Kernel k of r's plan: its arguments in the order of its signature (inputs, outputs, scratch,
- * counters), the split reductions' initial values, the launch. */
+ * counters), its fills (exec_kernel_fills), the launch. */
 static astitch_status run_kernel(ExecRun *r, int k)
 {
     astitch_executable *x = r->x;
@@ -108,9 +147,10 @@ static astitch_status run_kernel(ExecRun *r, int k)
         return ASTITCH_OK;
     int nargs = compile_kernel_num_args(x->plan, k);
     uint64_t *args = calloc((size_t)nargs + 1, sizeof *args);
-    SplitInit *init = calloc((size_t)pk->nop * 2 + 1, sizeof *init);
+    ExecFill *fills = calloc((size_t)pk->nop * 2 + 2, sizeof *fills);
     astitch_status s = ASTITCH_OK;
-    if (!args || !init) {
+    int nfill = fills ? exec_kernel_fills(r, k, fills) : -1;
+    if (!args || nfill < 0) {
         s = ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory launching %s", pk->name);
         goto out;
     }
@@ -122,16 +162,13 @@ static astitch_status run_kernel(ExecRun *r, int k)
     args[a++] = r->scratch;
     args[a++] = r->counters;
     ASTITCH_ASSERT(a == nargs);
-    int ninit = exec_split_inits(x->plan, k, init, pk->nop * 2);
-    for (int i = 0; s == ASTITCH_OK && i < ninit; i++)
-        s = r->t->fill32(r, init[i].scratch ? r->scratch + init[i].offset
-                                            : r->t->value(r, init[i].node),
-                         init[i].bits, init[i].elements);
+    if (nfill > 0)
+        s = r->t->fill(r, fills, nfill);
     if (s == ASTITCH_OK)
         s = r->t->launch(r, k, args, nargs);
 out:
     free(args);
-    free(init);
+    free(fills);
     return s;
 }
 

@@ -7,8 +7,8 @@
  * on the host through the reference interpreter.
  *
  * A run on device pointers queues only asynchronous work on the caller's stream (identity
- * fills and counter resets with cuMemsetD32Async, launches, cublasLtMatmul, parameter copies
- * device to device) into memory allocated at compile time, so it can be captured into a CUDA
+ * fills and counter resets, one memset or one launch of exec_cuda_fill.c's kernel before a
+ * kernel, launches, cublasLtMatmul, parameter copies device to device) into memory allocated at compile time, so it can be captured into a CUDA
  * graph. A compute op's host round trip cannot: a run that has one on the host refuses a
  * capturing stream up front. */
 #include <stdlib.h>
@@ -17,6 +17,7 @@
 #include "compile_cache.h"
 #include "cublaslt.h"
 #include "cuda_driver.h"
+#include "exec_cuda_fill.h"
 #include "ir/config.h"
 #include "runtime.h"
 #include "passes/passes.h"
@@ -40,6 +41,8 @@ struct ExecCuda {
     struct {                /* the memory the next runs use: x's own or the caller's */
         CUdeviceptr temps, scratch, counters, dot_ws;
     } run;
+    CudaModule *fill_mod;   /* the kernel that sets several fills at once (exec_cuda_fill.c), */
+    CudaKernel fill;        /* loaded where a kernel has more than one; else NULL */
     CUdeviceptr *io;        /* staging buffers for astitch_execute: params then outputs */
     int nio;
     bool force_parts;
@@ -76,6 +79,7 @@ void exec_cuda_close(ExecCuda *c)
         cuda_workspace_release(&c->ws);
         cuda_module_unload(c->mod);
         cuda_module_unload(c->parts_mod);
+        cuda_module_unload(c->fill_mod);
         cuda_leave(c->dev);
     }
     for (int i = 0; c->part && i < c->nkernel; i++)
@@ -228,6 +232,8 @@ astitch_status exec_cuda_prepare(astitch_executable *x)
     }
     if (s == ASTITCH_OK && any_parts)
         s = load_parts(x, c);
+    if (s == ASTITCH_OK && exec_cuda_fill_needed(p))
+        exec_cuda_fill_load(x->ctx, c->dev, sm, &c->fill_mod, &c->fill);
     c->scratch_need = (size_t)(any_parts ? compile_parts_scratch_bytes(p, false) : p->scratch_bytes) + 256;
     if (s == ASTITCH_OK)
         s = exec_dots_prepare(x, c->dev, &c->dots, &c->dot_ws_bytes);
@@ -248,7 +254,7 @@ astitch_status exec_cuda_prepare(astitch_executable *x)
     if (s == ASTITCH_OK)
         s = cuda_stream_sync(x->ctx, c->dev, NULL);
     if (s == ASTITCH_OK)
-        s = cuda_workspace_reserve(x->ctx, &c->ws, c->scratch_need, 1);
+        s = cuda_workspace_reserve(x->ctx, &c->ws, EXEC_COUNTER_BYTES + c->scratch_need, 0);
     if (s == ASTITCH_OK)
         exec_cuda_use_workspace(x, 0);
 out:
@@ -281,14 +287,15 @@ static uint64_t cuda_value(ExecRun *r, int32_t n)
     return (uint64_t)dev_ptr(r->x, n, c->in, c->outp);
 }
 
-static astitch_status cuda_fill32(ExecRun *r, uint64_t dst, uint32_t bits, int64_t words)
+static astitch_status cuda_fill(ExecRun *r, const ExecFill *fills, int n)
 {
-    return cuda_memset_u32(r->x->ctx, r->x->cuda->dev, (CUdeviceptr)dst, bits, (size_t)words,
-                           ((CudaRun *)r)->st);
+    ExecCuda *c = r->x->cuda;
+    return exec_cuda_fill(r->x->ctx, c->dev, c->fill_mod ? &c->fill : NULL, fills, n,
+                          ((CudaRun *)r)->st);
 }
 
-/* Kernel k queued on the run's stream: whole (cooperatively, its barrier counter reset first,
- * when it has grid barriers) or as its parts. */
+/* Kernel k queued on the run's stream: whole (cooperatively when it has grid barriers; its
+ * counters were zeroed with its fills) or as its parts. */
 static astitch_status cuda_launch_kernel(ExecRun *r, int k, const uint64_t *args, int nargs)
 {
     astitch_executable *x = r->x;
@@ -314,13 +321,9 @@ static astitch_status cuda_launch_kernel(ExecRun *r, int k, const uint64_t *args
             s = cuda_launch(x->ctx, c->dev, &l);
         }
     } else {
-        bool coop = pk->global_barriers > 0;
-        if (coop)
-            s = cuda_memset_u32(x->ctx, c->dev, c->run.counters, 0, 1, st);
         CudaLaunch l = {.kernel = &c->kern[k], .grid = (unsigned)pk->grid, .args = argp,
-                        .cooperative = coop, .stream = st};
-        if (s == ASTITCH_OK)
-            s = cuda_launch(x->ctx, c->dev, &l);
+                        .cooperative = pk->global_barriers > 0, .stream = st};
+        s = cuda_launch(x->ctx, c->dev, &l);
     }
 out:
     free(vals);
@@ -361,7 +364,7 @@ static astitch_status cuda_copy_param(ExecRun *r, int i, int32_t n)
                                            g->node[n].name);
 }
 
-static const ExecTarget cuda_target = {cuda_value, cuda_fill32, cuda_launch_kernel, cuda_compute,
+static const ExecTarget cuda_target = {cuda_value, cuda_fill, cuda_launch_kernel, cuda_compute,
                                        cuda_copy_param};
 
 /* x's run on st: every step, through exec_run_steps. */
@@ -418,24 +421,26 @@ static size_t dot_ws_share(const ExecCuda *c)
 
 size_t exec_cuda_workspace_bytes(const astitch_executable *x)
 {
-    return round256(x->temp_bytes) + round256(x->cuda->scratch_need) + 256 +
+    return round256(x->temp_bytes) + EXEC_COUNTER_BYTES + round256(x->cuda->scratch_need) +
            dot_ws_share(x->cuda);
 }
 
 void exec_cuda_use_workspace(astitch_executable *x, uint64_t base)
 {
     ExecCuda *c = x->cuda;
-    if (!base) {
+    if (!base) { /* the counters, then the scratch, in one allocation */
         c->run.temps = c->temps;
-        c->run.scratch = c->ws.scratch;
-        c->run.counters = c->ws.counters;
+        c->run.counters = c->ws.scratch;
+        c->run.scratch = c->ws.scratch ? c->ws.scratch + EXEC_COUNTER_BYTES : 0;
         c->run.dot_ws = c->dot_ws;
         return;
     }
     c->run.temps = (CUdeviceptr)base;
-    c->run.scratch = c->run.temps + round256(x->temp_bytes);
-    c->run.counters = c->run.scratch + round256(c->scratch_need);
-    c->run.dot_ws = c->dot_ws_bytes ? (c->run.counters + 256 + 255) & ~(CUdeviceptr)255 : 0;
+    c->run.counters = c->run.temps + round256(x->temp_bytes);
+    c->run.scratch = c->run.counters + EXEC_COUNTER_BYTES;
+    c->run.dot_ws = c->dot_ws_bytes
+                        ? (c->run.scratch + round256(c->scratch_need) + 255) & ~(CUdeviceptr)255
+                        : 0;
 }
 
 astitch_status exec_cuda_run_device(astitch_executable *x, const uint64_t *inputs,

@@ -170,10 +170,11 @@ static uint64_t host_value(ExecRun *r, int32_t n)
     return (uint64_t)(uintptr_t)value_ptr(r->x, n, h->inputs, h->outputs, h->temps);
 }
 
-static astitch_status host_fill32(ExecRun *r, uint64_t dst, uint32_t bits, int64_t words)
+static astitch_status host_fill(ExecRun *r, const ExecFill *fills, int n)
 {
     (void)r;
-    fill32((void *)(uintptr_t)dst, bits, words);
+    for (int i = 0; i < n; i++)
+        fill32((void *)(uintptr_t)fills[i].dst, fills[i].bits, fills[i].words);
     return ASTITCH_OK;
 }
 
@@ -253,7 +254,7 @@ static astitch_status host_copy_param(ExecRun *r, int i, int32_t n)
     return ASTITCH_OK;
 }
 
-static const ExecTarget host_target = {host_value, host_fill32, host_launch, host_compute,
+static const ExecTarget host_target = {host_value, host_fill, host_launch, host_compute,
                                        host_copy_param};
 
 astitch_status exec_host_run(astitch_executable *x, const void *const *inputs,
@@ -264,7 +265,7 @@ astitch_status exec_host_run(astitch_executable *x, const void *const *inputs,
     int64_t scratch_bytes = x->hk_parts ? compile_parts_scratch_bytes(p, true) : p->scratch_bytes;
     char *arena = calloc(1, (size_t)scratch_bytes + 2 * SIMT_REDZONE); /* redzones either side */
     char *scratch = arena ? arena + SIMT_REDZONE : NULL;
-    uint32_t *counter = calloc(16, sizeof *counter);
+    uint32_t *counter = calloc(EXEC_COUNTER_BYTES / 4, sizeof *counter);
     astitch_status s = ASTITCH_OK;
     if (!temps || !scratch || !counter)
         s = ctx_fail(x->ctx, ASTITCH_ERR_MEMORY,

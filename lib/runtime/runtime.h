@@ -6,6 +6,7 @@
  *   exec_host.c    running an executable's steps on the host SIMT runtime
  *   exec_cuda.c    running them on a GPU: PTX modules, device buffers, launches, fallback
  *   exec_cuda_compute.c  its compute steps: cuBLASLt, custom device forms, or the host
+ *   exec_cuda_fill.c     the fills before a kernel (identities, counters) in one launch
  *   exec_dot.c     dots on the GPU through cuBLASLt (cublaslt.h), over the GEMM each is
  *                  (passes/dot_gemm.h)
  *   view_outputs.c outputs left to the caller as views of an input (view_outputs)
@@ -40,6 +41,20 @@ typedef struct Slot {
     size_t offset;
     size_t bytes;
 } Slot;
+
+/* Bytes of a run's grid-barrier counters (u32 words; a whole kernel uses the first): laid out
+ * just before the scratch arena, so that zeroing them and the scratch's identity fills that
+ * start the arena merge into one fill. */
+#define EXEC_COUNTER_BYTES 256
+
+/* Words set before a kernel runs: `words` 32-bit words from dst to bits. */
+typedef struct ExecFill {
+    uint64_t dst;
+    uint32_t bits;
+    int64_t words;
+    bool own; /* in the run's counters and scratch, one allocation (a memset may not span two:
+               * the caller's tensors may lie end to end in separate ones) */
+} ExecFill;
 
 /* A destination a split reduction combines into by atomics: it must hold the reduction's
  * identity before the kernel runs. */
@@ -121,8 +136,8 @@ typedef struct ExecRun ExecRun;
 typedef struct ExecTarget {
     /* The address of node n's value in this run: an input, an output or a temporary. */
     uint64_t (*value)(ExecRun *r, int32_t n);
-    /* Sets `words` 32-bit words from dst to bits, queued before the next launch. */
-    astitch_status (*fill32)(ExecRun *r, uint64_t dst, uint32_t bits, int64_t words);
+    /* Queues the n fills (n >= 1) before the next launch. */
+    astitch_status (*fill)(ExecRun *r, const ExecFill *fills, int n);
     /* Launches kernel k (grid > 0) with args, its argument list (compile_kernel_num_args of
      * them), whole or as its parts. */
     astitch_status (*launch)(ExecRun *r, int k, const uint64_t *args, int nargs);
@@ -140,6 +155,11 @@ struct ExecRun {
     astitch_status (*after_step)(ExecRun *r, int32_t i);
 };
 astitch_status exec_run_steps(ExecRun *r);
+/* What r sets before kernel k runs, into out (room for 2 * the kernel's ops + 2): the split
+ * reductions' identities (exec_split_inits) and, for a kernel with grid barriers, its counters
+ * zeroed; sorted by address, a fill of the counters and scratch that starts where the one
+ * before ends, with the same bits, merged into it. Returns their count, -1 when out of memory. */
+int exec_kernel_fills(ExecRun *r, int k, ExecFill *out);
 
 /* exec_host.c */
 astitch_status exec_host_prepare(astitch_executable *x);
@@ -167,7 +187,8 @@ astitch_status exec_cuda_stage_host(astitch_executable *x, const void *const *in
 astitch_status exec_cuda_run_host(astitch_executable *x, const void *const *inputs,
                                   void *const *outputs);
 /* Bytes of the workspace a run of x takes from its caller: the temporaries between kernels,
- * the scratch, the barrier counters and cuBLASLt's workspace, each 256-byte aligned. */
+ * the barrier counters, the scratch and cuBLASLt's workspace, in that order, each a multiple of
+ * 256 bytes (cuBLASLt's starting at a multiple of 256). */
 size_t exec_cuda_workspace_bytes(const astitch_executable *x);
 /* The device memory x's runs use from now on: carved from base (at least
  * exec_cuda_workspace_bytes), or x's own for base 0 (none under caller_workspace). */
