@@ -884,6 +884,33 @@ static const char *write_all_dtypes(const Fixture *fx, const char *file, const c
     return path;
 }
 
+/* --view-outputs on a graph whose outputs are all reshapes of its parameters: every output
+ * but the first (which is written, so that there is a plan) is named on stderr as a view of its
+ * parameter, and every printed value is that of a run without the option. */
+static void test_view_outputs(void **state)
+{
+    Fixture *fx = *state;
+    const char *g = write_all_dtypes(fx, "views.json", "p", "v", "[2, 3]", "[3, 2]");
+    Result dense = RUN(fx, "--target=host", g);
+    Result views = RUN(fx, "--target=host", "--view-outputs", g);
+    expect(&dense, 0, NULL), expect(&views, 0, NULL);
+    assert_null(strstr(dense.err, "is a view"));
+    assert_null(strstr(views.err, "output 0 "));
+    for (int i = 0; i < NDT; i++) {
+        char name[32], a[64], b[64], note[160];
+        snprintf(name, sizeof name, "v_%s", dtypes[i]);
+        snprintf(note, sizeof note,
+                 "output %d '%s' is a view of input %d 'p_%s' (offset 0, strides 2 1)", i, name,
+                 i, dtypes[i]);
+        if (i > 0 && !strstr(views.err, note))
+            fail_msg("no '%s' in:\n%s", note, views.err);
+        output_field(&dense, name, "fnv1a", a, sizeof a);
+        output_field(&views, name, "fnv1a", b, sizeof b);
+        assert_string_equal(a, b);
+    }
+    result_free(&dense), result_free(&views);
+}
+
 /* Random inputs of every dtype follow the documented generator; --outputs then --inputs
  * carries them through a second graph unchanged. */
 static void test_roundtrip_every_dtype(void **state)
@@ -1198,6 +1225,7 @@ int main(void)
         cmocka_unit_test(test_small_graph_outputs),
         cmocka_unit_test(test_weight_inputs_scaled),
         cmocka_unit_test(test_seed_determinism),
+        cmocka_unit_test(test_view_outputs),
         cmocka_unit_test(test_roundtrip_every_dtype),
         cmocka_unit_test(test_single_file_inputs_and_stdin),
         cmocka_unit_test(test_bad_input_files_exit_2),

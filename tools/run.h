@@ -58,6 +58,7 @@ typedef struct Options {
         persistent, wide_rows, column_vectors, column_sums_in_rows,
         no_row_vectors; /* planner switches */
     bool no_variant_search; /* cuda: the planner's default launch shapes only */
+    bool view_outputs;   /* outputs that are views of an input left as views */
     bool check;          /* also run the reference and compare every output */
     bool help, version;
 } Options;

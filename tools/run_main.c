@@ -296,6 +296,24 @@ static void note_variant(const astitch_executable *x)
                         "cache)\n", form);
 }
 
+/* --view-outputs: names each output the kernels leave as a view of an input. */
+static void note_views(const astitch_executable *x, const Run *r)
+{
+    for (int i = 0; i < r->nout; i++) {
+        bool is_view = false;
+        astitch_output_view v;
+        if (astitch_executable_output_view(x, i, &is_view, &v) != ASTITCH_OK || !is_view)
+            continue;
+        fprintf(stderr,
+                "astitch-run: note: output %d '%s' is a view of input %d '%s' (offset %lld, "
+                "strides",
+                i, r->out_info[i].name, v.input, r->in_info[v.input].name, (long long)v.offset);
+        for (int d = 0; d < v.rank; d++)
+            fprintf(stderr, " %lld", (long long)v.strides[d]);
+        fprintf(stderr, "), not written by the kernels\n");
+    }
+}
+
 /* Compiles the graph for o's target (auto resolved by the library) and runs it; *used
  * receives the target that ran. */
 static int run_on_target(Run *r, const Options *o, astitch_target *used)
@@ -313,6 +331,7 @@ static int run_on_target(Run *r, const Options *o, astitch_target *used)
     if (s == ASTITCH_OK) { /* after the run: the variant search settles at the first one */
         note_variant(x);
         note_loaded_kernels(x);
+        note_views(x, r);
     }
     astitch_executable_destroy(x);
     if (s != ASTITCH_OK) {

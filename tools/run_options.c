@@ -18,7 +18,7 @@ enum {
     OPT_NO_RECOMPUTE_OUTPUTS,
     OPT_DETERMINISTIC,
     OPT_PERSISTENT, OPT_WIDE_ROWS, OPT_NO_VARIANT_SEARCH, OPT_COLUMN_VECTORS, OPT_NO_ROW_VECTORS,
-    OPT_COLUMN_SUMS_IN_ROWS
+    OPT_COLUMN_SUMS_IN_ROWS, OPT_VIEW_OUTPUTS
 };
 
 typedef struct OptionSpec {
@@ -74,6 +74,10 @@ static const OptionSpec option_table[] = {
     {"column-sums-in-rows", no_argument, OPT_COLUMN_SUMS_IN_ROWS, NULL,
      "a column reduction of the elements a resident row group walks is summed in the row pass "
      "(atomics across blocks) instead of its own pass (docs/planner.md, *across*)"},
+    {"view-outputs", no_argument, OPT_VIEW_OUTPUTS, NULL,
+     "outputs that are an input seen through reshapes, transposes and slices are left as views "
+     "of it by the kernels (named on stderr; the values printed are filled from the input; "
+     "docs/codegen.md, *View outputs*)"},
     {"no-variant-search", no_argument, OPT_NO_VARIANT_SEARCH, NULL,
      "cuda: run the planner's default where it leaves a launch shape to a measurement, "
      "instead of timing both at the first run (docs/codegen.md, *Variant search*)"},
@@ -127,6 +131,7 @@ void compile_options(const Options *o, astitch_compile_options *co)
     plan_options(o, &co->plan);
     co->device = o->has_device ? &o->device : NULL;
     co->variant_search = !o->no_variant_search;
+    co->view_outputs = o->view_outputs;
 }
 
 void print_usage(FILE *f)
@@ -264,6 +269,7 @@ int parse_options(int argc, char **argv, Options *o)
         case OPT_NO_ROW_VECTORS: o->no_row_vectors = true; break;
         case OPT_COLUMN_SUMS_IN_ROWS: o->column_sums_in_rows = true; break;
         case OPT_NO_VARIANT_SEARCH: o->no_variant_search = true; break;
+        case OPT_VIEW_OUTPUTS: o->view_outputs = true; break;
         case OPT_NO_PACKING: o->no_packing = true; break;
         case OPT_DETERMINISTIC: o->deterministic = true; break;
         case OPT_PERSISTENT: o->persistent = true; break;
