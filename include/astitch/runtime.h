@@ -57,8 +57,8 @@ typedef struct astitch_compile_options {
      * element (astitch_output_view) is not computed: runs on device pointers leave it alone
      * (its pointer may be 0) and the caller takes it as a view of its input, as frameworks do;
      * astitch_execute fills it from the input when its pointer is not NULL. When every output
-     * is such a view, output 0 is written as without the option. Off by default: every output is written. See
-     * docs/codegen.md, *View outputs*. */
+     * is such a view, output 0 is written as without the option. Off by default: every output
+     * is written. See docs/codegen.md, *View outputs*. */
     bool view_outputs;
 } astitch_compile_options;
 

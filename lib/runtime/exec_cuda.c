@@ -8,8 +8,8 @@
  *
  * A run on device pointers queues only asynchronous work on the caller's stream (identity
  * fills and counter resets, one memset or one launch of exec_cuda_fill.c's kernel before a
- * kernel, launches, cublasLtMatmul, parameter copies device to device) into memory allocated at compile time, so it can be captured into a CUDA
- * graph. A compute op's host round trip cannot: a run that has one on the host refuses a
+ * kernel, launches, cublasLtMatmul, parameter copies device to device) into memory allocated
+ * at compile time, so it can be captured into a CUDA graph. A compute op's host round trip cannot: a run that has one on the host refuses a
  * capturing stream up front. */
 #include <stdlib.h>
 #include <string.h>

@@ -10,7 +10,6 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "exec_cuda_fill.h"
 
@@ -113,7 +112,7 @@ astitch_status exec_cuda_fill(astitch_context *ctx, const CudaDevice *dev,
     int nbatch = 0;
     astitch_status s = ASTITCH_OK;
     for (int i = 0; s == ASTITCH_OK && i < n; i++) {
-        if (!kernel || n == 1 || fills[i].words >= ((int64_t)1 << 31))
+        if (!kernel || fills[i].words >= ((int64_t)1 << 31))
             s = cuda_memset_u32(ctx, dev, (CUdeviceptr)fills[i].dst, fills[i].bits,
                                 (size_t)fills[i].words, st);
         else

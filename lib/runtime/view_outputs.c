@@ -129,6 +129,13 @@ astitch_status astitch_executable_output_view(const astitch_executable *x, int i
     return ASTITCH_OK;
 }
 
+/* View output i of v (index[i] < 0) from its input's memory at input into dst, dense. */
+static void copy_view(const ViewOutputs *v, int32_t i, const void *input, void *dst)
+{
+    const Node *node = gnode(v->g, v->node[i]);
+    strided_view_gather(&v->view[i], &node->shape, astitch_dtype_size(node->dtype), input, dst);
+}
+
 astitch_status astitch_executable_view_copy(const astitch_executable *x, int i,
                                             const void *input, void *dst)
 {
@@ -142,9 +149,7 @@ astitch_status astitch_executable_view_copy(const astitch_executable *x, int i,
         return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT,
                         "astitch_executable_view_copy: output %d is written by runs, not a view",
                         i);
-    const ViewOutputs *v = x->views;
-    const Node *node = gnode(v->g, v->node[i]);
-    strided_view_gather(&v->view[i], &node->shape, astitch_dtype_size(node->dtype), input, dst);
+    copy_view(x->views, i, input, dst);
     return ASTITCH_OK;
 }
 
@@ -170,11 +175,7 @@ const uint64_t *views_device_outputs(ViewOutputs *v, const uint64_t *outputs)
 
 void views_fill_host(const ViewOutputs *v, const void *const *inputs, void *const *outputs)
 {
-    for (int32_t i = 0; v && i < v->nout; i++) {
-        if (v->index[i] >= 0 || !outputs[i])
-            continue;
-        const Node *node = gnode(v->g, v->node[i]);
-        strided_view_gather(&v->view[i], &node->shape, astitch_dtype_size(node->dtype),
-                            inputs[v->view[i].param], outputs[i]);
-    }
+    for (int32_t i = 0; v && i < v->nout; i++)
+        if (v->index[i] < 0 && outputs[i])
+            copy_view(v, i, inputs[v->view[i].param], outputs[i]);
 }

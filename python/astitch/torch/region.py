@@ -272,12 +272,13 @@ class CompiledRegion:
         empty = _EMPTY_CUDA if index >= 0 else _EMPTY_CPU  # on the current device
         if empty is None or (index >= 0 and torch._C._cuda_getDevice() != index):
             empty = self._torch_empty
-        if self._has_views:
-            outs = [empty(*a) if a else None for a in self._alloc]
-        else:
-            outs = [empty(shape, stride, dtype) for shape, stride, dtype in self._alloc]
         try:
-            out_ptrs = [o.data_ptr() if o is not None else 0 for o in outs]
+            if self._has_views:
+                outs = [empty(*a) if a else None for a in self._alloc]
+                out_ptrs = [o.data_ptr() if o is not None else 0 for o in outs]
+            else:
+                outs = [empty(shape, stride, dtype) for shape, stride, dtype in self._alloc]
+                out_ptrs = [o.data_ptr() for o in outs]
             if index >= 0:
                 stream = _raw_stream(index)
                 # under capture, never a kept one: graphs captured on one stream would share it
