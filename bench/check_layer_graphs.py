@@ -8,9 +8,9 @@ For each checked graph it runs the small copy (bench/graphs/small/) through asti
 inputs made here (--inputs DIR --outputs DIR, .npy files) and compares every output with a
 float64 numpy version written from the math, not from the graph: the softmax and LayerNorm
 gradients against central finite differences of their forward functions, rotary embedding
-against the rotation of (x1 + i x2) by the position's angle, GELU gradients against finite
-differences of GELU, the whole GPT-2 block and Llama layer against their models' forward
-passes. Inputs are consistent where the math needs it: probabilities are a softmax, mean and rstd
+against the rotation of (x1 + i x2) by the position's angle, GELU, SiLU, RMSNorm, cross-entropy
+and batch-norm gradients against finite differences of their forwards, the whole GPT-2 block and
+Llama layer against their models' forward passes. Inputs are consistent where the math needs it: probabilities are a softmax, mean and rstd
 are x's statistics, cos and sin are Llama's RoPE tables. Config values (eps, the
 attention scale) are checked on the full-size graphs and read from them for the small copies.
 Error: max |out - ref| / max(1, max |ref|), at most 1e-4 for f32 outputs and 1e-2 for bf16.
@@ -34,6 +34,7 @@ except ImportError:
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOL = {"f32": 1e-4, "bf16": 1e-2}
+INT_TYPES = {"i32": np.int32, "i64": np.int64}
 erf = np.vectorize(math.erf)
 
 
@@ -59,7 +60,7 @@ def from_bf16_bits(u):
 
 
 def run(args, path, graph, inputs):
-    """Writes inputs (float64 arrays, stored in each parameter's dtype), runs the graph, returns
+    """Writes inputs (arrays, stored in each parameter's dtype), runs the graph, returns
     ({output: float64 array}, {output: dtype}, the inputs as stored, in float64)."""
     params = {n["name"]: n["dtype"] for n in graph["nodes"] if n["op"] == "parameter"}
     with tempfile.TemporaryDirectory() as d:
@@ -70,7 +71,7 @@ def run(args, path, graph, inputs):
                 np.save(os.path.join(d, name + ".npy"), bits)
                 stored[name] = from_bf16_bits(bits).astype(np.float64)
             else:
-                a = np.asarray(inputs[name], np.float32)
+                a = np.asarray(inputs[name], INT_TYPES.get(dtype, np.float32))
                 np.save(os.path.join(d, name + ".npy"), a)
                 stored[name] = a.astype(np.float64)
         out = os.path.join(d, "out")
@@ -229,6 +230,107 @@ def check_bias_grads(args, rng):
     return res
 
 
+def check_rmsnorm_backward(args, rng):
+    """dh against the finite-difference gradient of LlamaRMSNorm (the bf16 rounding of the
+    normalized value left out, as autograd leaves it), dweight against sum(dy * normalized)."""
+    path, g = load("llama2_7b_bwd_rmsnorm")
+    T, H = shape_of(g, "h")
+    eps = 1e-6
+    h = from_bf16_bits(to_bf16_bits(rng.standard_normal([T, H]) * 2)).astype(np.float64)
+    w = from_bf16_bits(to_bf16_bits(rng.standard_normal(H))).astype(np.float64)
+    inputs = {"dy": rng.standard_normal([T, H]), "h": h, "weight": w,
+              "rstd": 1 / np.sqrt((h * h).mean(1) + eps)}
+    out, dt, inp = run(args, path, g, inputs)
+    dy, rstd = inp["dy"], inp["rstd"]
+
+    def fwd(x):
+        return w * x / np.sqrt((x * x).mean(1, keepdims=True) + eps)
+    v = rng.standard_normal([T, H])
+    fd = np.sum(dy * directional(fwd, h, v))
+    normed = from_bf16_bits(to_bf16_bits(h * rstd[:, None])).astype(np.float64)
+    return [("llama2_7b_bwd_rmsnorm: <dh, v> vs finite difference",
+             error(np.sum(out["dh"] * v), fd), "bf16"),
+            ("llama2_7b_bwd_rmsnorm: dweight vs sum(dy * normalized)",
+             error(out["dweight"], (dy * normed).sum(0)), "bf16")]
+
+
+def check_silu_backward(args, rng):
+    path, g = load("llama2_7b_bwd_silu_gate")
+    T, F = shape_of(g, "dy")
+    inputs = {n: rng.standard_normal([T, F]) * 2 for n in ("dy", "gate_proj_out", "up_proj_out")}
+    out, dt, inp = run(args, path, g, inputs)
+    dy, gate, up = inp["dy"], inp["gate_proj_out"], inp["up_proj_out"]
+
+    def silu(x):
+        return x / (1 + np.exp(-x))
+    return [("llama2_7b_bwd_silu_gate: d_gate vs dy * up * silu'(gate) by finite difference",
+             error(out["d_gate"], dy * up * directional(silu, gate, np.ones_like(gate))),
+             dt["d_gate"]),
+            ("llama2_7b_bwd_silu_gate: d_up vs dy * silu(gate)",
+             error(out["d_up"], dy * silu(gate)), dt["d_up"])]
+
+
+def cross_entropy(x, target):
+    """Mean over rows of logsumexp(x) - x[target] (a target outside [0, V) picks nothing)."""
+    m = x.max(1, keepdims=True)
+    lse = np.log(np.exp(x - m).sum(1)) + m[:, 0]
+    hit = np.arange(x.shape[1])[None, :] == target[:, None]
+    return (lse - (x * hit).sum(1)).mean(), lse
+
+
+def check_cross_entropy(args, rng):
+    """The forward's loss and log-sum-exp; the backward's dlogits against the finite-difference
+    gradient of the forward's loss times the loss gradient."""
+    path, g = load("llama2_7b_fwd_cross_entropy")
+    T, V = shape_of(g, "logits")
+    x = from_bf16_bits(to_bf16_bits(rng.standard_normal([T, V]) * 3)).astype(np.float64)
+    target = rng.integers(0, V, T)
+    out, dt, inp = run(args, path, g, {"logits": x, "target": target})
+    loss, lse = cross_entropy(x, target)
+    res = [("llama2_7b_fwd_cross_entropy: loss vs mean(lse - x[target])",
+            error(out["loss"], loss), dt["loss"]),
+           ("llama2_7b_fwd_cross_entropy: lse vs log(sum(exp(x)))", error(out["lse"], lse),
+            dt["lse"])]
+    path, g = load("llama2_7b_bwd_cross_entropy")
+    grad_loss = 1.7
+    out, dt, inp = run(args, path, g, {"logits": x, "target": target, "lse": lse,
+                                       "grad_loss": np.float64(grad_loss)})
+    v = rng.standard_normal([T, V])
+    fd = grad_loss * directional(lambda z: cross_entropy(z, target)[0], x, v)
+    res.append(("llama2_7b_bwd_cross_entropy: <dlogits, v> vs finite difference",
+                error(np.sum(out["dlogits"] * v), fd), dt["dlogits"]))
+    return res
+
+
+def check_batchnorm_backward(args, rng):
+    """dx against the finite-difference gradient of relu(batch norm) in training (the batch's
+    statistics), dweight and dbias against their sums."""
+    path, g = load("resnet50_train_bwd_relu_bn")
+    N, C, Hh, W = shape_of(g, "x")
+    eps, axes = 1e-5, (0, 2, 3)
+    x = rng.standard_normal([N, C, Hh, W]) * 2 + 0.5
+    x = x.astype(np.float32).astype(np.float64)
+    w, b = rng.standard_normal(C), rng.standard_normal(C)
+
+    def bn(z):
+        m, var = z.mean(axes, keepdims=True), z.var(axes, keepdims=True)
+        return (z - m) / np.sqrt(var + eps) * w[None, :, None, None] + b[None, :, None, None]
+    y = np.maximum(bn(x), 0)
+    inputs = {"dy": rng.standard_normal(x.shape), "x": x, "relu_out": y, "weight": w,
+              "mean": x.mean(axes), "rstd": 1 / np.sqrt(x.var(axes) + eps)}
+    out, dt, inp = run(args, path, g, inputs)
+    d = np.where(inp["relu_out"] > 0, inp["dy"], 0.0)
+    v = rng.standard_normal(x.shape)
+    fd = np.sum(d * directional(bn, x, v))
+    xhat = (x - x.mean(axes, keepdims=True)) / np.sqrt(x.var(axes, keepdims=True) + eps)
+    return [("resnet50_train_bwd_relu_bn: <dx, v> vs finite difference",
+             error(np.sum(out["dx"] * v), fd), "f32"),
+            ("resnet50_train_bwd_relu_bn: dweight vs sum(d * xhat)",
+             error(out["dweight"], (d * xhat).sum(axes)), "f32"),
+            ("resnet50_train_bwd_relu_bn: dbias vs sum(d)", error(out["dbias"], d.sum(axes)),
+             "f32")]
+
+
 def shape_of(graph, name):
     return next(n["shape"] for n in graph["nodes"] if n["name"] == name)
 
@@ -353,6 +455,10 @@ def main():
     results += check_bias_grads(args, rng)
     results += check_gpt2_block(args, rng)
     results += check_llama_layer(args, rng)
+    results += check_rmsnorm_backward(args, rng)
+    results += check_silu_backward(args, rng)
+    results += check_cross_entropy(args, rng)
+    results += check_batchnorm_backward(args, rng)
     failed = 0
     for what, err, dtype in results:
         ok = err <= TOL[dtype]

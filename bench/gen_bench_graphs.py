@@ -732,6 +732,102 @@ def llama_fwd_silu_gate(T=LLAMA_T, F=11008):
     return g
 
 
+def llama_bwd_rmsnorm(T=LLAMA_T, H=4096):
+    g = Graph("llama2_7b_bwd_rmsnorm",
+              LLAMA + ". Training backward of LlamaRMSNorm (llama_rmsnorm above) as autograd "
+              "differentiates its ops, between the gradients of the next matmuls and of the "
+              "residual: dy [4096, 4096] (bf16), the saved input h (bf16) and rstd [4096] (f32); "
+              "dweight = sum over tokens of dy * normalized (the bf16 product, summed in f32), "
+              "dn = (dy * weight).to(float32), drstd = sum(dn * h) per token, dvar = -0.5 * "
+              "drstd * rstd^3, dh = dn * rstd + h * 2 * dvar / 4096, .to(bf16).")
+    s = [T, H]
+    dy, h = g.parameter("dy", s, "bf16"), g.parameter("h", s, "bf16")
+    rstd, w = g.parameter("rstd", [T]), g.parameter("weight", [H], "bf16")
+    hf = g.convert("h_f32", h, "f32")
+    normed = g.convert("normalized_bf16",
+                       g.mul("normalized", hf, g.broadcast("rstd.b", rstd, s, [0])), "bf16")
+    dweight = g.reduce("sum", "dweight",
+                       g.convert("dy_normed_f32", g.mul("dy_normed", dy, normed), "f32"), [0])
+    dn = g.convert("dn", g.mul("dy_weight", dy, g.broadcast("weight.b", w, s, [1])), "f32")
+    drstd = g.reduce("sum", "drstd", g.mul("dn_h", dn, hf), [1])
+    r3 = g.mul("rstd3", g.mul("rstd2", rstd, rstd), rstd)
+    dvar = g.mul("dvar", g.mul("drstd_r3", drstd, r3), g.scalar("minus_half", -0.5, [T]))
+    coef = g.div("coef", g.mul("dvar2", dvar, g.scalar("two", 2.0, [T])),
+                 g.scalar("n", float(H), [T]))
+    dh = g.add("dh_f32", g.mul("dn_rstd", dn, g.broadcast("rstd.b2", rstd, s, [0])),
+               g.mul("h_coef", hf, g.broadcast("coef.b", coef, s, [0])))
+    g.output(g.convert("dh", dh, "bf16"), dweight)
+    return g
+
+
+def llama_bwd_silu_gate(T=LLAMA_T, F=11008):
+    g = Graph("llama2_7b_bwd_silu_gate",
+              LLAMA + ". Training backward of the MLP's act_fn(gate) * up (llama_fwd_silu_gate), "
+              "between down_proj's input gradient and the gate/up projections' backward: from "
+              "dy, gate and up [4096, 11008] (bf16), d_up = dy * silu(gate) and d_gate = dy * up "
+              "* sigmoid(gate) * (1 + gate * (1 - sigmoid(gate))) (torch._decomp's "
+              "silu_backward), both .to(bf16).")
+    s = [T, F]
+    dy, gate, up = (g.parameter(n, s, "bf16") for n in ("dy", "gate_proj_out", "up_proj_out"))
+    gf, uf, df = (g.convert(n + "_f32", x, "f32") for n, x in (("gate", gate), ("up", up),
+                                                                  ("dy", dy)))
+    sig = g.unary("sigmoid", "sigmoid", gf)
+    silu = g.mul("silu", gf, sig)
+    d_up = g.convert("d_up", g.mul("d_up_f32", df, silu), "bf16")
+    one = g.scalar("one", 1.0, s)
+    dsilu = g.mul("dsilu", sig, g.add("one_plus", one, g.mul("g_1ms", gf,
+                                                               g.sub("one_minus_sig", one, sig))))
+    d_gate = g.convert("d_gate", g.mul("d_gate_f32", g.mul("dy_up", df, uf), dsilu), "bf16")
+    g.output(d_gate, d_up)
+    return g
+
+
+LLAMA_VOCAB = 32000
+
+
+def llama_fwd_cross_entropy(T=LLAMA_T, V=LLAMA_VOCAB):
+    g = Graph("llama2_7b_fwd_cross_entropy",
+              LLAMA + "; the language-model loss of LlamaForCausalLM over its 32000-token "
+              "vocabulary. Forward, after the lm_head matmul: logits [4096, 32000] (bf16) "
+              ".float(), log-softmax per token (max, exp of the difference, sum, log) and the "
+              "target's logit picked by an iota compare (nll_loss's gather; no ignored index), "
+              "the mean loss over the tokens; outputs the loss and the log-sum-exp per token "
+              "(saved for the backward).")
+    s = [T, V]
+    x = g.convert("x", g.parameter("logits", s, "bf16"), "f32")
+    target = g.parameter("target", [T], "i32")
+    mx = g.reduce("max", "max", x, [1])
+    e = g.unary("exp", "exp", g.sub("shifted", x, g.broadcast("max.b", mx, s, [0])))
+    lse = g.add("lse", g.unary("log", "log_sum", g.reduce("sum", "sum_exp", e, [1])), mx)
+    hit = g.binary("eq", "hit", iota(g, "class", s, 1), g.broadcast("target.b", target, s, [0]))
+    picked = g.reduce("sum", "picked", select(g, "target_logit", hit, x, g.scalar("zero", 0.0, s)),
+                      [1])
+    loss = g.div("loss", g.reduce("sum", "nll_sum", g.sub("nll", lse, picked), [0]),
+                 g.constant("tokens", float(T)))
+    g.output(loss, lse)
+    return g
+
+
+def llama_bwd_cross_entropy(T=LLAMA_T, V=LLAMA_VOCAB):
+    g = Graph("llama2_7b_bwd_cross_entropy",
+              LLAMA + "; the language-model loss of LlamaForCausalLM over its 32000-token "
+              "vocabulary. Training backward of llama2_7b_fwd_cross_entropy, before the lm_head "
+              "matmul's backward: dlogits = (exp(x - lse) - one_hot(target)) * grad_loss / 4096 "
+              "from the logits [4096, 32000] (bf16, .float()), the saved lse [4096] and the "
+              "loss gradient (a scalar), .to(bf16).")
+    s = [T, V]
+    x = g.convert("x", g.parameter("logits", s, "bf16"), "f32")
+    lse, target = g.parameter("lse", [T]), g.parameter("target", [T], "i32")
+    grad_loss = g.parameter("grad_loss", [])
+    p = g.unary("exp", "probs", g.sub("x_lse", x, g.broadcast("lse.b", lse, s, [0])))
+    hit = g.binary("eq", "hit", iota(g, "class", s, 1), g.broadcast("target.b", target, s, [0]))
+    d = g.sub("d", p, select(g, "one_hot", hit, g.scalar("one", 1.0, s), g.scalar("zero", 0.0, s)))
+    scale = g.div("scale", grad_loss, g.constant("tokens", float(T)))
+    g.output(g.convert("dlogits", g.mul("dlogits_f32", d, g.broadcast("scale.b", scale, s, [])),
+                       "bf16"))
+    return g
+
+
 VIT = ("ViT-B/16 (hidden 768, 12 heads x 64, MLP 3072, LayerNorm eps 1e-6, f32) on 224x224 "
        "images at batch 64: 14x14 patches + [CLS] = 197 tokens, 64 x 197 = 12608 rows; ops as "
        "the reference Flax code (google-research/vision_transformer: nn.Dense = dot + bias, "
@@ -825,6 +921,31 @@ def resnet50_train_fwd_bn_relu(N=32, C=64, HW=56):
                     g.mul("var_part", unbiased, g.scalar("momentum_v", 0.1, [C])),
                     g.mul("var_kept", running_var, g.scalar("keep_v", 0.9, [C])))
     g.output(mean, rstd, new_mean, new_var, g.unary("relu", "relu", y))
+    return g
+
+
+def resnet50_train_bwd_relu_bn(N=32, C=64, HW=56):
+    g = Graph("resnet50_train_bwd_relu_bn",
+              RESNET + "; the first stage's 64-channel 56 x 56 activations. Training backward of "
+              "resnet50_train_fwd_bn_relu, between two convolutions' backward: relu's backward "
+              "(threshold_backward: dy where the saved output is positive, else 0), then "
+              "torch._decomp's native_batch_norm_backward with the saved mean and rstd: xhat = "
+              "(x - mean) * rstd, dbias = sum(d over N, H, W), dweight = sum(d * xhat), dx = "
+              "weight * rstd / n * (n * d - dbias - xhat * dweight).")
+    s, dims, n = [N, C, HW, HW], [0, 2, 3], float(N * HW * HW)
+    dy, x, y = g.parameter("dy", s), g.parameter("x", s), g.parameter("relu_out", s)
+    mean, rstd, w = g.parameter("mean", [C]), g.parameter("rstd", [C]), g.parameter("weight", [C])
+    d = select(g, "d", g.binary("gt", "positive", y, g.scalar("zero", 0.0, s)), dy,
+               g.scalar("zero_d", 0.0, s))
+    xhat = g.mul("xhat", g.sub("centered", x, g.broadcast("mean.b", mean, s, [1])),
+                 g.broadcast("rstd.b", rstd, s, [1]))
+    dbias = g.reduce("sum", "dbias", d, dims)
+    dweight = g.reduce("sum", "dweight", g.mul("d_xhat", d, xhat), dims)
+    k = g.div("k", g.mul("weight_rstd", w, rstd), g.scalar("n", n, [C]))
+    inner = g.sub("inner", g.sub("nd_db", g.mul("nd", d, g.scalar("n_b", n, s)),
+                                 g.broadcast("dbias.b", dbias, s, [1])),
+                  g.mul("xhat_dw", xhat, g.broadcast("dweight.b", dweight, s, [1])))
+    g.output(g.mul("dx", g.broadcast("k.b", k, s, [1]), inner), dweight, dbias)
     return g
 
 
@@ -999,6 +1120,11 @@ LAYERS = [
     (vit_fwd_mlp_gelu, lambda: vit_fwd_mlp_gelu(20, 64)),
     (vit_fwd_mlp_out_ln, lambda: vit_fwd_mlp_out_ln(20, 32)),
     (resnet50_train_fwd_bn_relu, lambda: resnet50_train_fwd_bn_relu(2, 4, 3)),
+    (llama_bwd_rmsnorm, lambda: llama_bwd_rmsnorm(8, 32)),
+    (llama_bwd_silu_gate, lambda: llama_bwd_silu_gate(8, 48)),
+    (llama_fwd_cross_entropy, lambda: llama_fwd_cross_entropy(8, 64)),
+    (llama_bwd_cross_entropy, lambda: llama_bwd_cross_entropy(8, 64)),
+    (resnet50_train_bwd_relu_bn, lambda: resnet50_train_bwd_relu_bn(2, 4, 3)),
 ]
 
 # The wholelayers suite (with examples/bert_layer.json); (full-size graph, small copy).

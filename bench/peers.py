@@ -124,6 +124,7 @@ def make_inputs(np, graph, rng):
             out[p] = rng.integers(-3, 17, size=s).astype(np.int32 if d == "i32" else np.int64)
         else:
             out[p] = rng.integers(0, 2, size=s).astype(np.bool_)
+        out[p] = np.asarray(out[p])  # a scalar parameter (shape []) as a 0-d array, not a numpy scalar
     return out
 
 

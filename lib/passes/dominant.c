@@ -33,27 +33,65 @@ static bool is_local(const Planner *pl, const PlanKernel *k, const int8_t *cand,
     return in_kernel(pl, v) && cand[pl->kidx[v]] == NOT_CANDIDATE;
 }
 
-/* Whether v's value reaches a broadcast_in_dim of the kernel directly or through up to `depth`
- * single-operand element-wise ops and reshapes: an expensive op broadcast after a rounding
- * (Llama's rotary table: cos, convert to bf16 and back, broadcast over batch and heads) would
- * otherwise be recomputed for every element of the broadcast, as one broadcast directly. */
-static bool feeds_broadcast(const Planner *pl, int32_t v, int depth)
+/* The most elements of a broadcast_in_dim of the kernel that v's value reaches directly or
+ * through up to `depth` single-operand element-wise ops and reshapes, 0 if none: an expensive
+ * op broadcast after a rounding (Llama's rotary table: cos, convert to bf16 and back, broadcast
+ * over batch and heads) would otherwise be recomputed for every element of the broadcast, as
+ * one broadcast directly. */
+static int64_t broadcast_reached(const Planner *pl, int32_t v, int depth)
 {
     const astitch_graph *g = pl->g;
+    int64_t most = 0;
     for (int32_t e = pl->ustart[v]; e < pl->ustart[v + 1]; e++) {
         int32_t u = pl->use[e];
         if (!in_kernel(pl, u))
             continue;
         const Node *n = gnode(g, u);
-        if (n->op == ASTITCH_OP_BROADCAST_IN_DIM)
-            return true;
         astitch_op_class c = astitch_op_class_of(n->op);
         bool passes = n->nin == 1 && (c == ASTITCH_CLASS_LIGHT || c == ASTITCH_CLASS_HEAVY ||
                                       n->op == ASTITCH_OP_RESHAPE);
-        if (passes && depth > 0 && feeds_broadcast(pl, u, depth - 1))
-            return true;
+        int64_t got = n->op == ASTITCH_OP_BROADCAST_IN_DIM ? shape_elements(&n->shape)
+                      : passes && depth > 0 ? broadcast_reached(pl, u, depth - 1) : 0;
+        if (got > most)
+            most = got;
     }
+    return most;
+}
+
+/* Whether v's value depends on a reduction of the kernel (through the kernel's own ops). */
+static bool after_reduce(Planner *pl, int32_t v)
+{
+    if (!in_kernel(pl, v) || pl->stamp[v] == pl->epoch)
+        return false;
+    pl->stamp[v] = pl->epoch;
+    const Node *n = gnode(pl->g, v);
+    if (n->op == ASTITCH_OP_REDUCE)
+        return true;
+    for (int k = 0; k < n->nin; k++)
+        if (after_reduce(pl, goperand(pl->g, v, k)))
+            return true;
     return false;
+}
+
+/* Elements of a broadcast per element of its operand from which a small expensive value made
+ * of the kernel's inputs alone is recomputed where it is read (replicable, below). */
+enum { REPLICATE_RUN = 4096 };
+
+/* Whether v, an expensive op whose value reaches broadcasts of at most `reach` elements, has
+ * fewer elements than the device has SMs, each broadcast to at least REPLICATE_RUN elements,
+ * and is made from the kernel's inputs alone. Such a value stays local, recomputed where it is
+ * read (a few operations per element, hoisted out of the element loop where its operands
+ * allow): as a sub-dominant its readers would need whole runs of it in one block, which for a
+ * scalar (the loss scale a cross-entropy backward broadcasts over its logits) is the whole
+ * space on one block. A value broadcast less (the paper's Figure 5: power<2> over 2 x 128) is
+ * made once, and one made from a reduction stays a candidate: its readers wait for it anyway. */
+static bool replicable(Planner *pl, int32_t v, int64_t reach)
+{
+    int64_t n = shape_elements(&gnode(pl->g, v)->shape);
+    if (n >= pl->p->dev.sm_count || reach / (n > 0 ? n : 1) < REPLICATE_RUN)
+        return false;
+    pl->epoch++;
+    return !after_reduce(pl, v);
 }
 
 static void find_candidates(Planner *pl, PlanKernel *k, int8_t *cand)
@@ -66,8 +104,10 @@ static void find_candidates(Planner *pl, PlanKernel *k, int8_t *cand)
             continue;
         astitch_op op = gnode(g, o->node)->op;
         bool c = o->output || op == ASTITCH_OP_REDUCE;
-        if (!c && astitch_op_class_of(op) == ASTITCH_CLASS_HEAVY)
-            c = feeds_broadcast(pl, o->node, 4);
+        if (!c && astitch_op_class_of(op) == ASTITCH_CLASS_HEAVY) {
+            int64_t reach = broadcast_reached(pl, o->node, 4);
+            c = reach > 0 && !replicable(pl, o->node, reach);
+        }
         cand[i] = c ? CANDIDATE : NOT_CANDIDATE;
     }
 }

@@ -111,10 +111,13 @@ static int reduce_roots(const astitch_graph *g, const PlanPhase *p)
 }
 
 /* Whether phase ph can join the run [first, ph); the run's first phase is a reduce phase.
- * Unless the run is resident, phases with several reduce roots stay out: with them in one
- * streamed tile loop, layernorm_backward's kernel spilled under its 32-register bound (ptxas),
- * while every run of one reduce per phase among the examples and 120 random graphs fitted. A
- * resident run holds its rows in registers anyway and is planned with the registers for it. */
+ * Unless the run is resident or its rows are at least LONG_ROW long, phases with several
+ * reduce roots stay out: with them in one streamed tile loop, layernorm_backward's kernel
+ * spilled under its 32-register bound (ptxas), while every run of one reduce per phase among
+ * the examples and 120 random graphs fitted. A resident run holds its rows in registers anyway
+ * and is planned with the registers for it; a long row left out is read again from device
+ * memory by the next phase (a cross-entropy's logits: max and target logit, then sum). */
+enum { LONG_ROW = 4096 };
 static bool joins_run(Check *c, int32_t first, int32_t ph)
 {
     const astitch_graph *g = c->g;
@@ -123,7 +126,7 @@ static bool joins_run(Check *c, int32_t first, int32_t ph)
     const astitch_mapping *r = &k->phase[first].map;
     bool several = reduce_roots(g, &k->phase[first]) > 1 || reduce_roots(g, p) > 1;
     if (r->kind == ASTITCH_MAP_ELEMENTWISE || r->split > 1 ||
-        p->barrier != ASTITCH_BARRIER_BLOCK || (several && r->vector == 0))
+        p->barrier != ASTITCH_BARRIER_BLOCK || (several && r->vector == 0 && r->row_len < LONG_ROW))
         return false;
     c->first = first;
     c->ph = ph;

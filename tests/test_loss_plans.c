@@ -1,0 +1,234 @@
+/*
+ * test_loss_plans.c: the plans of a cross-entropy loss's regions, as a framework hands them
+ * over (the logits' forward: max, the target's logit, the sum of exponentials, log-sum-exp;
+ * their backward: softmax minus the one-hot target, times the loss gradient over the tokens).
+ * Two planner rules keep them at the bandwidth of their bytes (lib/passes/dominant.c,
+ * *replicable*; lib/passes/tiles.c, *joins_run*):
+ * - a small value made from the kernel's inputs alone and broadcast over a large space (the
+ *   loss scale, a per-sample factor) is recomputed where it is read, so the grid still spreads
+ *   over the device (one block held the whole space before), while a value made once per
+ *   reduction, or broadcast over little (the paper's Figure 5), stays made once;
+ * - long streamed rows with several reductions in their first pass (max and the target's logit)
+ *   run with the next pass tile by tile, so a row is read from device memory once;
+ * and the values on the host target match the reference on fresh random inputs.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "astitch/plan.h"
+#include "astitch/runtime.h"
+#include "diff_check.h"
+
+typedef struct Fixture {
+    astitch_context *ctx;
+    astitch_graph *g;
+    astitch_plan *p;
+} Fixture;
+
+static int setup(void **state)
+{
+    Fixture *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    assert_int_equal(astitch_context_create(&f->ctx), ASTITCH_OK);
+    assert_int_equal(astitch_graph_create(f->ctx, &f->g), ASTITCH_OK);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    Fixture *f = *state;
+    astitch_plan_destroy(f->p);
+    astitch_graph_destroy(f->g);
+    astitch_context_destroy(f->ctx);
+    free(f);
+    return 0;
+}
+
+static astitch_node named(astitch_graph *g, astitch_node n, const char *name)
+{
+    assert_int_not_equal(n, ASTITCH_NO_NODE);
+    assert_int_equal(astitch_set_name(g, n, name), ASTITCH_OK);
+    return n;
+}
+
+static astitch_node constant(astitch_graph *g, double v)
+{
+    return astitch_constant(g, ASTITCH_F32, 0, NULL, &v, 1);
+}
+
+static astitch_node scalar(astitch_graph *g, astitch_dtype t, double v, int rank,
+                           const int64_t *dims)
+{
+    return astitch_broadcast_in_dim(g, astitch_constant(g, t, 0, NULL, &v, 1), rank, dims, NULL);
+}
+
+/* Plans f->g for the H100 (replacing an earlier plan); fails the test with the message. */
+static const astitch_plan *plan(Fixture *f)
+{
+    astitch_device d;
+    assert_int_equal(astitch_device_builtin("h100", &d), ASTITCH_OK);
+    astitch_plan_options o;
+    astitch_plan_options_default(&o);
+    astitch_plan_destroy(f->p);
+    f->p = NULL;
+    if (astitch_plan_create(f->g, &d, &o, &f->p) != ASTITCH_OK)
+        fail_msg("plan: %s", astitch_last_error(f->ctx));
+    return f->p;
+}
+
+static astitch_op_info info(const astitch_plan *p, const astitch_graph *g, const char *name)
+{
+    astitch_op_info i;
+    astitch_node n = astitch_graph_find(g, name);
+    assert_int_not_equal(n, ASTITCH_NO_NODE);
+    if (astitch_plan_node_info(p, n, &i) != ASTITCH_OK)
+        fail_msg("%s has no kernel", name);
+    return i;
+}
+
+static astitch_kernel_info kernel0(const astitch_plan *p)
+{
+    astitch_kernel_info k;
+    assert_int_equal(astitch_plan_num_kernels(p), 1);
+    assert_int_equal(astitch_plan_kernel_info(p, 0, &k), ASTITCH_OK);
+    return k;
+}
+
+/* The graph's outputs on the host target against the reference, fresh random inputs. */
+static void check_values(Fixture *f)
+{
+    uint64_t seed = diff_fresh_seed();
+    DiffResult r;
+    if (diff_run(f->g, ASTITCH_TARGET_HOST, ASTITCH_FUSION_STITCH, seed, &r) != ASTITCH_OK)
+        fail_msg("seed %llu: %s", (unsigned long long)seed, astitch_last_error(f->ctx));
+    if (!r.ok)
+        fail_msg("seed %llu: %s", (unsigned long long)seed, r.message);
+}
+
+/* x [rows, cols] times `factor` broadcast along `dims` over x (factor's node returned). */
+static void build_scaled(astitch_graph *g, int64_t rows, int64_t cols, astitch_node factor,
+                         int nd, const int64_t *dims)
+{
+    int64_t s[2] = {rows, cols};
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, s);
+    astitch_node b = astitch_broadcast_in_dim(g, factor, 2, s, dims);
+    assert_int_equal(astitch_add_output(g, named(g, astitch_binary(g, ASTITCH_OP_MUL, x, b), "out")),
+                     ASTITCH_OK);
+}
+
+/* The loss scale of a cross-entropy backward, grad_loss / tokens, over [256, 8192]: every
+ * element reads it, and the grid covers the device. */
+static void test_scalar_scale_spreads(void **state)
+{
+    Fixture *f = *state;
+    astitch_node gl = astitch_parameter(f->g, "grad_loss", ASTITCH_F32, 0, NULL);
+    astitch_node sc = named(f->g, astitch_binary(f->g, ASTITCH_OP_DIV, gl, constant(f->g, 256.0)),
+                            "scale");
+    build_scaled(f->g, 256, 8192, sc, 0, NULL);
+    const astitch_plan *p = plan(f);
+    astitch_kernel_info k = kernel0(p);
+    astitch_device d;
+    assert_int_equal(astitch_device_builtin("h100", &d), ASTITCH_OK);
+    assert_true(k.grid >= d.sm_count);
+    assert_int_equal(k.block_barriers + k.global_barriers, 0);
+    assert_int_equal(info(p, f->g, "scale").role, ASTITCH_ROLE_MEMBER);
+    check_values(f);
+}
+
+/* A factor per sample, exp(w) [8] over [8, 65536]: eight values, each read by 65536 elements;
+ * held as a sub-dominant, each block would need a whole sample (eight blocks). */
+static void test_per_sample_factor_spreads(void **state)
+{
+    Fixture *f = *state;
+    int64_t n = 8, dim0 = 0;
+    astitch_node w = astitch_parameter(f->g, "w", ASTITCH_F32, 1, &n);
+    astitch_node e = named(f->g, astitch_unary(f->g, ASTITCH_OP_EXP, w), "factor");
+    build_scaled(f->g, 8, 65536, e, 1, &dim0);
+    const astitch_plan *p = plan(f);
+    astitch_kernel_info k = kernel0(p);
+    assert_true(k.grid > 8 * 8);
+    assert_int_equal(info(p, f->g, "factor").role, ASTITCH_ROLE_MEMBER);
+    check_values(f);
+}
+
+/* A scale made from a reduction (the mean of x, broadcast back over x) is made once: its
+ * readers wait for the reduction anyway. */
+static void test_scale_from_reduction_made_once(void **state)
+{
+    Fixture *f = *state;
+    int64_t s[2] = {64, 4096}, axes[2] = {0, 1};
+    astitch_node x = astitch_parameter(f->g, "x", ASTITCH_F32, 2, s);
+    astitch_node sum = astitch_reduce(f->g, ASTITCH_REDUCE_SUM, x, 2, axes);
+    astitch_node mean = named(f->g, astitch_binary(f->g, ASTITCH_OP_DIV, sum,
+                                                   constant(f->g, 64.0 * 4096.0)), "mean");
+    astitch_node out = astitch_binary(f->g, ASTITCH_OP_SUB, x,
+                                      astitch_broadcast_in_dim(f->g, mean, 2, s, NULL));
+    assert_int_equal(astitch_add_output(f->g, named(f->g, out, "out")), ASTITCH_OK);
+    const astitch_plan *p = plan(f);
+    astitch_role role = info(p, f->g, "mean").role;
+    if (role != ASTITCH_ROLE_DOMINANT && role != ASTITCH_ROLE_SUB_DOMINANT)
+        fail_msg("mean is %s, recomputed per element", astitch_role_name(role));
+    assert_int_equal(info(p, f->g, "mean").evals, 1);
+    check_values(f);
+}
+
+/* The forward of a cross-entropy over [rows, vocab] f32 logits and i32 targets: per row the
+ * max, the target's logit (one-hot by an iota compare), log-sum-exp; the mean loss. */
+static void build_cross_entropy(astitch_graph *g, int64_t rows, int64_t vocab)
+{
+    int64_t s[2] = {rows, vocab}, last = 1, keep = 0, all = 0;
+    astitch_node x = astitch_parameter(g, "logits", ASTITCH_F32, 2, s);
+    astitch_node t = astitch_parameter(g, "target", ASTITCH_I32, 1, &rows);
+    astitch_node m = named(g, astitch_reduce(g, ASTITCH_REDUCE_MAX, x, 1, &last), "max");
+    astitch_node e = astitch_unary(g, ASTITCH_OP_EXP, astitch_binary(g, ASTITCH_OP_SUB, x,
+                                   astitch_broadcast_in_dim(g, m, 2, s, &keep)));
+    astitch_node se = named(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, e, 1, &last), "sumexp");
+    astitch_node lse = named(g, astitch_binary(g, ASTITCH_OP_ADD,
+                                               astitch_unary(g, ASTITCH_OP_LOG, se), m), "lse");
+    astitch_node hit = astitch_binary(g, ASTITCH_OP_EQ, astitch_iota(g, ASTITCH_I32, 2, s, 1),
+                                      astitch_broadcast_in_dim(g, t, 2, s, &keep));
+    astitch_node picked = named(g, astitch_reduce(g, ASTITCH_REDUCE_SUM,
+                                astitch_select(g, hit, x, scalar(g, ASTITCH_F32, 0, 2, s)),
+                                1, &last), "picked");
+    astitch_node nll = astitch_binary(g, ASTITCH_OP_SUB, lse, picked);
+    astitch_node loss = astitch_binary(g, ASTITCH_OP_DIV,
+                                       astitch_reduce(g, ASTITCH_REDUCE_SUM, nll, 1, &all),
+                                       constant(g, (double)rows));
+    assert_int_equal(astitch_add_output(g, named(g, loss, "loss")), ASTITCH_OK);
+    assert_int_equal(astitch_add_output(g, lse), ASTITCH_OK);
+}
+
+/* 512 rows of 16384 (no split across blocks; streamed, not held in registers): the pass with the max and the target's
+ * logit and the pass with the sum of exponentials are one tile run. */
+static void test_cross_entropy_one_read(void **state)
+{
+    Fixture *f = *state;
+    build_cross_entropy(f->g, 512, 16384);
+    const astitch_plan *p = plan(f);
+    astitch_op_info mx = info(p, f->g, "max"), se = info(p, f->g, "sumexp");
+    assert_int_equal(info(p, f->g, "picked").phase, mx.phase);
+    assert_true(se.phase > mx.phase);
+    astitch_phase_info ph;
+    assert_int_equal(astitch_plan_phase_info(p, se.kernel, se.phase, &ph), ASTITCH_OK);
+    assert_false(ph.resident);
+    assert_int_equal(ph.run_first, mx.phase);
+    check_values(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_scalar_scale_spreads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_per_sample_factor_spreads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_scale_from_reduction_made_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cross_entropy_one_read, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
