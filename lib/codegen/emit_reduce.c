@@ -210,6 +210,8 @@ static void reduce_elements(Emit *e, const PlanPhase *p, const Shape *space, LLV
     if (!val || count > COUNT_MAX) {
         free(val);
         ev_fail(e, e->ix, ASTITCH_ERR_INTERNAL, "%s: %d elements per iteration", e->k->name, count);
+        for (int32_t q = 0; q < nred; q++)
+            next[q] = acc[q]; /* the caller's loop stays well formed until the failure is seen */
         return;
     }
     for (int u = 0; u < count; u++) {
