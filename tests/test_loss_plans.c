@@ -24,39 +24,7 @@
 #include "astitch/plan.h"
 #include "astitch/runtime.h"
 #include "diff_check.h"
-
-typedef struct Fixture {
-    astitch_context *ctx;
-    astitch_graph *g;
-    astitch_plan *p;
-} Fixture;
-
-static int setup(void **state)
-{
-    Fixture *f = calloc(1, sizeof *f);
-    assert_non_null(f);
-    assert_int_equal(astitch_context_create(&f->ctx), ASTITCH_OK);
-    assert_int_equal(astitch_graph_create(f->ctx, &f->g), ASTITCH_OK);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    Fixture *f = *state;
-    astitch_plan_destroy(f->p);
-    astitch_graph_destroy(f->g);
-    astitch_context_destroy(f->ctx);
-    free(f);
-    return 0;
-}
-
-static astitch_node named(astitch_graph *g, astitch_node n, const char *name)
-{
-    assert_int_not_equal(n, ASTITCH_NO_NODE);
-    assert_int_equal(astitch_set_name(g, n, name), ASTITCH_OK);
-    return n;
-}
+#include "graph_fixture.h"
 
 static astitch_node constant(astitch_graph *g, double v)
 {
@@ -112,15 +80,15 @@ static void check_values(Fixture *f)
         fail_msg("seed %llu: %s", (unsigned long long)seed, r.message);
 }
 
-/* x [rows, cols] times `factor` broadcast along `dims` over x (factor's node returned). */
+/* Output out = x [rows, cols] times `factor` broadcast along `dims` over x. */
 static void build_scaled(astitch_graph *g, int64_t rows, int64_t cols, astitch_node factor,
                          int nd, const int64_t *dims)
 {
     int64_t s[2] = {rows, cols};
     astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, s);
     astitch_node b = astitch_broadcast_in_dim(g, factor, 2, s, dims);
-    assert_int_equal(astitch_add_output(g, named(g, astitch_binary(g, ASTITCH_OP_MUL, x, b), "out")),
-                     ASTITCH_OK);
+    astitch_node out = named(g, astitch_binary(g, ASTITCH_OP_MUL, x, b), "out");
+    assert_int_equal(astitch_add_output(g, out), ASTITCH_OK);
 }
 
 /* The loss scale of a cross-entropy backward, grad_loss / tokens, over [256, 8192]: every
@@ -205,8 +173,8 @@ static void build_cross_entropy(astitch_graph *g, int64_t rows, int64_t vocab)
     assert_int_equal(astitch_add_output(g, lse), ASTITCH_OK);
 }
 
-/* 512 rows of 16384 (no split across blocks; streamed, not held in registers): the pass with the max and the target's
- * logit and the pass with the sum of exponentials are one tile run. */
+/* 512 rows of 16384 (no split across blocks; streamed, not held in registers): the pass with
+ * the max and the target's logit and the pass with the sum of exponentials are one tile run. */
 static void test_cross_entropy_one_read(void **state)
 {
     Fixture *f = *state;
@@ -225,10 +193,10 @@ static void test_cross_entropy_one_read(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_scalar_scale_spreads, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_per_sample_factor_spreads, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_scale_from_reduction_made_once, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_cross_entropy_one_read, setup, teardown),
+        FIXTURE_TEST(test_scalar_scale_spreads),
+        FIXTURE_TEST(test_per_sample_factor_spreads),
+        FIXTURE_TEST(test_scale_from_reduction_made_once),
+        FIXTURE_TEST(test_cross_entropy_one_read),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

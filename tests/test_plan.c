@@ -21,32 +21,7 @@
 
 #include "astitch/plan.h"
 #include "astitch/runtime.h"
-
-typedef struct Fixture {
-    astitch_context *ctx;
-    astitch_graph *g;
-    astitch_plan *p;
-} Fixture;
-
-static int setup(void **state)
-{
-    Fixture *f = calloc(1, sizeof *f);
-    assert_non_null(f);
-    assert_int_equal(astitch_context_create(&f->ctx), ASTITCH_OK);
-    assert_int_equal(astitch_graph_create(f->ctx, &f->g), ASTITCH_OK);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    Fixture *f = *state;
-    astitch_plan_destroy(f->p);
-    astitch_graph_destroy(f->g);
-    astitch_context_destroy(f->ctx);
-    free(f);
-    return 0;
-}
+#include "graph_fixture.h"
 
 static astitch_device device(const char *name)
 {
@@ -71,13 +46,6 @@ static astitch_plan *plan(Fixture *f, const astitch_device *d, const astitch_pla
     if (astitch_plan_create(f->g, d, o, &f->p) != ASTITCH_OK)
         fail_msg("plan: %s", astitch_last_error(f->ctx));
     return f->p;
-}
-
-static astitch_node named(astitch_graph *g, astitch_node n, const char *name)
-{
-    assert_int_not_equal(n, ASTITCH_NO_NODE);
-    assert_int_equal(astitch_set_name(g, n, name), ASTITCH_OK);
-    return n;
 }
 
 static astitch_op_info info(const astitch_plan *p, const astitch_graph *g, const char *name)
@@ -1025,28 +993,28 @@ static void api_arguments(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(fig7_stitch, setup, teardown),
-        cmocka_unit_test_setup_teardown(fig7_xla, setup, teardown),
-        cmocka_unit_test_setup_teardown(fig7_example_file, setup, teardown),
-        cmocka_unit_test_setup_teardown(fig7_no_merging, setup, teardown),
-        cmocka_unit_test_setup_teardown(fig4_shared_producer, setup, teardown),
-        cmocka_unit_test_setup_teardown(heavy_op_broadcast_through_converts, setup, teardown),
-        cmocka_unit_test_setup_teardown(fig5_power_once, setup, teardown),
-        cmocka_unit_test_setup_teardown(row_reduce_750000x32, setup, teardown),
-        cmocka_unit_test_setup_teardown(row_reduce_64x30000, setup, teardown),
-        cmocka_unit_test_setup_teardown(wide_rows_option, setup, teardown),
-        cmocka_unit_test_setup_teardown(column_split_fills_waves, setup, teardown),
-        cmocka_unit_test_setup_teardown(shared_memory_fallback, setup, teardown),
-        cmocka_unit_test_setup_teardown(register_bound_relaxed, setup, teardown),
-        cmocka_unit_test_setup_teardown(register_bound_relaxed_by_shared, setup, teardown),
-        cmocka_unit_test_setup_teardown(register_bound_small_grid, setup, teardown),
-        cmocka_unit_test_setup_teardown(launch_prefers_parallelism, setup, teardown),
-        cmocka_unit_test_setup_teardown(compute_op_bounds_scope, setup, teardown),
-        cmocka_unit_test_setup_teardown(remote_stitching, setup, teardown),
-        cmocka_unit_test_setup_teardown(fusion_none_one_kernel_per_op, setup, teardown),
-        cmocka_unit_test_setup_teardown(dead_nodes_dropped, setup, teardown),
-        cmocka_unit_test_setup_teardown(wide_kernels_bounded, setup, teardown),
-        cmocka_unit_test_setup_teardown(api_arguments, setup, teardown),
+        FIXTURE_TEST(fig7_stitch),
+        FIXTURE_TEST(fig7_xla),
+        FIXTURE_TEST(fig7_example_file),
+        FIXTURE_TEST(fig7_no_merging),
+        FIXTURE_TEST(fig4_shared_producer),
+        FIXTURE_TEST(heavy_op_broadcast_through_converts),
+        FIXTURE_TEST(fig5_power_once),
+        FIXTURE_TEST(row_reduce_750000x32),
+        FIXTURE_TEST(row_reduce_64x30000),
+        FIXTURE_TEST(wide_rows_option),
+        FIXTURE_TEST(column_split_fills_waves),
+        FIXTURE_TEST(shared_memory_fallback),
+        FIXTURE_TEST(register_bound_relaxed),
+        FIXTURE_TEST(register_bound_relaxed_by_shared),
+        FIXTURE_TEST(register_bound_small_grid),
+        FIXTURE_TEST(launch_prefers_parallelism),
+        FIXTURE_TEST(compute_op_bounds_scope),
+        FIXTURE_TEST(remote_stitching),
+        FIXTURE_TEST(fusion_none_one_kernel_per_op),
+        FIXTURE_TEST(dead_nodes_dropped),
+        FIXTURE_TEST(wide_kernels_bounded),
+        FIXTURE_TEST(api_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

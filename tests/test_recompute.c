@@ -19,37 +19,7 @@
 #include "astitch/plan.h"
 #include "astitch/runtime.h"
 #include "diff_check.h"
-
-typedef struct Fixture {
-    astitch_context *ctx;
-    astitch_graph *g;
-} Fixture;
-
-static int setup(void **state)
-{
-    Fixture *f = calloc(1, sizeof *f);
-    assert_non_null(f);
-    assert_int_equal(astitch_context_create(&f->ctx), ASTITCH_OK);
-    assert_int_equal(astitch_graph_create(f->ctx, &f->g), ASTITCH_OK);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    Fixture *f = *state;
-    astitch_graph_destroy(f->g);
-    astitch_context_destroy(f->ctx);
-    free(f);
-    return 0;
-}
-
-static astitch_node named(astitch_graph *g, astitch_node n, const char *name)
-{
-    assert_int_not_equal(n, ASTITCH_NO_NODE);
-    assert_int_equal(astitch_set_name(g, n, name), ASTITCH_OK);
-    return n;
-}
+#include "graph_fixture.h"
 
 static astitch_node scalar(astitch_graph *g, astitch_dtype t, double v, int rank,
                            const int64_t *dims)
@@ -229,10 +199,10 @@ static void test_values(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_causal_mask_recomputed, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_not_recomputed, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_names_kept_unique, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_values, setup, teardown),
+        FIXTURE_TEST(test_causal_mask_recomputed),
+        FIXTURE_TEST(test_not_recomputed),
+        FIXTURE_TEST(test_names_kept_unique),
+        FIXTURE_TEST(test_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,37 +21,7 @@
 #include "astitch/plan.h"
 #include "astitch/runtime.h"
 #include "diff_check.h"
-
-typedef struct Fixture {
-    astitch_context *ctx;
-    astitch_graph *g;
-} Fixture;
-
-static int setup(void **state)
-{
-    Fixture *f = calloc(1, sizeof *f);
-    assert_non_null(f);
-    assert_int_equal(astitch_context_create(&f->ctx), ASTITCH_OK);
-    assert_int_equal(astitch_graph_create(f->ctx, &f->g), ASTITCH_OK);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    Fixture *f = *state;
-    astitch_graph_destroy(f->g);
-    astitch_context_destroy(f->ctx);
-    free(f);
-    return 0;
-}
-
-static astitch_node named(astitch_graph *g, astitch_node n, const char *name)
-{
-    assert_int_not_equal(n, ASTITCH_NO_NODE);
-    assert_int_equal(astitch_set_name(g, n, name), ASTITCH_OK);
-    return n;
-}
+#include "graph_fixture.h"
 
 /* GPT-2's attention inputs at a small size: qkv [b * t, 3 * h * d] split into q, k and v,
  * each [b, t, h, d] transposed to [b, h, t, d]. Outputs "v.t" (a view), "probs" (a softmax of
@@ -286,7 +256,7 @@ static void test_random_chains(void **state)
     int views = 0, outputs = 0;
     for (int round = 0; round < 40; round++) {
         Fixture *f;
-        setup((void **)&f);
+        fixture_setup((void **)&f);
         astitch_graph *g = f->g;
         int64_t dims[3] = {1 + rand() % 4, 1 + rand() % 6, 1 + rand() % 8};
         astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 3, dims);
@@ -347,7 +317,7 @@ static void test_random_chains(void **state)
             fail_msg("round %d (seed %llu) differs from the reference", round,
                      (unsigned long long)seed);
         astitch_executable_destroy(ex);
-        teardown((void **)&f);
+        fixture_teardown((void **)&f);
     }
     printf("random chains: %d outputs, %d views\n", outputs, views);
     assert_true(views > 0 && views < outputs);
@@ -356,10 +326,10 @@ static void test_random_chains(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_attention_views, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_which_outputs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_every_output_a_view, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
+        FIXTURE_TEST(test_attention_views),
+        FIXTURE_TEST(test_which_outputs),
+        FIXTURE_TEST(test_every_output_a_view),
+        FIXTURE_TEST(test_errors),
         cmocka_unit_test(test_random_chains),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,46 @@
+/* graph_fixture.h: the CMocka fixture of the tests that build a graph through the public API
+ * (include after <cmocka.h> and astitch's headers): a context, an empty graph in it and a plan
+ * slot (NULL until a test makes one; the teardown destroys what is there), and naming nodes. */
+#ifndef ASTITCH_TESTS_GRAPH_FIXTURE_H
+#define ASTITCH_TESTS_GRAPH_FIXTURE_H
+
+#include <stdlib.h>
+
+typedef struct Fixture {
+    astitch_context *ctx;
+    astitch_graph *g;
+    astitch_plan *p;
+} Fixture;
+
+static inline int fixture_setup(void **state)
+{
+    Fixture *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    assert_int_equal(astitch_context_create(&f->ctx), ASTITCH_OK);
+    assert_int_equal(astitch_graph_create(f->ctx, &f->g), ASTITCH_OK);
+    *state = f;
+    return 0;
+}
+
+static inline int fixture_teardown(void **state)
+{
+    Fixture *f = *state;
+    astitch_plan_destroy(f->p);
+    astitch_graph_destroy(f->g);
+    astitch_context_destroy(f->ctx);
+    free(f);
+    return 0;
+}
+
+/* n, named `name` (a node the builder failed to make fails the test). */
+static inline astitch_node named(astitch_graph *g, astitch_node n, const char *name)
+{
+    assert_int_not_equal(n, ASTITCH_NO_NODE);
+    assert_int_equal(astitch_set_name(g, n, name), ASTITCH_OK);
+    return n;
+}
+
+/* A test run with the fixture. */
+#define FIXTURE_TEST(t) cmocka_unit_test_setup_teardown(t, fixture_setup, fixture_teardown)
+
+#endif
