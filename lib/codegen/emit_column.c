@@ -79,8 +79,6 @@ void emit_column_run(Emit *e, const PlanPhase *p, const Shape *space, LLVMValueR
     LLVMValueRef *val = malloc((size_t)p->nroot * (size_t)v * sizeof *val);
     if (!val) {
         ev_fail(e, e->ix, ASTITCH_ERR_MEMORY, "out of memory");
-        for (int32_t q = 0; q < nred * v; q++)
-            next[q] = acc[q]; /* the caller's loop stays well formed until the failure is seen */
         return;
     }
     LLVMValueRef lin[VECTOR_MAX];

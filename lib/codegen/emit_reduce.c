@@ -210,8 +210,6 @@ static void reduce_elements(Emit *e, const PlanPhase *p, const Shape *space, LLV
     if (!val || count > COUNT_MAX) {
         free(val);
         ev_fail(e, e->ix, ASTITCH_ERR_INTERNAL, "%s: %d elements per iteration", e->k->name, count);
-        for (int32_t q = 0; q < nred; q++)
-            next[q] = acc[q]; /* the caller's loop stays well formed until the failure is seen */
         return;
     }
     for (int u = 0; u < count; u++) {
@@ -265,6 +263,11 @@ static void step_elements(Emit *e, const PlanPhase *p, const Shape *space, LLVMV
                           int v, LLVMValueRef j, int64_t step, int count, int32_t nred,
                           const int32_t *red, LLVMValueRef *acc, LLVMValueRef *next)
 {
+    /* next starts as acc: an emitter that fails before folding leaves the loop well formed
+     * (the failure is reported; the module is never finished) */
+    int32_t nacc = v > 1 && p->map.kind == ASTITCH_MAP_COLUMN_REDUCE ? nred * v : nred;
+    for (int32_t q = 0; q < nacc; q++)
+        next[q] = acc[q];
     if (v > 1 && p->map.kind == ASTITCH_MAP_COLUMN_REDUCE)
         emit_column_run(e, p, space, row, j, v, nred, red, acc, next);
     else if (v > 1)

@@ -32,8 +32,6 @@ void emit_row_runs(Emit *e, const PlanPhase *p, const Shape *space, LLVMValueRef
     if (!val || count > COUNT_MAX) {
         free(val);
         ev_fail(e, e->ix, ASTITCH_ERR_INTERNAL, "%s: %d runs per iteration", e->k->name, count);
-        for (int32_t q = 0; q < nred; q++)
-            next[q] = acc[q]; /* the caller's loop stays well formed until the failure is seen */
         return;
     }
     LLVMValueRef lin[COUNT_MAX][VECTOR_MAX];
