@@ -37,28 +37,14 @@ static astitch_node scalar(astitch_graph *g, astitch_dtype t, double v, int rank
     return astitch_broadcast_in_dim(g, astitch_constant(g, t, 0, NULL, &v, 1), rank, dims, NULL);
 }
 
-/* Plans f->g for the H100 (replacing an earlier plan); fails the test with the message. */
+/* Plans f->g for the H100 with the default options. */
 static const astitch_plan *plan(Fixture *f)
 {
     astitch_device d;
     assert_int_equal(astitch_device_builtin("h100", &d), ASTITCH_OK);
     astitch_plan_options o;
     astitch_plan_options_default(&o);
-    astitch_plan_destroy(f->p);
-    f->p = NULL;
-    if (astitch_plan_create(f->g, &d, &o, &f->p) != ASTITCH_OK)
-        fail_msg("plan: %s", astitch_last_error(f->ctx));
-    return f->p;
-}
-
-static astitch_op_info info(const astitch_plan *p, const astitch_graph *g, const char *name)
-{
-    astitch_op_info i;
-    astitch_node n = astitch_graph_find(g, name);
-    assert_int_not_equal(n, ASTITCH_NO_NODE);
-    if (astitch_plan_node_info(p, n, &i) != ASTITCH_OK)
-        fail_msg("%s has no kernel", name);
-    return i;
+    return fixture_plan(f, &d, &o);
 }
 
 static astitch_kernel_info kernel0(const astitch_plan *p)
@@ -106,7 +92,7 @@ static void test_scalar_scale_spreads(void **state)
     assert_int_equal(astitch_device_builtin("h100", &d), ASTITCH_OK);
     assert_true(k.grid >= d.sm_count);
     assert_int_equal(k.block_barriers + k.global_barriers, 0);
-    assert_int_equal(info(p, f->g, "scale").role, ASTITCH_ROLE_MEMBER);
+    assert_int_equal(op_info(p, f->g, "scale").role, ASTITCH_ROLE_MEMBER);
     check_values(f);
 }
 
@@ -122,7 +108,7 @@ static void test_per_sample_factor_spreads(void **state)
     const astitch_plan *p = plan(f);
     astitch_kernel_info k = kernel0(p);
     assert_true(k.grid > 8 * 8);
-    assert_int_equal(info(p, f->g, "factor").role, ASTITCH_ROLE_MEMBER);
+    assert_int_equal(op_info(p, f->g, "factor").role, ASTITCH_ROLE_MEMBER);
     check_values(f);
 }
 
@@ -140,10 +126,10 @@ static void test_scale_from_reduction_made_once(void **state)
                                       astitch_broadcast_in_dim(f->g, mean, 2, s, NULL));
     assert_int_equal(astitch_add_output(f->g, named(f->g, out, "out")), ASTITCH_OK);
     const astitch_plan *p = plan(f);
-    astitch_role role = info(p, f->g, "mean").role;
+    astitch_role role = op_info(p, f->g, "mean").role;
     if (role != ASTITCH_ROLE_DOMINANT && role != ASTITCH_ROLE_SUB_DOMINANT)
         fail_msg("mean is %s, recomputed per element", astitch_role_name(role));
-    assert_int_equal(info(p, f->g, "mean").evals, 1);
+    assert_int_equal(op_info(p, f->g, "mean").evals, 1);
     check_values(f);
 }
 
@@ -180,8 +166,8 @@ static void test_cross_entropy_one_read(void **state)
     Fixture *f = *state;
     build_cross_entropy(f->g, 512, 16384);
     const astitch_plan *p = plan(f);
-    astitch_op_info mx = info(p, f->g, "max"), se = info(p, f->g, "sumexp");
-    assert_int_equal(info(p, f->g, "picked").phase, mx.phase);
+    astitch_op_info mx = op_info(p, f->g, "max"), se = op_info(p, f->g, "sumexp");
+    assert_int_equal(op_info(p, f->g, "picked").phase, mx.phase);
     assert_true(se.phase > mx.phase);
     astitch_phase_info ph;
     assert_int_equal(astitch_plan_phase_info(p, se.kernel, se.phase, &ph), ASTITCH_OK);

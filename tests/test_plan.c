@@ -38,29 +38,9 @@ static astitch_plan_options opts(astitch_fusion fusion)
     return o;
 }
 
-/* Plans f->g (replacing an earlier plan); fails the test with the context's message. */
-static astitch_plan *plan(Fixture *f, const astitch_device *d, const astitch_plan_options *o)
-{
-    astitch_plan_destroy(f->p);
-    f->p = NULL;
-    if (astitch_plan_create(f->g, d, o, &f->p) != ASTITCH_OK)
-        fail_msg("plan: %s", astitch_last_error(f->ctx));
-    return f->p;
-}
-
-static astitch_op_info info(const astitch_plan *p, const astitch_graph *g, const char *name)
-{
-    astitch_op_info i;
-    astitch_node n = astitch_graph_find(g, name);
-    assert_int_not_equal(n, ASTITCH_NO_NODE);
-    if (astitch_plan_node_info(p, n, &i) != ASTITCH_OK)
-        fail_msg("%s has no kernel", name);
-    return i;
-}
-
 static astitch_scheme scheme_of(const astitch_plan *p, const astitch_graph *g, const char *name)
 {
-    return info(p, g, name).scheme;
+    return op_info(p, g, name).scheme;
 }
 
 /* Element evaluations of node `name` summed over every kernel that computes it. */
@@ -116,13 +96,13 @@ static void check_fig7_stitch(const astitch_plan *p, const astitch_graph *g)
     for (size_t i = 0; i < sizeof local / sizeof local[0]; i++)
         assert_int_equal(scheme_of(p, g, local[i]), ASTITCH_SCHEME_LOCAL);
     /* Figure 9: reduce.1 and reduce.2 dominate; power.1 and multiply.1 are sub-dominants */
-    assert_int_equal(info(p, g, "reduce.1").role, ASTITCH_ROLE_DOMINANT);
-    assert_int_equal(info(p, g, "reduce.2").role, ASTITCH_ROLE_DOMINANT);
-    assert_int_equal(info(p, g, "power.1").role, ASTITCH_ROLE_SUB_DOMINANT);
-    assert_int_equal(info(p, g, "multiply.1").role, ASTITCH_ROLE_SUB_DOMINANT);
-    assert_int_equal(info(p, g, "power.1").group, info(p, g, "reduce.1").group);
-    assert_int_equal(info(p, g, "multiply.1").group, info(p, g, "reduce.2").group);
-    assert_int_equal(info(p, g, "broadcast.2").group, info(p, g, "reduce.2").group);
+    assert_int_equal(op_info(p, g, "reduce.1").role, ASTITCH_ROLE_DOMINANT);
+    assert_int_equal(op_info(p, g, "reduce.2").role, ASTITCH_ROLE_DOMINANT);
+    assert_int_equal(op_info(p, g, "power.1").role, ASTITCH_ROLE_SUB_DOMINANT);
+    assert_int_equal(op_info(p, g, "multiply.1").role, ASTITCH_ROLE_SUB_DOMINANT);
+    assert_int_equal(op_info(p, g, "power.1").group, op_info(p, g, "reduce.1").group);
+    assert_int_equal(op_info(p, g, "multiply.1").group, op_info(p, g, "reduce.2").group);
+    assert_int_equal(op_info(p, g, "broadcast.2").group, op_info(p, g, "reduce.2").group);
     astitch_kernel_info k;
     assert_int_equal(astitch_plan_kernel_info(p, 0, &k), ASTITCH_OK);
     assert_int_equal(k.num_groups, 2);
@@ -139,12 +119,12 @@ static void fig7_stitch(void **state)
     static const char *const gpus[] = {"v100", "a100", "h100"};
     for (int i = 0; i < 3; i++) {
         astitch_device d = device(gpus[i]);
-        check_fig7_stitch(plan(f, &d, &o), f->g);
+        check_fig7_stitch(fixture_plan(f, &d, &o), f->g);
     }
     /* The host's 8-block wave has more column tiles than blocks, so reduce.2 is not split:
      * each block owns whole columns and nothing in the kernel reads it. */
     astitch_device h = device("host");
-    astitch_plan *p = plan(f, &h, &o);
+    astitch_plan *p = fixture_plan(f, &h, &o);
     assert_int_equal(astitch_plan_num_kernels(p), 1);
     assert_int_equal(scheme_of(p, f->g, "reduce.1"), ASTITCH_SCHEME_REGIONAL);
     assert_int_equal(scheme_of(p, f->g, "power.1"), ASTITCH_SCHEME_GLOBAL);
@@ -157,13 +137,13 @@ static void fig7_xla(void **state)
     build_fig7(f->g, 1024, 512);
     astitch_device d = device("v100");
     astitch_plan_options o = opts(ASTITCH_FUSION_XLA);
-    astitch_plan *p = plan(f, &d, &o);
+    astitch_plan *p = fixture_plan(f, &d, &o);
     assert_int_equal(astitch_plan_num_kernels(p), 4);
     /* the kernels end at reduce.1, power.1, reduce.2 and multiply.1 */
     static const char *const ends[] = {"reduce.1", "power.1", "reduce.2", "multiply.1"};
     bool seen[4] = {false};
     for (int i = 0; i < 4; i++) {
-        astitch_op_info x = info(p, f->g, ends[i]);
+        astitch_op_info x = op_info(p, f->g, ends[i]);
         assert_false(seen[x.kernel]);
         seen[x.kernel] = true;
         assert_true(x.output);
@@ -199,9 +179,9 @@ static void fig7_example_file(void **state)
         fail_msg("%s", astitch_last_error(f->ctx));
     astitch_device d = device("h100");
     astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
-    check_fig7_stitch(plan(f, &d, &o), f->g);
+    check_fig7_stitch(fixture_plan(f, &d, &o), f->g);
     o.fusion = ASTITCH_FUSION_XLA;
-    assert_int_equal(astitch_plan_num_kernels(plan(f, &d, &o)), 4);
+    assert_int_equal(astitch_plan_num_kernels(fixture_plan(f, &d, &o)), 4);
 }
 
 static void fig7_no_merging(void **state)
@@ -211,12 +191,12 @@ static void fig7_no_merging(void **state)
     astitch_device d = device("h100");
     astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
     o.merge = false;
-    astitch_plan *p = plan(f, &d, &o);
+    astitch_plan *p = fixture_plan(f, &d, &o);
     astitch_kernel_info k;
     assert_int_equal(astitch_plan_kernel_info(p, 0, &k), ASTITCH_OK);
     assert_int_equal(k.num_groups, 4);
-    assert_int_equal(info(p, f->g, "power.1").role, ASTITCH_ROLE_DOMINANT);
-    assert_int_equal(info(p, f->g, "multiply.1").role, ASTITCH_ROLE_DOMINANT);
+    assert_int_equal(op_info(p, f->g, "power.1").role, ASTITCH_ROLE_DOMINANT);
+    assert_int_equal(op_info(p, f->g, "multiply.1").role, ASTITCH_ROLE_DOMINANT);
 }
 
 /* ---- an expensive op broadcast after a rounding ---------------------------------------------- */
@@ -245,16 +225,16 @@ static void heavy_op_broadcast_through_converts(void **state)
     assert_int_equal(astitch_add_output(g, local), ASTITCH_OK);
     astitch_device d = device("h100");
     astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
-    astitch_plan *p = plan(f, &d, &o);
+    astitch_plan *p = fixture_plan(f, &d, &o);
     for (int i = 0; i < 2; i++) {
         const char *name = i ? "sin" : "cos";
-        astitch_role role = info(p, g, name).role;
+        astitch_role role = op_info(p, g, name).role;
         if (role != ASTITCH_ROLE_DOMINANT && role != ASTITCH_ROLE_SUB_DOMINANT)
             fail_msg("%s is %s, recomputed per element of the broadcast", name,
                      astitch_role_name(role));
         assert_int_equal(evals_of(p, g, name), 64 * 32);
     }
-    assert_int_equal(info(p, g, "exp").role, ASTITCH_ROLE_MEMBER);
+    assert_int_equal(op_info(p, g, "exp").role, ASTITCH_ROLE_MEMBER);
 }
 
 /* ---- Figure 4: a producer shared by two consumers -------------------------------------------- */
@@ -275,14 +255,14 @@ static void fig4_shared_producer(void **state)
     int64_t elements = rc[0] * rc[1];
     astitch_device d = device("h100");
     astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
-    astitch_plan *p = plan(f, &d, &o);
+    astitch_plan *p = fixture_plan(f, &d, &o);
     assert_int_equal(astitch_plan_num_kernels(p), 1);
-    assert_int_equal(info(p, g, "A").scheme, ASTITCH_SCHEME_LOCAL);
-    assert_int_equal(info(p, g, "B").phase, info(p, g, "C").phase);
+    assert_int_equal(op_info(p, g, "A").scheme, ASTITCH_SCHEME_LOCAL);
+    assert_int_equal(op_info(p, g, "B").phase, op_info(p, g, "C").phase);
     assert_int_equal(evals_of(p, g, "A"), elements);
     /* XLA separates B and C and recomputes A in both kernels */
     o.fusion = ASTITCH_FUSION_XLA;
-    p = plan(f, &d, &o);
+    p = fixture_plan(f, &d, &o);
     assert_int_equal(astitch_plan_num_kernels(p), 2);
     assert_int_equal(evals_of(p, g, "A"), 2 * elements);
 }
@@ -311,13 +291,13 @@ static void fig5_power_once(void **state)
         for (int merge = 0; merge < 2; merge++) {
             astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
             o.merge = merge;
-            astitch_plan *p = plan(f, &d, &o);
+            astitch_plan *p = fixture_plan(f, &d, &o);
             assert_int_equal(astitch_plan_num_kernels(p), 1);
             assert_int_equal(evals_of(p, f->g, "power.1"), 2);
             assert_int_equal(evals_of(p, f->g, "add.1"), 256);
             /* the block that reads a power value is the block that made it */
             assert_int_equal(scheme_of(p, f->g, "power.1"), ASTITCH_SCHEME_REGIONAL);
-            astitch_op_info w = info(p, f->g, "power.1");
+            astitch_op_info w = op_info(p, f->g, "power.1");
             astitch_phase_info ph;
             assert_int_equal(astitch_plan_phase_info(p, 0, w.phase, &ph), ASTITCH_OK);
             assert_int_equal(ph.mapping.rows, 2);
@@ -338,7 +318,7 @@ static void build_row_reduce(astitch_graph *g, int64_t rows, int64_t cols)
 static astitch_mapping phase_mapping_of(const astitch_plan *p, const astitch_graph *g,
                                         const char *name)
 {
-    astitch_op_info x = info(p, g, name);
+    astitch_op_info x = op_info(p, g, name);
     astitch_phase_info ph;
     assert_int_equal(astitch_plan_phase_info(p, x.kernel, x.phase, &ph), ASTITCH_OK);
     return ph.mapping;
@@ -352,7 +332,7 @@ static void row_reduce_750000x32(void **state)
     for (int i = 0; i < 3; i++) {
         astitch_device d = device(devs[i]);
         astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
-        astitch_plan *p = plan(f, &d, &o);
+        astitch_plan *p = fixture_plan(f, &d, &o);
         astitch_mapping m = phase_mapping_of(p, f->g, "row_sum");
         astitch_kernel_info k;
         assert_int_equal(astitch_plan_kernel_info(p, 0, &k), ASTITCH_OK);
@@ -378,7 +358,7 @@ static void row_reduce_750000x32(void **state)
         assert_true(ph.resident);
         /* persistent: vertical packing keeps one wave */
         o.persistent = true;
-        p = plan(f, &d, &o);
+        p = fixture_plan(f, &d, &o);
         m = phase_mapping_of(p, f->g, "row_sum");
         assert_int_equal(astitch_plan_kernel_info(p, 0, &k), ASTITCH_OK);
         assert_true(k.persistent);
@@ -391,7 +371,7 @@ static void row_reduce_750000x32(void **state)
         o.persistent = false;
         /* without packing: one row per block (the XLA mapping of Figure 6-(a)) */
         o.packing = false;
-        p = plan(f, &d, &o);
+        p = fixture_plan(f, &d, &o);
         m = phase_mapping_of(p, f->g, "row_sum");
         assert_int_equal(m.rows_per_block, 1);
         assert_int_equal(m.threads_per_row, 32);
@@ -413,7 +393,7 @@ static void wide_rows_option(void **state)
         for (int wide = 0; wide < 2; wide++) {
             astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
             o.wide_rows = wide;
-            astitch_plan *p = plan(f, &d, &o);
+            astitch_plan *p = fixture_plan(f, &d, &o);
             astitch_mapping m = phase_mapping_of(p, f->g, "row_sum");
             astitch_kernel_info k;
             assert_int_equal(astitch_plan_kernel_info(p, 0, &k), ASTITCH_OK);
@@ -439,7 +419,7 @@ static void row_reduce_64x30000(void **state)
     for (int i = 0; i < 3; i++) {
         astitch_device d = device(devs[i]);
         astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
-        astitch_plan *p = plan(f, &d, &o);
+        astitch_plan *p = fixture_plan(f, &d, &o);
         astitch_mapping m = phase_mapping_of(p, f->g, "row_sum");
         astitch_kernel_info k;
         assert_int_equal(astitch_plan_kernel_info(p, 0, &k), ASTITCH_OK);
@@ -452,13 +432,13 @@ static void row_reduce_64x30000(void **state)
         assert_int_equal(astitch_mapping_elements_per_thread(&m), (m.split_len + 1023) / 1024);
         assert_int_equal(scheme_of(p, f->g, "row_sum"), ASTITCH_SCHEME_GLOBAL);
         o.packing = false;
-        p = plan(f, &d, &o);
+        p = fixture_plan(f, &d, &o);
         assert_int_equal(phase_mapping_of(p, f->g, "row_sum").split, 1);
     }
     /* the paper's V100 case: 160 blocks per wave, so two blocks per row */
     astitch_device v = device("v100");
     astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
-    assert_int_equal(phase_mapping_of(plan(f, &v, &o), f->g, "row_sum").split, 2);
+    assert_int_equal(phase_mapping_of(fixture_plan(f, &v, &o), f->g, "row_sum").split, 2);
 }
 
 /* A column sum alone in its kernel, [8192, 3072] f32 (gpt2_bwd_mlp_gelu's bias gradient): 96
@@ -480,7 +460,7 @@ static void column_split_fills_waves(void **state)
     build_sums(f->g, false);
     astitch_device d = device("h100");
     astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
-    astitch_plan *p = plan(f, &d, &o);
+    astitch_plan *p = fixture_plan(f, &d, &o);
     astitch_mapping m = phase_mapping_of(p, f->g, "col_sum");
     astitch_kernel_info k;
     assert_int_equal(astitch_plan_kernel_info(p, 0, &k), ASTITCH_OK);
@@ -499,9 +479,10 @@ static void column_split_fills_waves(void **state)
     astitch_graph_destroy(f->g);
     assert_int_equal(astitch_graph_create(f->ctx, &f->g), ASTITCH_OK);
     build_sums(f->g, true);
-    p = plan(f, &d, &o);
+    p = fixture_plan(f, &d, &o);
     m = phase_mapping_of(p, f->g, "col_sum");
-    assert_int_equal(astitch_plan_kernel_info(p, info(p, f->g, "col_sum").kernel, &k), ASTITCH_OK);
+    int col_kernel = op_info(p, f->g, "col_sum").kernel;
+    assert_int_equal(astitch_plan_kernel_info(p, col_kernel, &k), ASTITCH_OK);
     assert_int_equal(k.num_groups, 2);
     assert_true(m.split > 1);
     assert_true(m.grid <= k.blocks_per_wave);
@@ -554,7 +535,7 @@ static void shared_memory_fallback(void **state)
     astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
     o.packing = false; /* streamed rows: resident ones keep their statistics in registers */
     o.persistent = true; /* chunks of many rows per block: large regional parts */
-    astitch_plan *p = plan(f, &d, &o);
+    astitch_plan *p = fixture_plan(f, &d, &o);
     int full = count_regional(p);
     astitch_kernel_info k;
     astitch_plan_kernel_info(p, 0, &k);
@@ -566,7 +547,7 @@ static void shared_memory_fallback(void **state)
     while (prev > 0 && steps < 16) {
         astitch_device small = d;
         small.shared_per_block = limit - 1;
-        p = plan(f, &small, &o);
+        p = fixture_plan(f, &small, &o);
         astitch_plan_kernel_info(p, 0, &k);
         int now = count_regional(p);
         assert_true(k.shared_bytes <= small.shared_per_block);
@@ -592,7 +573,7 @@ static void register_bound_relaxed(void **state)
     astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
     o.packing = false;            /* streamed rows */
     o.one_pass_variance = false;  /* as written: the squared sum reads x again */
-    astitch_plan *p = plan(f, &d, &o);
+    astitch_plan *p = fixture_plan(f, &d, &o);
     astitch_kernel_info k;
     astitch_plan_kernel_info(p, 0, &k);
     assert_int_equal(k.block, 1024);
@@ -605,14 +586,14 @@ static void register_bound_relaxed(void **state)
     assert_int_equal(k.moved_bytes, 4 * x_bytes);
     /* rewritten (variance.c), the squared sum joins the sum's pass: one read of x fewer */
     o.one_pass_variance = true;
-    p = plan(f, &d, &o);
+    p = fixture_plan(f, &d, &o);
     astitch_plan_kernel_info(p, 0, &k);
     assert_int_equal(k.moved_bytes, 3 * x_bytes + 25600 * 4); /* and the rows' shifts */
     o.one_pass_variance = false;
     /* resident rows of 768: a warp per row, 24 elements per lane, planned with 32 + 2 * 24 = 80
      * registers: blocks of 256, three per SM */
     o.packing = true;
-    p = plan(f, &d, &o);
+    p = fixture_plan(f, &d, &o);
     astitch_plan_kernel_info(p, 0, &k);
     assert_int_equal(k.block, 256);
     assert_int_equal(k.regs, 80);
@@ -631,14 +612,14 @@ static void register_bound_relaxed_by_shared(void **state)
     astitch_device d = device("h100");
     astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
     o.packing = false; /* streamed rows keep their statistics in shared memory */
-    astitch_plan *p = plan(f, &d, &o);
+    astitch_plan *p = fixture_plan(f, &d, &o);
     astitch_kernel_info k;
     astitch_plan_kernel_info(p, 0, &k);
     int64_t s = k.shared_bytes;
     assert_true(s > 0);
     d.shared_per_block = s;
     d.shared_per_sm = s + s / 2;
-    p = plan(f, &d, &o);
+    p = fixture_plan(f, &d, &o);
     astitch_plan_kernel_info(p, 0, &k);
     assert_int_equal(k.blocks_per_sm, 1);
     assert_int_equal(k.blocks_per_wave, d.sm_count);
@@ -654,7 +635,7 @@ static void register_bound_small_grid(void **state)
     build_layernorm(f->g, 64, 768);
     astitch_device d = device("h100");
     astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
-    astitch_plan *p = plan(f, &d, &o);
+    astitch_plan *p = fixture_plan(f, &d, &o);
     astitch_kernel_info k;
     astitch_plan_kernel_info(p, 0, &k);
     assert_true(k.grid <= d.sm_count);
@@ -688,7 +669,7 @@ static void launch_prefers_parallelism(void **state)
     build_sum_read_back(f->g, 8000000, true);
     astitch_device d = device("h100");
     astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
-    astitch_plan *p = plan(f, &d, &o);
+    astitch_plan *p = fixture_plan(f, &d, &o);
     astitch_kernel_info k;
     astitch_plan_kernel_info(p, 0, &k);
     /* a block per tile of 32 rows: 128 bytes of the sum per block */
@@ -698,7 +679,7 @@ static void launch_prefers_parallelism(void **state)
     assert_int_equal(k.grid, 8000000 / 32);
     assert_int_equal(k.global_barriers, 0);
     o.persistent = true;
-    p = plan(f, &d, &o);
+    p = fixture_plan(f, &d, &o);
     astitch_plan_kernel_info(p, 0, &k);
     /* 30000-odd rows of 4 bytes per block would allow one block per SM: turned global */
     assert_int_equal(scheme_of(p, f->g, "s"), ASTITCH_SCHEME_GLOBAL);
@@ -709,7 +690,7 @@ static void launch_prefers_parallelism(void **state)
     astitch_graph_destroy(f->g);
     assert_int_equal(astitch_graph_create(f->ctx, &f->g), ASTITCH_OK);
     build_sum_read_back(f->g, 800000, true);
-    p = plan(f, &d, &o);
+    p = fixture_plan(f, &d, &o);
     astitch_plan_kernel_info(p, 0, &k);
     assert_int_equal(scheme_of(p, f->g, "s"), ASTITCH_SCHEME_REGIONAL);
     assert_int_equal(k.blocks_per_sm, 2);
@@ -720,7 +701,7 @@ static void launch_prefers_parallelism(void **state)
     astitch_graph_destroy(f->g);
     assert_int_equal(astitch_graph_create(f->ctx, &f->g), ASTITCH_OK);
     build_sum_read_back(f->g, 8000000, false);
-    p = plan(f, &d, &o);
+    p = fixture_plan(f, &d, &o);
     astitch_plan_kernel_info(p, 0, &k);
     assert_int_equal(scheme_of(p, f->g, "s"), ASTITCH_SCHEME_REGIONAL);
     assert_int_equal(k.global_barriers, 0);
@@ -746,7 +727,7 @@ static void compute_op_bounds_scope(void **state)
     astitch_add_output(g, b);
     astitch_device d = device("a100");
     astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
-    astitch_plan *p = plan(f, &d, &o);
+    astitch_plan *p = fixture_plan(f, &d, &o);
     /* a and b in one kernel would wait for the dot that waits for a */
     assert_int_equal(astitch_plan_num_kernels(p), 2);
     assert_int_not_equal(astitch_plan_kernel_of(p, a), astitch_plan_kernel_of(p, b));
@@ -759,7 +740,7 @@ static void compute_op_bounds_scope(void **state)
     assert_int_equal(idx, m);
     assert_int_equal(astitch_plan_step(p, 2, &idx), ASTITCH_STEP_KERNEL);
     assert_int_equal(idx, astitch_plan_kernel_of(p, b));
-    assert_true(info(p, g, "a").output); /* read by the dot and the later kernel */
+    assert_true(op_info(p, g, "a").output); /* read by the dot and the later kernel */
 }
 
 static void remote_stitching(void **state)
@@ -783,12 +764,12 @@ static void remote_stitching(void **state)
     astitch_add_output(g, e);
     astitch_device d = device("h100");
     astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
-    astitch_plan *p = plan(f, &d, &o);
+    astitch_plan *p = fixture_plan(f, &d, &o);
     assert_int_equal(astitch_plan_num_kernels(p), 2);
     assert_int_equal(astitch_plan_kernel_of(p, a), astitch_plan_kernel_of(p, c));
     assert_int_not_equal(astitch_plan_kernel_of(p, c), astitch_plan_kernel_of(p, e));
     o.remote = false;
-    p = plan(f, &d, &o);
+    p = fixture_plan(f, &d, &o);
     assert_int_equal(astitch_plan_num_kernels(p), 3);
 }
 
@@ -798,7 +779,7 @@ static void fusion_none_one_kernel_per_op(void **state)
     build_fig7(f->g, 256, 128);
     astitch_device d = device("host");
     astitch_plan_options o = opts(ASTITCH_FUSION_NONE);
-    astitch_plan *p = plan(f, &d, &o);
+    astitch_plan *p = fixture_plan(f, &d, &o);
     /* 11 nodes: two parameters and one constant are not memory-intensive ops */
     assert_int_equal(astitch_plan_num_kernels(p), 8);
     for (int k = 0; k < 8; k++) {
@@ -846,7 +827,7 @@ static void dead_nodes_dropped(void **state)
     astitch_device dev = device("h100");
     for (int i = 0; i < 3; i++) {
         astitch_plan_options o = opts(modes[i]);
-        astitch_plan *p = plan(f, &dev, &o);
+        astitch_plan *p = fixture_plan(f, &dev, &o);
         assert_int_equal(astitch_graph_num_nodes(astitch_plan_graph(p)), 5); /* x w m tanh y */
         char *text;
         assert_int_equal(astitch_plan_text(p, &text), ASTITCH_OK);
@@ -923,7 +904,7 @@ static void wide_kernels_bounded(void **state)
     astitch_device dev = device("h100");
     for (int m = 0; m < 3; m++) {
         astitch_plan_options o = opts(modes[m]);
-        astitch_plan *pl = plan(f, &dev, &o);
+        astitch_plan *pl = fixture_plan(f, &dev, &o);
         int most = 0;
         for (int k = 0; k < astitch_plan_num_kernels(pl); k++) {
             astitch_kernel_info ki;
@@ -979,7 +960,7 @@ static void api_arguments(void **state)
     astitch_plan_options_default(&o);
     assert_true(o.remote && o.merge && o.packing);
     assert_int_equal(o.fusion, ASTITCH_FUSION_STITCH);
-    p = plan(f, &d, NULL);
+    p = fixture_plan(f, &d, NULL);
     astitch_kernel_info k;
     assert_int_equal(astitch_plan_kernel_info(p, 1, &k), ASTITCH_ERR_ARGUMENT);
     assert_int_equal(astitch_plan_kernel_input(p, 0, 99), ASTITCH_NO_NODE);
