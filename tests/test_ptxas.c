@@ -158,8 +158,9 @@ static void test_random_graphs(void **state)
     assert_int_equal(failures, 0);
 }
 
-/* libdevice pieces (lib/codegen/libdevice.c): a graph of one math function, then one of every
- * math function (some pieces memoized, the rest from a parse of the library), then that graph
+/* libdevice pieces (lib/codegen/libdevice.c): a graph of one math function (the library parsed,
+ * its math subset kept), then one of every math function (some pieces memoized, the rest from
+ * the subset), then that graph
  * again (every piece memoized; sin and cos share helpers, linked once per piece): the PTX
  * assembles within bounds each time, and the two compiles of the same graph are identical. */
 static astitch_graph *math_graph(astitch_context *ctx, bool all)

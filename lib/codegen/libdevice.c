@@ -4,11 +4,13 @@
  * libdevice (hundreds of functions, about 25 ms) for that was the largest single cost of a
  * compile, so each function is kept trimmed, itself and its callees alone after internalize and
  * globaldce, as bitcode in a process-wide memo keyed by the libdevice path and its name (at most
- * MEMO_ENTRIES functions). A module parses and links the pieces of the functions it wants; only
- * a function no earlier module wanted costs a parse of the whole library (once for all such
- * functions of the module). The memo holds no LLVM object, only bytes, so it serves every LLVM
- * context. Helpers that two pieces share are linked once per piece (internal, renamed). */
+ * MEMO_ENTRIES functions). A module parses and links the pieces of the functions it wants; a
+ * function no earlier module wanted is cut from the math subset (every f32 function of
+ * MATH_LIST), itself kept in the memo, so a process parses the whole library once. The memo
+ * holds no LLVM object, only bytes, so it serves every LLVM context. Helpers that two pieces
+ * share are linked once per piece (internal, renamed). */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,14 +129,63 @@ static astitch_status trim(astitch_context *ctx, LLVMModuleRef lib, const char *
     return llvm_run_passes(ctx, lib, "globaldce", tm);
 }
 
-/* Parses the whole libdevice at path into c and keeps each of the n names, trimmed to itself
- * and its callees, in the memo (a name already there is skipped). */
+/* Whether name is the libdevice name of an f32 math function the emitters call (MATH_LIST;
+ * they compute in f32). */
+static bool is_math_name(const char *name)
+{
+    char buf[32];
+    for (int id = 0; id < MATH_COUNT; id++)
+        if (!strcmp(name, math_name(buf, (MathId)id, false)))
+            return true;
+    return false;
+}
+
+/* The math subset of libdevice (every f32 function of MATH_LIST and their callees) parsed into
+ * c. The first call of a process parses the whole library (about 15 ms), trims it and keeps
+ * the subset's bitcode in the memo, so a later module that wants a function no module wanted
+ * before parses the subset (about 2 ms) instead of the library. */
+static astitch_status parse_math_subset(astitch_context *ctx, LLVMContextRef c, const char *path,
+                                        LLVMTargetMachineRef tm, const LlvmDiag *d,
+                                        LLVMModuleRef *out)
+{
+    char *key = memo_key(path, "*math subset*");
+    if (!key)
+        return ctx_fail(ctx, ASTITCH_ERR_MEMORY, "nvptx: out of memory");
+    LLVMMemoryBufferRef buf = memo_find(key);
+    if (buf) {
+        free(key);
+        LLVMBool bad = LLVMParseBitcodeInContext2(c, buf, out);
+        LLVMDisposeMemoryBuffer(buf);
+        return bad ? llvm_diag_fail(ctx, d, "nvptx: reading the trimmed libdevice", path)
+                   : ASTITCH_OK;
+    }
+    astitch_status st = parse_library(ctx, c, path, tm, d, out);
+    char math[MATH_COUNT][32];
+    const char *names[MATH_COUNT];
+    for (int i = 0; i < MATH_COUNT; i++)
+        names[i] = math_name(math[i], (MathId)i, false);
+    if (st == ASTITCH_OK)
+        st = trim(ctx, *out, names, MATH_COUNT, tm);
+    if (st == ASTITCH_OK)
+        memo_keep(key, *out);
+    else
+        free(key);
+    return st;
+}
+
+/* Keeps each of the n names, trimmed to itself and its callees, in the memo (a name already
+ * there is skipped), from the math subset when all are in it, else from the whole library
+ * parsed into c. */
 static astitch_status memo_fill(astitch_context *ctx, LLVMContextRef c, const char *path,
                                 const char **names, int n, LLVMTargetMachineRef tm,
                                 const LlvmDiag *d)
 {
+    bool math = true;
+    for (int i = 0; i < n && math; i++)
+        math = is_math_name(names[i]);
     LLVMModuleRef all = NULL;
-    astitch_status st = parse_library(ctx, c, path, tm, d, &all);
+    astitch_status st = math ? parse_math_subset(ctx, c, path, tm, d, &all)
+                             : parse_library(ctx, c, path, tm, d, &all);
     if (st != ASTITCH_OK)
         return st;
     /* trimmed to all n first, so that each piece below clones a small module */

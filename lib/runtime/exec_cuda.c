@@ -41,8 +41,8 @@ struct ExecCuda {
     struct {                /* the memory the next runs use: x's own or the caller's */
         CUdeviceptr temps, scratch, counters, dot_ws;
     } run;
-    CudaModule *fill_mod;   /* the kernel that sets several fills at once (exec_cuda_fill.c), */
-    CudaKernel fill;        /* loaded where a kernel has more than one; else NULL */
+    bool has_fill;          /* fill holds the kernel that sets several fills at once, in mod */
+    CudaKernel fill;        /* (exec_cuda_fill.c), where a kernel has more than one */
     CUdeviceptr *io;        /* staging buffers for astitch_execute: params then outputs */
     int nio;
     bool force_parts;
@@ -79,7 +79,6 @@ void exec_cuda_close(ExecCuda *c)
         cuda_workspace_release(&c->ws);
         cuda_module_unload(c->mod);
         cuda_module_unload(c->parts_mod);
-        cuda_module_unload(c->fill_mod);
         cuda_leave(c->dev);
     }
     for (int i = 0; c->part && i < c->nkernel; i++)
@@ -121,13 +120,23 @@ static astitch_status load_parts(astitch_executable *x, ExecCuda *c)
 }
 
 /* Loads the whole kernels from ptx (replacing a module loaded before) and prepares each,
- * noting the register bound its PTX gives it (a relaxed one from the compile cache, say). */
+ * noting the register bound its PTX gives it (a relaxed one from the compile cache, say); the
+ * fill kernel joins the module where a kernel may need several fills. */
 static astitch_status load_whole(astitch_executable *x, ExecCuda *c, const char *ptx)
 {
     const astitch_plan *p = x->plan;
     cuda_module_unload(c->mod);
     c->mod = NULL;
-    astitch_status s = cuda_module_load(x->ctx, c->dev, ptx, "stitch kernels", &c->mod);
+    c->has_fill = false;
+    bool fill = exec_cuda_fill_needed(p);
+    char *text = fill ? exec_cuda_fill_append(ptx) : NULL;
+    if (fill && !text)
+        return ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory");
+    astitch_status s =
+        cuda_module_load(x->ctx, c->dev, text ? text : ptx, "stitch kernels", &c->mod);
+    free(text);
+    if (s == ASTITCH_OK && fill && !(c->has_fill = exec_cuda_fill_get(x->ctx, c->mod, &c->fill)))
+        s = ASTITCH_ERR_COMPILE;
     for (int k = 0; s == ASTITCH_OK && k < p->nkernel; k++) {
         char name[64];
         compile_kernel_name(p, k, -1, name, sizeof name);
@@ -232,8 +241,6 @@ astitch_status exec_cuda_prepare(astitch_executable *x)
     }
     if (s == ASTITCH_OK && any_parts)
         s = load_parts(x, c);
-    if (s == ASTITCH_OK && exec_cuda_fill_needed(p))
-        exec_cuda_fill_load(x->ctx, c->dev, sm, &c->fill_mod, &c->fill);
     c->scratch_need = (size_t)(any_parts ? compile_parts_scratch_bytes(p, false) : p->scratch_bytes) + 256;
     if (s == ASTITCH_OK)
         s = exec_dots_prepare(x, c->dev, &c->dots, &c->dot_ws_bytes);
@@ -290,7 +297,7 @@ static uint64_t cuda_value(ExecRun *r, int32_t n)
 static astitch_status cuda_fill(ExecRun *r, const ExecFill *fills, int n)
 {
     ExecCuda *c = r->x->cuda;
-    return exec_cuda_fill(r->x->ctx, c->dev, c->fill_mod ? &c->fill : NULL, fills, n,
+    return exec_cuda_fill(r->x->ctx, c->dev, c->has_fill ? &c->fill : NULL, fills, n,
                           ((CudaRun *)r)->st);
 }
 

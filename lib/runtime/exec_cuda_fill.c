@@ -5,11 +5,14 @@
  * and costs about as much as a kernel launch (1 to 2 us on an H100, bench/RESULTS.md), however
  * few words it sets. A kernel with several split reductions needs several fills; this file's
  * kernel takes up to FILL_MAX of them as parameters and sets them all in one launch. One fill
- * stays a memset. The kernel is PTX written here and loaded once per executable that needs it;
- * where it cannot be loaded, or a fill is too long for its 32-bit indices, memsets serve.
+ * stays a memset. The kernel is PTX written here, appended to the PTX of the executable's own
+ * kernels where a kernel may need several fills, so that it costs no JIT call of its own (each
+ * call of the driver's JIT costs about 10 ms however small its module); where a fill is too
+ * long for its 32-bit indices, memsets serve.
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "exec_cuda_fill.h"
 
@@ -17,17 +20,17 @@
 #define FILL_BLOCK 256
 #define FILL_MAX_GRID 1024
 
-/* The PTX of astitch_fill(d0, b0, w0, ..., d7, b7, w7): words [0, w_i) of the u32 array at
- * d_i set to b_i, by a grid-stride loop per fill. */
-static char *fill_ptx(int sm)
+/* ptx followed by the entry astitch_fill(d0, b0, w0, ..., d7, b7, w7): words [0, w_i) of the
+ * u32 array at d_i set to b_i, by a grid-stride loop per fill. Only instructions of the first
+ * PTX versions, so it fits under any module header. NULL when out of memory. */
+char *exec_cuda_fill_append(const char *ptx)
 {
-    size_t cap = 8192, len = 0;
+    size_t cap = strlen(ptx) + 8192, len = 0;
     char *p = malloc(cap);
     if (!p)
         return NULL;
 #define EMIT(...) (len += (size_t)snprintf(p + len, len < cap ? cap - len : 0, __VA_ARGS__))
-    EMIT(".version %s\n.target sm_%d\n.address_size 64\n\n.visible .entry astitch_fill(",
-         sm >= 100 ? "8.7" : "7.8", sm);
+    EMIT("%s\n.visible .entry astitch_fill(", ptx);
     for (int i = 0; i < FILL_MAX; i++)
         EMIT("%s\n    .param .u64 d%d, .param .u32 b%d, .param .u32 w%d", i ? "," : "", i, i, i);
     EMIT(")\n{\n    .reg .pred %%p;\n    .reg .b32 %%id, %%stride, %%i, %%bits, %%words, %%t;\n"
@@ -38,10 +41,10 @@ static char *fill_ptx(int sm)
     for (int i = 0; i < FILL_MAX; i++)
         EMIT("    ld.param.u64 %%dst, [d%d];\n    ld.param.u32 %%bits, [b%d];\n"
              "    ld.param.u32 %%words, [w%d];\n    cvta.to.global.u64 %%dst, %%dst;\n"
-             "    mov.u32 %%i, %%id;\nLOOP%d:\n    setp.ge.u32 %%p, %%i, %%words;\n"
-             "    @%%p bra DONE%d;\n    mul.wide.u32 %%off, %%i, 4;\n"
+             "    mov.u32 %%i, %%id;\nFILL_LOOP%d:\n    setp.ge.u32 %%p, %%i, %%words;\n"
+             "    @%%p bra FILL_DONE%d;\n    mul.wide.u32 %%off, %%i, 4;\n"
              "    add.s64 %%at, %%dst, %%off;\n    st.global.u32 [%%at], %%bits;\n"
-             "    add.u32 %%i, %%i, %%stride;\n    bra.uni LOOP%d;\nDONE%d:\n",
+             "    add.u32 %%i, %%i, %%stride;\n    bra.uni FILL_LOOP%d;\nFILL_DONE%d:\n",
              i, i, i, i, i, i, i);
     EMIT("    ret;\n}\n");
 #undef EMIT
@@ -62,21 +65,9 @@ bool exec_cuda_fill_needed(const astitch_plan *p)
     return false;
 }
 
-bool exec_cuda_fill_load(astitch_context *ctx, const CudaDevice *dev, int sm, CudaModule **mod,
-                         CudaKernel *kernel)
+bool exec_cuda_fill_get(astitch_context *ctx, CudaModule *mod, CudaKernel *kernel)
 {
-    *mod = NULL;
-    char *ptx = fill_ptx(sm);
-    astitch_status s = ptx ? cuda_module_load(ctx, dev, ptx, "astitch_fill", mod)
-                           : ASTITCH_ERR_MEMORY;
-    free(ptx);
-    if (s == ASTITCH_OK)
-        s = cuda_kernel_get(ctx, *mod, "astitch_fill", FILL_BLOCK, 0, kernel);
-    if (s != ASTITCH_OK) { /* memsets serve */
-        cuda_module_unload(*mod);
-        *mod = NULL;
-    }
-    return s == ASTITCH_OK;
+    return cuda_kernel_get(ctx, mod, "astitch_fill", FILL_BLOCK, 0, kernel) == ASTITCH_OK;
 }
 
 /* Queues fills [0, n) (n <= FILL_MAX, each under 2^31 words) as one launch of the fill kernel. */

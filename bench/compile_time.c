@@ -1,0 +1,97 @@
+/*
+ * astitch-compile-time: the compile time of each graph named on the command line, graph to
+ * loaded module, with the options of astitch-bench's stitch mode (cuda target, variant search
+ * and view outputs on), all in one process and one context, as a framework compiles its
+ * regions. The first graph is a warm-up (CUDA context, LLVM's target): its executable stays
+ * loaded so that the context lives, and it is not counted. Prints, per graph, its kernels and
+ * milliseconds, then the median per kernel; exit 1 when a graph fails to load or compile.
+ *
+ * The caches set by the environment apply: for cold times, ASTITCH_CACHE_DIR=off (astitch's
+ * disk cache; its memory cache never sees a graph twice here) and CUDA_CACHE_DISABLE=1 (the
+ * driver's JIT cache).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <astitch/astitch.h>
+#include <astitch/plan.h>
+#include <astitch/runtime.h>
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Compiles the graph at path; *ms and *kernels on success, else prints why and returns false.
+ * keep: leaves the executable (and the graph) alive. */
+static bool compile_one(astitch_context *ctx, const char *path, bool keep, double *ms,
+                        int *kernels)
+{
+    astitch_graph *g = NULL;
+    if (astitch_graph_load_json(ctx, path, &g) != ASTITCH_OK) {
+        fprintf(stderr, "astitch-compile-time: %s: %s\n", path, astitch_last_error(ctx));
+        return false;
+    }
+    astitch_compile_options co;
+    astitch_compile_options_default(&co);
+    co.target = ASTITCH_TARGET_CUDA;
+    co.variant_search = true;
+    co.view_outputs = true;
+    astitch_executable *x = NULL;
+    double t0 = now_ms();
+    astitch_status s = astitch_compile(g, &co, &x);
+    *ms = now_ms() - t0;
+    if (s != ASTITCH_OK) {
+        fprintf(stderr, "astitch-compile-time: %s: %s\n", path, astitch_last_error(ctx));
+        astitch_graph_destroy(g);
+        return false;
+    }
+    *kernels = astitch_plan_num_kernels(astitch_executable_plan(x));
+    if (!keep) {
+        astitch_executable_destroy(x);
+        astitch_graph_destroy(g);
+    }
+    return true;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: astitch-compile-time WARMUP.json GRAPH.json...\n");
+        return 2;
+    }
+    astitch_context *ctx = NULL;
+    if (astitch_context_create(&ctx) != ASTITCH_OK)
+        return 1;
+    double ms, *per_kernel = calloc((size_t)argc, sizeof *per_kernel);
+    int kernels, n = 0, failed = 0;
+    if (!per_kernel || !compile_one(ctx, argv[1], true, &ms, &kernels))
+        return 1;
+    for (int i = 2; i < argc; i++) {
+        if (!compile_one(ctx, argv[i], false, &ms, &kernels)) {
+            failed++;
+            continue;
+        }
+        const char *base = strrchr(argv[i], '/');
+        printf("%-40s %2d kernels %9.2f ms\n", base ? base + 1 : argv[i], kernels, ms);
+        if (kernels > 0)
+            per_kernel[n++] = ms / kernels;
+    }
+    if (n > 0) {
+        qsort(per_kernel, (size_t)n, sizeof *per_kernel, by_value);
+        double median = n % 2 ? per_kernel[n / 2] : (per_kernel[n / 2 - 1] + per_kernel[n / 2]) / 2;
+        printf("median %.2f ms per kernel over %d graphs\n", median, n);
+    }
+    free(per_kernel);
+    return failed ? 1 : 0;
+}
