@@ -488,6 +488,9 @@ void emit_column_combine(Emit *e, const astitch_mapping *m, int32_t root, int v,
  * innermost dimension and a split row's part), else 1. Lane l takes the runs of v elements
  * from reduced indices l * v, (l + threads_per_row) * v, ... of its row (part). */
 int emit_row_vector(Emit *e, const PlanPhase *p, const Shape *space);
+/* The most elements (or runs of elements) one iteration of a reduction's element loop takes:
+ * the bound of emit_row_runs's count and of emit_reduce.c's unrolled loops. */
+enum { ITERATION_ELEMENTS_MAX = 8 };
 /* The roots of p at count runs of v elements of the row `row`, from reduced indices j, j +
  * step, ... (multiples of v): every value first, each tensor read with v-element accesses;
  * then the reduce roots red fold every run's values in order into next[q] = acc[q] combined

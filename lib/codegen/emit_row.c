@@ -26,15 +26,14 @@ void emit_row_runs(Emit *e, const PlanPhase *p, const Shape *space, LLVMValueRef
                    LLVMValueRef j, int64_t step, int count, int v, int32_t nred,
                    const int32_t *red, const LLVMValueRef *acc, LLVMValueRef *next)
 {
-    enum { COUNT_MAX = 4 };
     size_t per_run = (size_t)p->nroot * (size_t)v;
-    LLVMValueRef *val = malloc(per_run * COUNT_MAX * sizeof *val);
-    if (!val || count > COUNT_MAX) {
+    LLVMValueRef *val = malloc(per_run * ITERATION_ELEMENTS_MAX * sizeof *val);
+    if (!val || count > ITERATION_ELEMENTS_MAX) {
         free(val);
         ev_fail(e, e->ix, ASTITCH_ERR_INTERNAL, "%s: %d runs per iteration", e->k->name, count);
         return;
     }
-    LLVMValueRef lin[COUNT_MAX][VECTOR_MAX];
+    LLVMValueRef lin[ITERATION_ELEMENTS_MAX][VECTOR_MAX];
     /* every run's values first (all loads in flight), then the folds and stores */
     for (int c = 0; c < count; c++) {
         LLVMValueRef jc = c ? LLVMBuildNSWAdd(e->b, j, ev_int(e, (int64_t)c * step), "") : j;
