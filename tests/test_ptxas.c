@@ -19,12 +19,16 @@
 #include "codegen/compile.h"
 #include "gen_graph.h"
 #include "passes/plan.h"
+#include "runtime/exec_cuda_fill.h"
 
 static const astitch_fusion fusions[] = {ASTITCH_FUSION_NONE, ASTITCH_FUSION_XLA,
                                          ASTITCH_FUSION_STITCH};
 
-/* Plans g under fusion f, compiles it to PTX and checks what ptxas says about each kernel;
+/* Plans g under fusion f, compiles it to PTX and checks what ptxas says about each kernel, in
+ * the module the CUDA runtime loads (with the fill kernel appended where the plan may need it);
  * prints every failure and returns their number. *kernels counts the kernels checked. */
+static int fill_modules; /* modules checked with the fill kernel appended */
+
 static int check_fusion(astitch_graph *g, astitch_fusion f, bool column_vectors, const char *what,
                         int *kernels)
 {
@@ -42,12 +46,28 @@ static int check_fusion(astitch_graph *g, astitch_fusion f, bool column_vectors,
     snprintf(fname, sizeof fname, "%s%s", astitch_fusion_name(f),
              column_vectors ? " (column vectors)" : "");
     int failures = 0;
+    bool fill = false;
     if (astitch_plan_create(g, &dev, &po, &p) != ASTITCH_OK ||
-        compile_ptx(ctx, p, 90, false, &ptx) != ASTITCH_OK ||
-        (p->nkernel > 0 && ptxas_run(ctx, ptx, 90, &r) != ASTITCH_OK)) {
+        compile_ptx(ctx, p, 90, false, &ptx) != ASTITCH_OK) {
+        printf("FAIL %s fusion=%s: %s\n", what, fname, astitch_last_error(ctx));
+        failures++;
+    } else if ((fill = exec_cuda_fill_needed(p))) {
+        char *loaded = exec_cuda_fill_append(ptx);
+        assert_non_null(loaded);
+        free(ptx);
+        ptx = loaded;
+    }
+    if (!failures && p->nkernel > 0 && ptxas_run(ctx, ptx, 90, &r) != ASTITCH_OK) {
         printf("FAIL %s fusion=%s: %s\n", what, fname, astitch_last_error(ctx));
         failures++;
     }
+    const PtxasKernel *fk = fill && !failures ? ptxas_kernel(&r, "astitch_fill") : NULL;
+    if (fill && !failures && (!fk || fk->spill_store_bytes || fk->spill_load_bytes)) {
+        printf("FAIL %s fusion=%s: the fill kernel %s\n", what, fname,
+               fk ? "spills" : "is not in the ptxas report");
+        failures++;
+    }
+    fill_modules += fill;
     for (int k = 0; !failures && k < p->nkernel; k++) {
         const PlanKernel *pk = &p->kernel[k];
         char name[64];
@@ -110,9 +130,10 @@ static void test_examples(void **state)
         astitch_context_destroy(ctx);
     }
     closedir(d);
-    printf("examples: %d graphs x 3 fusions x 2, %d kernels, %d failures\n", count, kernels,
-           failures);
+    printf("examples: %d graphs x 3 fusions x 2, %d kernels, %d failures; %d modules with the "
+           "fill kernel\n", count, kernels, failures, fill_modules);
     assert_true(count >= 10);
+    assert_true(fill_modules > 0); /* batch norm's and fig7's plans need it */
     assert_int_equal(failures, 0);
 }
 
