@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Packs what the GPU scripts (tools/run-gpu-tests.sh, bench/run_gpu.sh) need from a build made
 # with -Dllvm_static=true into one archive, for a GPU machine without LLVM 19 or meson: the
-# library, the gpu test programs, astitch-run, astitch-bench, plan_bench, and the shared
-# libraries such a machine may lack (extra-libs/), and the Python package (python/) when the
+# library, the gpu test programs, astitch-run, astitch-bench, astitch-compile-time, plan_bench,
+# and the shared libraries such a machine may lack (extra-libs/), and the Python package (python/) when the
 # build made it (-Dbridge, for the GPU machine's interpreter: -Dpython=python3.12 there). Unpack it in the repository root there
 # (tar -xJf ARCHIVE) to get the build folder back under its own name.
 #
@@ -20,7 +20,7 @@ cp -a "$build"/lib/libastitch.so* "$dest/lib/"
 rm -rf "$dest"/lib/*.p
 cp "$build/tests/test_cuda" "$build/tests/test_dots" "$build/tests/test_gpu_diff" "$dest/tests/"
 cp "$build/tools/astitch-run" "$dest/tools/"
-cp "$build/bench/astitch-bench" "$build/bench/plan_bench" "$dest/bench/"
+cp "$build/bench/astitch-bench" "$build/bench/astitch-compile-time" "$build/bench/plan_bench" "$dest/bench/"
 if [ -d "$build/python/astitch" ]; then
   mkdir -p "$dest/python/astitch/torch/ops"
   cp "$build"/python/astitch/*.py "$build"/python/astitch/*.so "$dest/python/astitch/"
