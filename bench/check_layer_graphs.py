@@ -10,9 +10,10 @@ float64 numpy version written from the math, not from the graph: the softmax and
 gradients against central finite differences of their forward functions, rotary embedding
 against the rotation of (x1 + i x2) by the position's angle, GELU, SiLU, RMSNorm, cross-entropy
 and batch-norm gradients against finite differences of their forwards, the whole GPT-2 block and
-Llama layer against their models' forward passes. Inputs are consistent where the math needs it: probabilities are a softmax, mean and rstd
-are x's statistics, cos and sin are Llama's RoPE tables. Config values (eps, the
-attention scale) are checked on the full-size graphs and read from them for the small copies.
+Llama layer against their models' forward passes. Inputs are consistent where the math needs
+it: probabilities are a softmax, mean and rstd are x's statistics, cos and sin are Llama's RoPE
+tables. Config values (eps, the attention scale) are checked on the full-size graphs and read
+from them for the small copies.
 Error: max |out - ref| / max(1, max |ref|), at most 1e-4 for f32 outputs and 1e-2 for bf16.
 Needs numpy and astitch-run (ASTITCH_RUN or --astitch-run), no GPU. Exit 0 when all pass,
 1 when one fails, 77 without numpy.

@@ -785,6 +785,12 @@ def llama_bwd_silu_gate(T=LLAMA_T, F=11008):
 LLAMA_VOCAB = 32000
 
 
+def target_hit(g, target, s):
+    """Where a row's class (the iota along axis 1 of s) is its token's target: the one-hot of
+    nll_loss's gather, as a bool [T, V]."""
+    return g.binary("eq", "hit", iota(g, "class", s, 1), g.broadcast("target.b", target, s, [0]))
+
+
 def llama_fwd_cross_entropy(T=LLAMA_T, V=LLAMA_VOCAB):
     g = Graph("llama2_7b_fwd_cross_entropy",
               LLAMA + "; the language-model loss of LlamaForCausalLM over its 32000-token "
@@ -799,7 +805,7 @@ def llama_fwd_cross_entropy(T=LLAMA_T, V=LLAMA_VOCAB):
     mx = g.reduce("max", "max", x, [1])
     e = g.unary("exp", "exp", g.sub("shifted", x, g.broadcast("max.b", mx, s, [0])))
     lse = g.add("lse", g.unary("log", "log_sum", g.reduce("sum", "sum_exp", e, [1])), mx)
-    hit = g.binary("eq", "hit", iota(g, "class", s, 1), g.broadcast("target.b", target, s, [0]))
+    hit = target_hit(g, target, s)
     picked = g.reduce("sum", "picked", select(g, "target_logit", hit, x, g.scalar("zero", 0.0, s)),
                       [1])
     loss = g.div("loss", g.reduce("sum", "nll_sum", g.sub("nll", lse, picked), [0]),
@@ -820,7 +826,7 @@ def llama_bwd_cross_entropy(T=LLAMA_T, V=LLAMA_VOCAB):
     lse, target = g.parameter("lse", [T]), g.parameter("target", [T], "i32")
     grad_loss = g.parameter("grad_loss", [])
     p = g.unary("exp", "probs", g.sub("x_lse", x, g.broadcast("lse.b", lse, s, [0])))
-    hit = g.binary("eq", "hit", iota(g, "class", s, 1), g.broadcast("target.b", target, s, [0]))
+    hit = target_hit(g, target, s)
     d = g.sub("d", p, select(g, "one_hot", hit, g.scalar("one", 1.0, s), g.scalar("zero", 0.0, s)))
     scale = g.div("scale", grad_loss, g.constant("tokens", float(T)))
     g.output(g.convert("dlogits", g.mul("dlogits_f32", d, g.broadcast("scale.b", scale, s, [])),

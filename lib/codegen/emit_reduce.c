@@ -162,7 +162,8 @@ static LLVMValueRef combine_lanes(Emit *e, const astitch_mapping *m, int32_t roo
  * elements per thread) 44.9 -> 39.7 us at two (resnet50_train_fwd_bn_relu, 2026-11-26); the
  * long softmaxes (4 per thread) did not move, transformer_row_reduce (8) read 2-3% slower. */
 enum { COLUMN_UNROLL = 2, COLUMN_UNROLL_LOADS_MAX = 2, ROW_UNROLL_MIN_ELEMENTS = 16 };
-_Static_assert((int)COLUMN_UNROLL <= (int)ITERATION_ELEMENTS_MAX, "the element loops' arrays bound");
+_Static_assert((int)COLUMN_UNROLL <= (int)ITERATION_ELEMENTS_MAX,
+               "the element loops' arrays bound");
 
 /* The tensors phase-p values read from memory at each element of the rows under node n: kernel
  * inputs and values of earlier phases with more elements than the mapping has rows (the others

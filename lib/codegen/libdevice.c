@@ -102,6 +102,24 @@ static void memo_keep(char *key, LLVMModuleRef lib)
     free(code);
 }
 
+/* The memo's entry `name` (a piece, or the math subset) of the library at path parsed into c;
+ * *out NULL when the memo lacks it. */
+static astitch_status memo_parse(astitch_context *ctx, LLVMContextRef c, const char *path,
+                                 const char *name, const LlvmDiag *d, LLVMModuleRef *out)
+{
+    *out = NULL;
+    char *key = memo_key(path, name);
+    if (!key)
+        return ctx_fail(ctx, ASTITCH_ERR_MEMORY, "nvptx: out of memory");
+    LLVMMemoryBufferRef buf = memo_find(key);
+    free(key);
+    if (!buf)
+        return ASTITCH_OK;
+    LLVMBool bad = LLVMParseBitcodeInContext2(c, buf, out);
+    LLVMDisposeMemoryBuffer(buf);
+    return bad ? llvm_diag_fail(ctx, d, "nvptx: reading the trimmed libdevice", path) : ASTITCH_OK;
+}
+
 /* The whole libdevice at path, parsed into c, for the target of tm. */
 static astitch_status parse_library(astitch_context *ctx, LLVMContextRef c, const char *path,
                                     LLVMTargetMachineRef tm, const LlvmDiag *d, LLVMModuleRef *out)
@@ -140,6 +158,8 @@ static bool is_math_name(const char *name)
     return false;
 }
 
+#define MATH_SUBSET "*math subset*" /* its memo name: no libdevice function's */
+
 /* The math subset of libdevice (every f32 function of MATH_LIST and their callees) parsed into
  * c. The first call of a process parses the whole library (about 15 ms), trims it and keeps
  * the subset's bitcode in the memo, so a later module that wants a function no module wanted
@@ -148,18 +168,13 @@ static astitch_status parse_math_subset(astitch_context *ctx, LLVMContextRef c, 
                                         LLVMTargetMachineRef tm, const LlvmDiag *d,
                                         LLVMModuleRef *out)
 {
-    char *key = memo_key(path, "*math subset*");
+    astitch_status st = memo_parse(ctx, c, path, MATH_SUBSET, d, out);
+    if (st != ASTITCH_OK || *out)
+        return st;
+    char *key = memo_key(path, MATH_SUBSET);
     if (!key)
         return ctx_fail(ctx, ASTITCH_ERR_MEMORY, "nvptx: out of memory");
-    LLVMMemoryBufferRef buf = memo_find(key);
-    if (buf) {
-        free(key);
-        LLVMBool bad = LLVMParseBitcodeInContext2(c, buf, out);
-        LLVMDisposeMemoryBuffer(buf);
-        return bad ? llvm_diag_fail(ctx, d, "nvptx: reading the trimmed libdevice", path)
-                   : ASTITCH_OK;
-    }
-    astitch_status st = parse_library(ctx, c, path, tm, d, out);
+    st = parse_library(ctx, c, path, tm, d, out);
     char math[MATH_COUNT][32];
     const char *names[MATH_COUNT];
     for (int i = 0; i < MATH_COUNT; i++)
@@ -211,23 +226,16 @@ static astitch_status memo_fill(astitch_context *ctx, LLVMContextRef c, const ch
     return st;
 }
 
-/* The memo's piece of `name` parsed into c and linked into m; *missing when the memo lacks it. */
+/* The memo's piece of `name` parsed into m's context and linked into m; *missing when the memo
+ * lacks it. */
 static astitch_status link_piece(astitch_context *ctx, LLVMModuleRef m, const char *path,
                                  const char *name, const LlvmDiag *d, bool *missing)
 {
-    char *key = memo_key(path, name);
-    if (!key)
-        return ctx_fail(ctx, ASTITCH_ERR_MEMORY, "nvptx: out of memory");
-    LLVMMemoryBufferRef buf = memo_find(key);
-    free(key);
-    *missing = !buf;
-    if (!buf)
-        return ASTITCH_OK;
     LLVMModuleRef lib = NULL;
-    LLVMBool bad = LLVMParseBitcodeInContext2(LLVMGetModuleContext(m), buf, &lib);
-    LLVMDisposeMemoryBuffer(buf);
-    if (bad)
-        return llvm_diag_fail(ctx, d, "nvptx: reading the trimmed libdevice", path);
+    astitch_status st = memo_parse(ctx, LLVMGetModuleContext(m), path, name, d, &lib);
+    *missing = !lib;
+    if (st != ASTITCH_OK || !lib)
+        return st;
     if (LLVMLinkModules2(m, lib))
         return llvm_diag_fail(ctx, d, "nvptx: linking libdevice", "link failed");
     return ASTITCH_OK;
