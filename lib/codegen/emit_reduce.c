@@ -284,10 +284,10 @@ static void step_elements(Emit *e, const PlanPhase *p, const Shape *space, LLVMV
  * the run of v elements from each index), in groups of elements_per_iteration (one row per
  * thread, or runs of a row) and then one at a time: the reduce roots red fold them into
  * accumulators (one per reduce; v for a column run, acc[q * v + u] for row u of the run) that
- * start at init and end in acc (next: the loop's scratch). A column phase without reductions
- * after another phase of its kernel walks backwards, from its last element: the earlier
- * phase's last reads (of the same inputs, as a batch norm's normalization reads x after its
- * statistics) are still in L2 when it starts (H100: batchnorm_train 128.6 -> 122.6 us). */
+ * start at init and end in acc (next: the loop's scratch). A phase without reductions after
+ * another phase of its kernel walks backwards, from its last element: the earlier phase's last
+ * reads (of the same inputs, as a batch norm's normalization reads x after its statistics) are
+ * still in L2 when it starts (H100: batchnorm_train, a column walk, 128.6 -> 122.6 us). */
 static void walk_elements(Emit *e, const PlanPhase *p, const Shape *space, LLVMValueRef row,
                           int v, LLVMValueRef start, LLVMValueRef end, int32_t nred,
                           const int32_t *red, LLVMValueRef *init, LLVMValueRef *acc,
@@ -297,7 +297,7 @@ static void walk_elements(Emit *e, const PlanPhase *p, const Shape *space, LLVMV
     int64_t tpr = (int64_t)p->map.threads_per_row * v;
     int nacc = column ? nred * v : nred;
     int unroll = v == 1 || !column ? elements_per_iteration(e, p) : 1;
-    bool reverse = column && nred == 0 && e->phase > e->part_first;
+    bool reverse = nred == 0 && e->phase > e->part_first;
     /* the loops count iv from lo below hi by unit: forward iv is the element's index itself;
      * backward iv = k counts the thread's n elements, element k at last - k * tpr */
     LLVMValueRef lo = start, hi = end, last = NULL;
