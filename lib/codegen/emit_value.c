@@ -315,6 +315,15 @@ static LLVMValueRef fmath(Emit *e, MathId id, LLVMValueRef a, LLVMValueRef b)
     return math_call(e->b, e->m, id, args);
 }
 
+/* e^x: f32 through the primitive astitch_exp_f32 (Triton's form on NVPTX, two instructions
+ * where libdevice's expf takes about ten: the exp of a long softmax's second pass made its
+ * kernel instruction-bound), f64 through libdevice. */
+static LLVMValueRef exp_of(Emit *e, LLVMValueRef x)
+{
+    if (LLVMGetTypeKind(LLVMTypeOf(x)) != LLVMFloatTypeKind)
+        return fmath(e, MATH_EXP, x, NULL);
+    return prim_call(e->b, e->m, PRIM_EXP_F32, &x, 1);
+}
 
 /* max/min as the reference: NaN if either operand is NaN, -0 below +0 (llvm.maximum and
  * llvm.minimum: one max.NaN/min.NaN instruction on sm_80 and later). */
@@ -405,7 +414,7 @@ static LLVMValueRef unary(Emit *e, const Node *n, astitch_dtype t, LLVMValueRef 
             return fabs_of(e, x);
         return LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, x, zero, ""),
                                LLVMBuildSub(e->b, zero, x, ""), x, "");
-    case ASTITCH_OP_EXP: return fmath(e, MATH_EXP, x, NULL);
+    case ASTITCH_OP_EXP: return exp_of(e, x);
     case ASTITCH_OP_LOG: return fmath(e, MATH_LOG, x, NULL);
     case ASTITCH_OP_LOG1P: return fmath(e, MATH_LOG1P, x, NULL);
     case ASTITCH_OP_EXPM1: return fmath(e, MATH_EXPM1, x, NULL);
@@ -419,7 +428,7 @@ static LLVMValueRef unary(Emit *e, const Node *n, astitch_dtype t, LLVMValueRef 
     case ASTITCH_OP_CEIL: return fmath(e, MATH_CEIL, x, NULL);
     case ASTITCH_OP_ROUND: return fmath(e, MATH_ROUND, x, NULL);
     case ASTITCH_OP_SIGMOID: {
-        LLVMValueRef ex = fmath(e, MATH_EXP, LLVMBuildFNeg(e->b, x, ""), NULL);
+        LLVMValueRef ex = exp_of(e, LLVMBuildFNeg(e->b, x, ""));
         return LLVMBuildFDiv(e->b, fconst(e, 1), LLVMBuildFAdd(e->b, fconst(e, 1), ex, ""), "");
     }
     case ASTITCH_OP_SIGN:

@@ -21,6 +21,7 @@ typedef enum PrimSig {
     SIG_VOID,       /* void () */
     SIG_VOID_PTR,   /* void (ptr) */
     SIG_F32_F32_I32, /* float (float, i32) */
+    SIG_F32_F32,    /* float (float) */
     SIG_F32_F32_F32, /* float (float, float) */
     SIG_I32_I32_I32, /* i32 (i32, i32) */
     SIG_F32_PTR_F32, /* float (ptr, float) */
@@ -59,6 +60,7 @@ static const PrimInfo prim_info[PRIM_COUNT] = {
     [PRIM_SHARED_BASE] = {SIG_PTR, PRIM_PURE},
     [PRIM_FENCE_GPU] = {SIG_VOID, 0},
     [PRIM_FDIV_F32] = {SIG_F32_F32_F32, PRIM_PURE},
+    [PRIM_EXP_F32] = {SIG_F32_F32, PRIM_PURE},
     [PRIM_TRAP] = {SIG_VOID_PTR, 0},
 };
 
@@ -82,6 +84,7 @@ LLVMTypeRef prim_type(LLVMContextRef c, PrimId id)
     case SIG_VOID: return LLVMFunctionType(vd, NULL, 0, 0);
     case SIG_VOID_PTR: return LLVMFunctionType(vd, (LLVMTypeRef[]){ptr}, 1, 0);
     case SIG_F32_F32_I32: return LLVMFunctionType(f32, (LLVMTypeRef[]){f32, i32}, 2, 0);
+    case SIG_F32_F32: return LLVMFunctionType(f32, (LLVMTypeRef[]){f32}, 1, 0);
     case SIG_F32_F32_F32: return LLVMFunctionType(f32, (LLVMTypeRef[]){f32, f32}, 2, 0);
     case SIG_I32_I32_I32: return LLVMFunctionType(i32, (LLVMTypeRef[]){i32, i32}, 2, 0);
     case SIG_F32_PTR_F32: return LLVMFunctionType(f32, (LLVMTypeRef[]){ptr, f32}, 2, 0);

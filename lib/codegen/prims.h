@@ -38,6 +38,11 @@
  *   astitch_fdiv_f32              float (float a, float b)            a / b within 2 ulp over the
  *                                                                     full range (NVPTX:
  *                                                                     div.full.f32; host: IEEE)
+ *   astitch_exp_f32               float (float x)                     e^x as Triton computes it
+ *                                                                     (NVPTX: ex2.approx.f32 of
+ *                                                                     x * log2(e), within 2 +
+ *                                                                     1.2 |x| ulp, CUDA's bound
+ *                                                                     for __expf; host: expf)
  *   astitch_trap                  void (ptr message)                  ends the launch with a
  *                                                                     kernel error (host: the
  *                                                                     message; NVPTX: trap)
@@ -74,6 +79,7 @@
     X(SHARED_BASE, "astitch_shared_base")     \
     X(FENCE_GPU, "astitch_fence_gpu")        \
     X(FDIV_F32, "astitch_fdiv_f32")          \
+    X(EXP_F32, "astitch_exp_f32")            \
     X(TRAP, "astitch_trap")
 
 #endif

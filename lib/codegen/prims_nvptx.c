@@ -32,6 +32,7 @@ static const char prims_ir[] =
     "declare i32 @llvm.nvvm.shfl.sync.bfly.i32(i32, i32, i32, i32)\n"
     "declare float @llvm.maximum.f32(float, float)\n"
     "declare float @llvm.minimum.f32(float, float)\n"
+    "declare float @llvm.nvvm.ex2.approx.f(float)\n"
     "\n"
     "define i32 @astitch_tid_x() #0 {\n"
     "  %v = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()\n"
@@ -59,6 +60,13 @@ static const char prims_ir[] =
     "}\n"
     "define float @astitch_fdiv_f32(float %a, float %b) #0 {\n"
     "  %v = call float asm \"div.full.f32 $0, $1, $2;\", \"=f,f,f\"(float %a, float %b)\n"
+    "  ret float %v\n"
+    "}\n"
+    /* x * log2(e) rounded, then the hardware's 2^p (denormal results kept, +-inf and NaN
+     * through): Triton's form of exp, so torch.compile's kernels compute the same */
+    "define float @astitch_exp_f32(float %x) #0 {\n"
+    "  %p = fmul float %x, 0x3FF7154760000000\n"
+    "  %v = call float @llvm.nvvm.ex2.approx.f(float %p)\n"
     "  ret float %v\n"
     "}\n"
     "define void @astitch_trap(ptr %message) #2 {\n"
