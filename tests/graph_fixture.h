@@ -53,12 +53,15 @@ static inline astitch_plan *fixture_plan(Fixture *f, const astitch_device *d,
     return f->p;
 }
 
-/* What plan p does with the node called `name` (a node in no kernel fails the test). */
+/* What plan p of graph g does with the node called `name` (a node in no kernel fails the
+ * test). Found by name in the plan's graph: a rewrite keeps the names of g's nodes, not their
+ * ids. */
 static inline astitch_op_info op_info(const astitch_plan *p, const astitch_graph *g,
                                       const char *name)
 {
     astitch_op_info i;
-    astitch_node n = astitch_graph_find(g, name);
+    assert_int_not_equal(astitch_graph_find(g, name), ASTITCH_NO_NODE);
+    astitch_node n = astitch_graph_find(astitch_plan_graph(p), name);
     assert_int_not_equal(n, ASTITCH_NO_NODE);
     if (astitch_plan_node_info(p, n, &i) != ASTITCH_OK)
         fail_msg("%s has no kernel", name);

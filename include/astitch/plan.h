@@ -285,8 +285,8 @@ typedef enum astitch_step_kind { ASTITCH_STEP_KERNEL, ASTITCH_STEP_COMPUTE } ast
 
 /* The graph, device model and options the plan was made from (owned by the plan or caller).
  * The graph is the caller's, or the plan's own copy where the planner left out the nodes that
- * feed no output or rewrote a variance (docs/planner.md, *prune* and *variance*): node ids of
- * the plan refer to it. */
+ * feed no output or rewrote a variance or a one-hot sum (docs/planner.md, *prune*, *variance*
+ * and *one_hot*): node ids of the plan refer to it; the caller's nodes keep their names there. */
 ASTITCH_API const astitch_graph *astitch_plan_graph(const astitch_plan *p);
 ASTITCH_API const astitch_device *astitch_plan_device(const astitch_plan *p);
 ASTITCH_API const astitch_plan_options *astitch_plan_get_options(const astitch_plan *p);

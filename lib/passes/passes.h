@@ -191,6 +191,12 @@ astitch_status pass_keepdim(const astitch_graph *g, astitch_graph **out, int32_t
 astitch_status pass_prune(const astitch_graph *g, astitch_graph **out, char ***dropped,
                           int32_t *ndropped);
 void prune_free_names(char **names, int32_t n);
+/* one_hot.c: when g has a sum of a one-hot selection over its last axis (nll_loss's target
+ * logit), *out is a copy of g (owned by the caller) where each is a gather of one element per
+ * row, the same values bit for bit, and *gathered their names (ngathered of them, malloc'd,
+ * free with prune_free_names); else *out is NULL. Fails only on memory. */
+astitch_status pass_one_hot(const astitch_graph *g, astitch_graph **out, char ***gathered,
+                            int32_t *ngathered);
 /* concat_tree.c: when g has a concatenate of more than CONCAT_TREE_WIDTH operands, *out is a
  * copy of g (owned by the caller) where each is a tree of concatenates of at most that many;
  * else *out is NULL. Fails only on memory. */

@@ -53,7 +53,7 @@
 
 /* The steps as ASTITCH_DUMP_PLAN=after:<step> names them, in pipeline order. */
 static const char *const step_names[] = {
-    "dot_lower", "prune",     "concat_tree", "variance", "recompute", "keepdim",   "scope",
+    "dot_lower", "prune",     "concat_tree", "one_hot", "variance", "recompute", "keepdim",   "scope",
     "xla",
     "remote",    "bound",     "fill",        "dominant", "mapping",   "across",
     "propagate", "adapt",     "schemes",     "barriers", "tiles",     "memory",
@@ -355,6 +355,9 @@ astitch_status astitch_plan_create(astitch_graph *g, const astitch_device *dev,
         adopt(p, rw, &dump, "prune");
     if (!st && !(st = pass_concat_tree(p->graph, &rw)))
         adopt(p, rw, &dump, "concat_tree");
+    if (!st && p->opt.fusion == ASTITCH_FUSION_STITCH &&
+        !(st = pass_one_hot(p->graph, &rw, &p->gathered, &p->ngathered)))
+        adopt(p, rw, &dump, "one_hot");
     if (!st && p->opt.fusion == ASTITCH_FUSION_STITCH && p->opt.one_pass_variance &&
         !(st = pass_variance(p->graph, p->opt.packing, &rw, &p->rewritten, &p->nrewritten)))
         adopt(p, rw, &dump, "variance");
@@ -417,6 +420,7 @@ void astitch_plan_destroy(astitch_plan *p)
     free(p->rewritten);
     free(p->recomputed);
     prune_free_names(p->dropped, p->ndropped);
+    prune_free_names(p->gathered, p->ngathered);
     astitch_graph_destroy(p->own_graph);
     free(p);
 }

@@ -155,6 +155,8 @@ struct astitch_plan {
     char **dropped;            /* names of the caller's nodes that feed no output (pass_prune),
                                 * not planned: own_graph lacks them */
     int32_t ndropped;
+    char **gathered;           /* names of the one-hot sums pass_one_hot made gathers */
+    int32_t ngathered;
     astitch_device dev;
     astitch_plan_options opt;
     PlanKernel *kernel;

@@ -180,6 +180,10 @@ static json_t *plan_json(const astitch_plan *p)
     ok = ok && dropped;
     for (int32_t i = 0; ok && i < p->ndropped; i++)
         ok = json_array_append_new(dropped, json_string(p->dropped[i])) == 0;
+    json_t *gathered = json_array();
+    ok = ok && gathered;
+    for (int32_t i = 0; ok && i < p->ngathered; i++)
+        ok = json_array_append_new(gathered, json_string(p->gathered[i])) == 0;
     for (int32_t s = 0; ok && s < p->nstep; s++) {
         const PlanStep *st = &p->step[s];
         json_t *x = json_object();
@@ -197,6 +201,7 @@ static json_t *plan_json(const astitch_plan *p)
     ok = put(root, "device", dev) && ok;
     ok = put(root, "options", opt) && ok;
     ok = put(root, "dropped", dropped) && ok;
+    ok = put(root, "one_hot_gathers", gathered) && ok;
     ok = put(root, "one_pass_variance", rewritten) && ok;
     ok = put(root, "recomputed", recomputed) && ok;
     ok = put(root, "scratch_bytes", json_integer(p->scratch_bytes)) && ok;

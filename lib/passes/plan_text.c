@@ -125,6 +125,12 @@ astitch_status astitch_plan_write_text(const astitch_plan *p, FILE *f)
             fprintf(f, "%s %s", i ? "," : "", p->dropped[i]);
         fputc('\n', f);
     }
+    if (p->ngathered > 0) {
+        fprintf(f, "rewritten (a one-hot sum as a gather, one element per row):");
+        for (int32_t i = 0; i < p->ngathered; i++)
+            fprintf(f, "%s %s", i ? "," : "", p->gathered[i]);
+        fputc('\n', f);
+    }
     if (p->nrewritten > 0) {
         fprintf(f, "rewritten (one-pass variance, one read of the input): ");
         list(f, p, p->rewritten, p->nrewritten);

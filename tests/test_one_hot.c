@@ -1,0 +1,259 @@
+/*
+ * test_one_hot.c: a sum of a one-hot selection over the last axis (nll_loss's target logit,
+ * lib/passes/one_hot.c) is planned as a gather of one element per row, and gives the sum's
+ * values bit for bit: targets in range and out of it (-1, the class count, far past it), a -0
+ * at the target (the sum makes it +0), a NaN off the target (never read) and at it, f32 and
+ * bf16 logits, i32 and i64 targets, rank 2 and 3. Near misses are planned as written.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "astitch/plan.h"
+#include "astitch/runtime.h"
+#include "diff_check.h"
+#include "graph_fixture.h"
+
+enum { CLASSES = 37 };
+
+/* How the one-hot sum is built: the usual form, or one near miss. */
+typedef enum Form {
+    FORM_USUAL,
+    FORM_SWAPPED,        /* eq(broadcast(t), iota): still a one-hot sum */
+    FORM_MINUS_ZERO,     /* select(..., x, -0): not rewritten */
+    FORM_IOTA_OTHER,     /* iota along another axis than the sum's: not rewritten */
+    FORM_SUM_OTHER_AXIS, /* the sum over another axis than the class axis: not rewritten */
+} Form;
+
+/* picked = sum over the last axis of select(iota == t, x, 0): x [lead..., CLASSES] of dtype
+ * xt, t [lead...] of dtype tt; returns picked (an output, as is `max` over x, another reader
+ * of x). */
+static void build(astitch_graph *g, int lead_rank, const int64_t *lead, astitch_dtype xt,
+                  astitch_dtype tt, Form form)
+{
+    int rank = lead_rank + 1, last = lead_rank;
+    int64_t s[8], bd[8], red = form == FORM_SUM_OTHER_AXIS ? 0 : last;
+    for (int i = 0; i < lead_rank; i++)
+        s[i] = lead[i], bd[i] = i;
+    s[last] = CLASSES;
+    astitch_node x = astitch_parameter(g, "x", xt, rank, s);
+    astitch_node t = astitch_parameter(g, "t", tt, lead_rank, lead);
+    astitch_node xf = named(g, astitch_convert(g, x, ASTITCH_F32), "xf");
+    astitch_node cls = named(g, astitch_iota(g, tt, rank, s, form == FORM_IOTA_OTHER ? 0 : last),
+                             "class");
+    astitch_node tb = named(g, astitch_broadcast_in_dim(g, t, rank, s, bd), "t.b");
+    astitch_node hit = named(g, form == FORM_SWAPPED ? astitch_binary(g, ASTITCH_OP_EQ, tb, cls)
+                                                     : astitch_binary(g, ASTITCH_OP_EQ, cls, tb),
+                             "hit");
+    double z = form == FORM_MINUS_ZERO ? -0.0 : 0.0;
+    astitch_node zero = astitch_constant(g, ASTITCH_F32, 0, NULL, &z, 1);
+    astitch_node zb = named(g, astitch_broadcast_in_dim(g, zero, rank, s, NULL), "zero.b");
+    astitch_node sel = named(g, astitch_select(g, hit, xf, zb), "target_logit");
+    astitch_node picked = named(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, sel, 1, &red), "picked");
+    int64_t last_axis = last;
+    astitch_node max = named(g, astitch_reduce(g, ASTITCH_REDUCE_MAX, xf, 1, &last_axis), "max");
+    assert_int_equal(astitch_add_output(g, picked), ASTITCH_OK);
+    assert_int_equal(astitch_add_output(g, max), ASTITCH_OK);
+}
+
+/* Whether the plan of g (stitch, H100) names `picked` as rewritten to a gather. */
+static bool gathered(astitch_graph *g)
+{
+    astitch_device d;
+    assert_int_equal(astitch_device_builtin("h100", &d), ASTITCH_OK);
+    astitch_plan *p = NULL;
+    assert_int_equal(astitch_plan_create(g, &d, NULL, &p), ASTITCH_OK);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    assert_int_equal(astitch_plan_write_text(p, f), ASTITCH_OK);
+    fclose(f);
+    bool yes = strstr(text, "rewritten (a one-hot sum as a gather, one element per row): picked")
+               != NULL;
+    free(text);
+    astitch_plan_destroy(p);
+    return yes;
+}
+
+static uint16_t bf16_bits(float v)
+{
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return (uint16_t)(u >> 16); /* the test's values are exact in bf16 */
+}
+
+/* Runs g on target t with logits holding row r's class c at (r * 7 + c) / 8 - 2 (exact in
+ * bf16), the given targets, and the special values of the head; writes `picked` to out. */
+static void run(astitch_graph *g, astitch_target t, int64_t rows, astitch_dtype xt,
+                astitch_dtype tt, const int64_t *targets, float *out, float *max)
+{
+    size_t xb = xt == ASTITCH_F32 ? 4 : 2;
+    unsigned char *x = malloc((size_t)(rows * CLASSES) * xb);
+    void *tv = malloc((size_t)rows * 8);
+    assert_non_null(x);
+    assert_non_null(tv);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t c = 0; c < CLASSES; c++) {
+            float v = (float)((r * 7 + c) % 29) / 8.0f - 2.0f;
+            if (r == 0 && c == 3)
+                v = -0.0f; /* target of row 0: the sum gives +0 */
+            if (r == 1 && c == 5)
+                v = __builtin_nanf(""); /* off row 1's target: never read */
+            if (r == 2 && c == CLASSES - 1)
+                v = __builtin_nanf(""); /* row 2's target */
+            size_t i = (size_t)(r * CLASSES + c);
+            if (xt == ASTITCH_F32)
+                memcpy(x + 4 * i, &v, 4);
+            else {
+                uint16_t b = bf16_bits(v);
+                memcpy(x + 2 * i, &b, 2);
+            }
+        }
+        if (tt == ASTITCH_I32)
+            ((int32_t *)tv)[r] = (int32_t)targets[r];
+        else
+            ((int64_t *)tv)[r] = targets[r];
+    }
+    astitch_compile_options o;
+    astitch_compile_options_default(&o);
+    o.target = t;
+    astitch_executable *e = NULL;
+    if (astitch_compile(g, &o, &e) != ASTITCH_OK)
+        fail_msg("compile: %s", astitch_last_error(astitch_graph_context(g)));
+    const void *in[2] = {x, tv};
+    void *outs[2] = {out, max};
+    assert_int_equal(astitch_execute(e, in, outs), ASTITCH_OK);
+    astitch_executable_destroy(e);
+    free(x);
+    free(tv);
+}
+
+/* The rewritten sum on the host target against the reference interpreter, bit for bit. */
+static void check_bits(astitch_dtype xt, astitch_dtype tt, int lead_rank, const int64_t *lead,
+                       Form form)
+{
+    astitch_context *ctx;
+    astitch_graph *g;
+    assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
+    assert_int_equal(astitch_graph_create(ctx, &g), ASTITCH_OK);
+    build(g, lead_rank, lead, xt, tt, form);
+    assert_true(gathered(g));
+    int64_t rows = 1;
+    for (int i = 0; i < lead_rank; i++)
+        rows *= lead[i];
+    /* row 0 at the -0, row 1 past its NaN, row 2 at its NaN, then the class ends and misses */
+    const int64_t pick[] = {3, 4, CLASSES - 1, 0, -1, CLASSES, 1000000, CLASSES - 1, 17, -7};
+    int64_t *targets = calloc((size_t)rows, sizeof *targets);
+    float *ref = malloc((size_t)rows * 4), *got = malloc((size_t)rows * 4);
+    float *mref = malloc((size_t)rows * 4), *mgot = malloc((size_t)rows * 4);
+    assert_true(targets && ref && got && mref && mgot);
+    for (int64_t r = 0; r < rows; r++)
+        targets[r] = pick[r % 10];
+    run(g, ASTITCH_TARGET_REFERENCE, rows, xt, tt, targets, ref, mref);
+    run(g, ASTITCH_TARGET_HOST, rows, xt, tt, targets, got, mgot);
+    for (int64_t r = 0; r < rows; r++)
+        if (memcmp(&ref[r], &got[r], 4) != 0)
+            fail_msg("row %lld (target %lld): host %a, reference %a", (long long)r,
+                     (long long)targets[r], (double)got[r], (double)ref[r]);
+    /* the -0 at row 0's target comes out +0 */
+    assert_false(signbit(ref[0]));
+    free(targets);
+    free(ref);
+    free(got);
+    free(mref);
+    free(mgot);
+    astitch_graph_destroy(g);
+    astitch_context_destroy(ctx);
+}
+
+static void test_f32_i32_rows(void **state)
+{
+    (void)state;
+    const int64_t lead[1] = {23};
+    check_bits(ASTITCH_F32, ASTITCH_I32, 1, lead, FORM_USUAL);
+}
+
+static void test_swapped_compare(void **state)
+{
+    (void)state;
+    const int64_t lead[1] = {12};
+    check_bits(ASTITCH_F32, ASTITCH_I32, 1, lead, FORM_SWAPPED);
+}
+
+static void test_f32_i64_rank3(void **state)
+{
+    (void)state;
+    const int64_t lead[2] = {3, 7};
+    check_bits(ASTITCH_F32, ASTITCH_I64, 2, lead, FORM_USUAL);
+}
+
+/* The sum of bf16 logits converted to f32 (the loss's form); the picked value stays f32. */
+static void test_bf16_logits(void **state)
+{
+    (void)state;
+    const int64_t lead[1] = {20};
+    check_bits(ASTITCH_BF16, ASTITCH_I32, 1, lead, FORM_USUAL);
+}
+
+/* g's outputs on the host target against the reference, fresh random inputs (targets in
+ * range: random integers are below 16). */
+static void check_random(astitch_graph *g, const char *what)
+{
+    uint64_t seed = diff_fresh_seed();
+    DiffResult r;
+    if (diff_run(g, ASTITCH_TARGET_HOST, ASTITCH_FUSION_STITCH, seed, &r) != ASTITCH_OK)
+        fail_msg("%s, seed %llu: %s", what, (unsigned long long)seed,
+                 astitch_last_error(astitch_graph_context(g)));
+    if (!r.ok)
+        fail_msg("%s, seed %llu: %s", what, (unsigned long long)seed, r.message);
+}
+
+/* Near misses keep their sums, and the plan says nothing of a gather. */
+static void test_near_misses(void **state)
+{
+    (void)state;
+    const Form miss[] = {FORM_MINUS_ZERO, FORM_IOTA_OTHER, FORM_SUM_OTHER_AXIS};
+    for (size_t i = 0; i < sizeof miss / sizeof *miss; i++) {
+        astitch_context *ctx;
+        astitch_graph *g;
+        assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
+        assert_int_equal(astitch_graph_create(ctx, &g), ASTITCH_OK);
+        const int64_t lead[1] = {CLASSES};
+        build(g, 1, lead, ASTITCH_F32, ASTITCH_I32, miss[i]);
+        assert_false(gathered(g));
+        check_random(g, "near miss");
+        astitch_graph_destroy(g);
+        astitch_context_destroy(ctx);
+    }
+}
+
+/* Fresh random inputs through the rewritten plan against the reference. */
+static void test_random_inputs(void **state)
+{
+    Fixture *f = *state;
+    const int64_t lead[1] = {64};
+    build(f->g, 1, lead, ASTITCH_F32, ASTITCH_I32, FORM_USUAL);
+    assert_true(gathered(f->g));
+    check_random(f->g, "rewritten");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_f32_i32_rows),
+        cmocka_unit_test(test_swapped_compare),
+        cmocka_unit_test(test_f32_i64_rank3),
+        cmocka_unit_test(test_bf16_logits),
+        cmocka_unit_test(test_near_misses),
+        cmocka_unit_test_setup_teardown(test_random_inputs, fixture_setup, fixture_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
