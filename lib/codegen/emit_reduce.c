@@ -162,7 +162,14 @@ static LLVMValueRef combine_lanes(Emit *e, const astitch_mapping *m, int32_t roo
  * elements per thread) 44.9 -> 39.7 us at two (resnet50_train_fwd_bn_relu, 2026-11-26); the
  * long softmaxes (4 per thread) did not move, transformer_row_reduce (8) read 2-3% slower. */
 enum { COLUMN_UNROLL = 2, COLUMN_UNROLL_LOADS_MAX = 2, ROW_UNROLL_MIN_ELEMENTS = 16 };
-_Static_assert((int)COLUMN_UNROLL <= (int)ITERATION_ELEMENTS_MAX,
+/* A streamed row's phase that reads one tensor per element, in a kernel whose register bound
+ * leaves room (at 32, four runs spill), takes four runs per iteration. Measured on the H100
+ * (2026-11-27; 2, 4, 8 runs, interleaved twice): llama2_7b_fwd_cross_entropy 130.6 -> 121.7 us
+ * at four (127.7 at eight), softmax_32k (also 64 registers) unchanged;
+ * resnet50_train_fwd_bn_relu at 32 registers spilled at four, 33.7 -> 40.8. */
+enum { ROW_UNROLL_WIDE = 4, ROW_UNROLL_WIDE_REGS = 64 };
+_Static_assert((int)COLUMN_UNROLL <= (int)ITERATION_ELEMENTS_MAX &&
+               (int)ROW_UNROLL_WIDE <= (int)ITERATION_ELEMENTS_MAX,
                "the element loops' arrays bound");
 
 /* The tensors phase-p values read from memory at each element of the rows under node n: kernel
@@ -195,6 +202,8 @@ static int elements_per_iteration(Emit *e, const PlanPhase *p)
     for (int r = 0; r < p->nroot; r++)
         loads += element_loads(e, p, p->root[r], seen);
     free(seen);
+    if (p->map.kind != ASTITCH_MAP_COLUMN_REDUCE && loads == 1 && e->k->regs >= ROW_UNROLL_WIDE_REGS)
+        return ROW_UNROLL_WIDE;
     return loads <= COLUMN_UNROLL_LOADS_MAX ? COLUMN_UNROLL : 1;
 }
 
