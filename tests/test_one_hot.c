@@ -235,6 +235,15 @@ static void test_near_misses(void **state)
     }
 }
 
+/* No rows: nothing to gather from, the sum stays (and plans). */
+static void test_no_rows(void **state)
+{
+    Fixture *f = *state;
+    const int64_t lead[1] = {0};
+    build(f->g, 1, lead, ASTITCH_F32, ASTITCH_I32, FORM_USUAL);
+    assert_false(gathered(f->g));
+}
+
 /* Fresh random inputs through the rewritten plan against the reference. */
 static void test_random_inputs(void **state)
 {
@@ -253,6 +262,7 @@ int main(void)
         cmocka_unit_test(test_f32_i64_rank3),
         cmocka_unit_test(test_bf16_logits),
         cmocka_unit_test(test_near_misses),
+        cmocka_unit_test_setup_teardown(test_no_rows, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_random_inputs, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -48,10 +48,10 @@
  *                                                                     message; NVPTX: trap)
  *
  * Math: element-wise functions are called by their libdevice names with f32 or f64 types
- * (__nv_expf, __nv_logf, __nv_log1pf, __nv_expm1f, __nv_sqrtf, __nv_rsqrtf, __nv_tanhf,
- * __nv_erff, __nv_sinf, __nv_cosf, __nv_powf, __nv_fmodf, __nv_floorf, __nv_ceilf,
- * __nv_roundf, and the f64 forms without the trailing f). NVPTX links libdevice; the host binds
- * the same names to libm (rsqrt as 1/sqrt).
+ * (__nv_logf, __nv_log1pf, __nv_expm1f, __nv_sqrtf, __nv_rsqrtf, __nv_tanhf, __nv_erff,
+ * __nv_sinf, __nv_cosf, __nv_powf, __nv_fmodf, __nv_floorf, __nv_ceilf, __nv_roundf, and the
+ * f64 forms without the trailing f, __nv_exp among them; f32 exp is astitch_exp_f32 above).
+ * NVPTX links libdevice; the host binds the same names to libm (rsqrt as 1/sqrt).
  *
  * Kernel signature: every kernel is `void name(ptr arg0, ..., ptr argN)`; the list is the
  * plan's kernel inputs, then outputs, then the scratch buffer, then the barrier counters

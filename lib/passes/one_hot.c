@@ -18,10 +18,10 @@
  * elements off the target are never read, as the select never read them. So the values are
  * the same, bit for bit, and the rewrite takes no option.
  *
- * Matched: a sum over the last axis alone, of 2 <= C classes, of f32, f16 or bf16; the select's
- * other operand +0 (a splat constant, perhaps broadcast); the compare eq of an iota along the
- * last axis and t broadcast along it (either order), t of R's shape, i32 or i64, and rows * C
- * within t's type. The rewritten graph is a copy (the caller's graph is never changed): R keeps
+ * Matched: a sum over the last axis alone, of 2 <= C classes and at least one row (a gather
+ * needs a table), of f32, f16 or bf16; the select's other operand +0 (a splat constant,
+ * perhaps broadcast); the compare eq of an iota along the last axis and t broadcast along it
+ * (either order), t of R's shape, i32 or i64, and rows * C within t's type. The rewritten graph is a copy (the caller's graph is never changed): R keeps
  * its name and place, the nodes only R read are dropped, and the new ones are named after R
  * ("<R>.flat", "<R>.index", ...).
  */
@@ -69,7 +69,7 @@ static int32_t match(const astitch_graph *g, int32_t r, int32_t *x)
     int32_t sel = goperand(g, r, 0);
     const Shape *s = &gnode(g, sel)->shape;
     int last = s->rank - 1;
-    if (last < 0 || rn->attr.axes != 1u << last || s->dim[last] < 2 ||
+    if (last < 0 || rn->attr.axes != 1u << last || s->dim[last] < 2 || shape_elements(s) < 1 ||
         gnode(g, sel)->op != ASTITCH_OP_SELECT || !is_plus_zero(g, goperand(g, sel, 2)))
         return -1;
     int32_t hit = goperand(g, sel, 0);

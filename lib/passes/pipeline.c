@@ -53,8 +53,8 @@
 
 /* The steps as ASTITCH_DUMP_PLAN=after:<step> names them, in pipeline order. */
 static const char *const step_names[] = {
-    "dot_lower", "prune",     "concat_tree", "one_hot", "variance", "recompute", "keepdim",   "scope",
-    "xla",
+    "dot_lower", "prune",     "concat_tree", "one_hot",  "variance",  "recompute", "keepdim",
+    "scope",     "xla",
     "remote",    "bound",     "fill",        "dominant", "mapping",   "across",
     "propagate", "adapt",     "schemes",     "barriers", "tiles",     "memory",
     "launch",    "traffic",   "check",
