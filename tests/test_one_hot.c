@@ -149,14 +149,17 @@ static void check_bits(astitch_dtype xt, astitch_dtype tt, int lead_rank, const 
     int64_t rows = 1;
     for (int i = 0; i < lead_rank; i++)
         rows *= lead[i];
-    /* row 0 at the -0, row 1 past its NaN, row 2 at its NaN, then the class ends and misses */
-    const int64_t pick[] = {3, 4, CLASSES - 1, 0, -1, CLASSES, 1000000, CLASSES - 1, 17, -7};
+    /* row 0 at the -0, row 1 past its NaN, row 2 at its NaN, then the class ends and misses,
+     * the last two wrapping row * C + t around */
+    const int64_t pick[] = {3, 4, CLASSES - 1, 0, -1, CLASSES, 1000000, CLASSES - 1, 17, -7,
+                            INT32_MAX, INT32_MIN};
+    const int64_t npick = (int64_t)(sizeof pick / sizeof *pick);
     int64_t *targets = calloc((size_t)rows, sizeof *targets);
     float *ref = malloc((size_t)rows * 4), *got = malloc((size_t)rows * 4);
     float *mref = malloc((size_t)rows * 4), *mgot = malloc((size_t)rows * 4);
     assert_true(targets && ref && got && mref && mgot);
     for (int64_t r = 0; r < rows; r++)
-        targets[r] = pick[r % 10];
+        targets[r] = pick[r % npick];
     run(g, ASTITCH_TARGET_REFERENCE, rows, xt, tt, targets, ref, mref);
     run(g, ASTITCH_TARGET_HOST, rows, xt, tt, targets, got, mgot);
     for (int64_t r = 0; r < rows; r++)
