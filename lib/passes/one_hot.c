@@ -21,9 +21,9 @@
  * Matched: a sum over the last axis alone, of 2 <= C classes and at least one row (a gather
  * needs a table), of f32, f16 or bf16; the select's other operand +0 (a splat constant,
  * perhaps broadcast); the compare eq of an iota along the last axis and t broadcast along it
- * (either order), t of R's shape, i32 or i64, and rows * C within t's type. The rewritten graph is a copy (the caller's graph is never changed): R keeps
- * its name and place, the nodes only R read are dropped, and the new ones are named after R
- * ("<R>.flat", "<R>.index", ...).
+ * (either order), t of R's shape, i32 or i64, and rows * C within t's type. The rewritten
+ * graph is a copy (the caller's graph is never changed): R keeps its name and place, the nodes
+ * only R read are dropped, and the new ones are named after R ("<R>.flat", "<R>.index", ...).
  */
 #include <math.h>
 #include <stdint.h>
@@ -80,10 +80,9 @@ static int32_t match(const astitch_graph *g, int32_t r, int32_t *x)
         const Node *in = gnode(g, i);
         if (t < 0 || in->op != ASTITCH_OP_IOTA || in->attr.axis != last)
             continue;
-        int64_t limit = in->dtype == ASTITCH_I32 ? INT32_MAX : INT64_MAX;
         if (in->dtype != ASTITCH_I32 && in->dtype != ASTITCH_I64)
             return -1;
-        if (shape_elements(s) > limit)
+        if (in->dtype == ASTITCH_I32 && shape_elements(s) > INT32_MAX)
             return -1;
         *x = goperand(g, sel, 1);
         return t;
