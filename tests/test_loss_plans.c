@@ -157,11 +157,11 @@ static void build_cross_entropy(astitch_graph *g, int64_t rows, int64_t vocab)
     astitch_node xsum = named(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, x, 1, &last), "xsum");
     astitch_node smooth = astitch_binary(g, ASTITCH_OP_SUB, lse, astitch_binary(g, ASTITCH_OP_DIV,
                                          xsum, scalar(g, ASTITCH_F32, (double)vocab, 1, &rows)));
-    astitch_node nll = astitch_binary(g, ASTITCH_OP_ADD,
-                                      astitch_binary(g, ASTITCH_OP_MUL, scalar(g, ASTITCH_F32, 0.9, 1, &rows),
-                                                     astitch_binary(g, ASTITCH_OP_SUB, lse, picked)),
-                                      astitch_binary(g, ASTITCH_OP_MUL, scalar(g, ASTITCH_F32, 0.1, 1, &rows),
-                                                     smooth));
+    astitch_node hard = astitch_binary(g, ASTITCH_OP_SUB, lse, picked);
+    astitch_node nll = astitch_binary(
+        g, ASTITCH_OP_ADD,
+        astitch_binary(g, ASTITCH_OP_MUL, scalar(g, ASTITCH_F32, 0.9, 1, &rows), hard),
+        astitch_binary(g, ASTITCH_OP_MUL, scalar(g, ASTITCH_F32, 0.1, 1, &rows), smooth));
     astitch_node loss = astitch_binary(g, ASTITCH_OP_DIV,
                                        astitch_reduce(g, ASTITCH_REDUCE_SUM, nll, 1, &all),
                                        constant(g, (double)rows));

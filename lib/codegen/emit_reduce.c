@@ -202,7 +202,8 @@ static int elements_per_iteration(Emit *e, const PlanPhase *p)
     for (int r = 0; r < p->nroot; r++)
         loads += element_loads(e, p, p->root[r], seen);
     free(seen);
-    if (p->map.kind != ASTITCH_MAP_COLUMN_REDUCE && loads == 1 && e->k->regs >= ROW_UNROLL_WIDE_REGS)
+    bool row = p->map.kind != ASTITCH_MAP_COLUMN_REDUCE;
+    if (row && loads == 1 && e->k->regs >= ROW_UNROLL_WIDE_REGS)
         return ROW_UNROLL_WIDE;
     return loads <= COLUMN_UNROLL_LOADS_MAX ? COLUMN_UNROLL : 1;
 }
