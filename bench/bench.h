@@ -76,7 +76,7 @@ typedef struct BenchRow {
     char mode[24];
     const char *status;              /* "ok", "WRONG" (outputs differ), "error", "skipped" */
     char note[320];                  /* why not ok, or "" */
-    char variant[96];                /* the variant search's outcome (cuda), or "" */
+    char variant[320];               /* the variant search's outcome (cuda), or "" */
     int kernels;                     /* launched per run (plan kernels with blocks) */
     int coop_kernels;                /* of which with grid barriers (cooperative) */
     double bytes;                    /* each parameter read once + each output written once */

@@ -432,13 +432,22 @@ static void note_variant(const astitch_executable *x, BenchRow *r)
     astitch_variant_info v;
     if (astitch_executable_variant(x, &v) != ASTITCH_OK || v.state == ASTITCH_VARIANT_NONE)
         return;
-    const char *form = v.wide_rows ? "wide rows" : "one warp per row";
-    if (v.state == ASTITCH_VARIANT_TIMED)
-        snprintf(r->variant, sizeof r->variant, "%s (timed: one warp %.1f us, wide %.1f us)", form,
-                 v.us[0], v.us[1]);
-    else
+    const char *form = astitch_variant_form_name(v.form);
+    if (v.state != ASTITCH_VARIANT_TIMED) {
         snprintf(r->variant, sizeof r->variant, "%s (%s)", form,
                  v.state == ASTITCH_VARIANT_CACHED ? "compile cache" : "untimed");
+        return;
+    }
+    size_t at = 0;
+    at += (size_t)snprintf(r->variant, sizeof r->variant, "%s (timed:", form);
+    for (int i = 0, first = 1; i < ASTITCH_VARIANT_FORMS && at < sizeof r->variant; i++)
+        if (v.us[i] > 0) {
+            at += (size_t)snprintf(r->variant + at, sizeof r->variant - at, "%s %s %.1f us",
+                                   first ? "" : ",", astitch_variant_form_name(i), v.us[i]);
+            first = 0;
+        }
+    if (at < sizeof r->variant)
+        snprintf(r->variant + at, sizeof r->variant - at, ")");
 }
 
 /* The compile options of mode m under the bench options o. */

@@ -731,11 +731,24 @@ static int lanes_per_row(const astitch_executable *x)
     return p->kernel[0].group[0].map.threads_per_row;
 }
 
-/* Runs x once outside any capture on made-up addresses. */
+/* Runs x (of up to two inputs and outputs) once outside any capture on made-up addresses. */
 static void run_plain(const Fake *f, astitch_executable *x)
 {
-    uint64_t in[1] = {0x200000000000ull}, out[1] = {0x300000000000ull};
+    uint64_t in[2] = {0x200000000000ull, 0x240000000000ull};
+    uint64_t out[2] = {0x300000000000ull, 0x340000000000ull};
     expect_ok(f, astitch_execute_device(x, in, out, f->stream));
+}
+
+/* g compiled for the fake device with the variant search off: the planner's default form. */
+static astitch_executable *compile_unsearched(const Fake *f, astitch_graph *g)
+{
+    astitch_compile_options o;
+    astitch_compile_options_default(&o);
+    o.target = ASTITCH_TARGET_CUDA;
+    o.variant_search = false;
+    astitch_executable *x = NULL;
+    expect_ok(f, astitch_compile(g, &o, &x));
+    return x;
 }
 
 /* The variant search: both forms compiled, the first run times them (the fake's event times)
@@ -808,11 +821,7 @@ static void test_variant_search(void **state)
     assert_int_equal(lanes_per_row(x), 32);
     astitch_executable_destroy(x);
     /* off: no search */
-    astitch_compile_options o;
-    astitch_compile_options_default(&o);
-    o.target = ASTITCH_TARGET_CUDA;
-    o.variant_search = false;
-    expect_ok(f, astitch_compile(g, &o, &x));
+    x = compile_unsearched(f, g);
     expect_ok(f, astitch_executable_variant(x, &v));
     assert_int_equal(v.state, ASTITCH_VARIANT_NONE);
     assert_null(x->alt);
@@ -852,6 +861,108 @@ static void test_variant_search(void **state)
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
     expect_ok(f, astitch_context_set_option(f->ctx, "cache_dir", ""));
+    compile_cache_reset();
+    astitch_graph_destroy(g);
+}
+
+/* A norm's backward in small: dx = dy - sum_row(dy * x) * x and dgamma = sum over the rows of
+ * dy * x, rows of `cols` f32: the column sum can be taken in the row pass (forms 2 and 3 of the
+ * variant search), which replaces the one-warp or wide choice of rows of 768. */
+static astitch_graph *column_sums_graph(const Fake *f, int64_t cols)
+{
+    astitch_graph *g;
+    expect_ok(f, astitch_graph_create(f->ctx, &g));
+    int64_t d[2] = {1024, cols}, axis1 = 1, axis0 = 0, keep = 0;
+    astitch_node dy = astitch_parameter(g, "dy", ASTITCH_F32, 2, d);
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, d);
+    astitch_node p = astitch_binary(g, ASTITCH_OP_MUL, dy, x);
+    astitch_node s = astitch_broadcast_in_dim(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, p, 1, &axis1), 2, d, &keep);
+    expect_ok(f, astitch_add_output(g, astitch_binary(g, ASTITCH_OP_SUB, dy,
+                                                      astitch_binary(g, ASTITCH_OP_MUL, s, x))));
+    expect_ok(f, astitch_add_output(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, p, 1, &axis0)));
+    return g;
+}
+
+/* Times the three forms of a column_sums_graph (0, 2, 3, in that order) over three rounds:
+ * each form's time is base + its position / 10, but `fast` (a position) gets 1 ms in round 1. */
+static void time_three_forms(const Fake *f, float base, int fast)
+{
+    float ms[9];
+    for (int i = 0; i < 9; i++)
+        ms[i] = base + 0.1f * (float)(i % 3);
+    if (fast >= 0)
+        ms[3 + fast] = 1.0f;
+    f->set_elapsed(ms, 9);
+}
+
+/* The search over several forms: every form that applies is built and timed in turn, the
+ * fastest runs with its switches in its plan, and its index is what the cache keeps; a
+ * recorded index that no form of the graph has is ignored. */
+static void test_variant_forms(void **state)
+{
+    const Fake *f = *state;
+    astitch_variant_info v;
+    expect_ok(f, astitch_context_set_option(f->ctx, "cache", "0"));
+    astitch_graph *g = column_sums_graph(f, 768);
+    astitch_executable *x = compile_for_fake(f, g, false);
+    expect_ok(f, astitch_executable_variant(x, &v));
+    assert_int_equal(v.state, ASTITCH_VARIANT_PENDING);
+    assert_int_equal(v.nforms, 3);
+    assert_int_equal(v.form, 0);
+    assert_int_equal(x->alt->variant.form, 2);
+    assert_int_equal(x->alt->alt->variant.form, 3);
+    assert_null(x->alt->alt->alt);
+    time_three_forms(f, 2.0f, 2); /* form 3 fastest in one round of three */
+    run_plain(f, x);
+    expect_ok(f, astitch_executable_variant(x, &v));
+    assert_int_equal(v.state, ASTITCH_VARIANT_TIMED);
+    assert_int_equal(v.form, 3);
+    assert_true(v.column_sums_in_rows && v.persistent && !v.wide_rows);
+    assert_true(v.us[0] == 2.0f * 1e3 && v.us[1] == 0 && v.us[2] == (2.0f + 0.1f) * 1e3 &&
+                v.us[3] == 1.0f * 1e3);
+    const astitch_plan *p = astitch_executable_plan(x);
+    assert_true(p->opt.column_sums_in_rows && p->opt.persistent && !p->opt.wide_rows);
+    assert_null(x->alt);
+    astitch_executable_destroy(x);
+    /* the same times but none faster: the default stays */
+    x = compile_for_fake(f, g, false);
+    time_three_forms(f, 2.0f, -1);
+    run_plain(f, x);
+    expect_ok(f, astitch_executable_variant(x, &v));
+    assert_int_equal(v.form, 0);
+    assert_false(astitch_executable_plan(x)->opt.column_sums_in_rows);
+    astitch_executable_destroy(x);
+    /* recorded: the index; a later compile builds only that form */
+    expect_ok(f, astitch_context_set_option(f->ctx, "cache", "1"));
+    compile_cache_reset();
+    x = compile_for_fake(f, g, false);
+    time_three_forms(f, 2.0f, 1);
+    run_plain(f, x);
+    astitch_executable_destroy(x);
+    x = compile_for_fake(f, g, false);
+    expect_ok(f, astitch_executable_variant(x, &v));
+    assert_int_equal(v.state, ASTITCH_VARIANT_CACHED);
+    assert_int_equal(v.form, 2);
+    assert_int_equal(v.nforms, 1);
+    assert_true(v.column_sums_in_rows && !v.persistent && !v.wide_rows);
+    assert_true(astitch_executable_plan(x)->opt.column_sums_in_rows);
+    assert_null(x->alt);
+    astitch_executable_destroy(x);
+    /* an index out of range, as a foreign or damaged entry could hold, or of a form the graph
+     * does not have (1: wide rows): searched again (the choice is kept under the default
+     * form's plan, which the search off compiles) */
+    for (int bad = 0; bad < 2; bad++) {
+        x = compile_unsearched(f, g);
+        assert_int_equal(compile_cache_choice(x->plan, exec_cuda_sm(x)), bad ? 9 : 2);
+        compile_cache_set_choice(x->plan, exec_cuda_sm(x), bad ? 1 : 9);
+        astitch_executable_destroy(x);
+        x = compile_for_fake(f, g, false);
+        expect_ok(f, astitch_executable_variant(x, &v));
+        assert_int_equal(v.state, ASTITCH_VARIANT_PENDING);
+        assert_int_equal(v.nforms, 3);
+        astitch_executable_destroy(x);
+    }
+    expect_ok(f, astitch_context_set_option(f->ctx, "cache", "1")); /* as the tests after expect */
     compile_cache_reset();
     astitch_graph_destroy(g);
 }
@@ -917,6 +1028,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_variant_search),
+        cmocka_unit_test(test_variant_forms),
         cmocka_unit_test(test_capture_examples),
         cmocka_unit_test(test_sync_breaks_capture),
         cmocka_unit_test(test_capture_refuses_compute_op),

@@ -286,14 +286,20 @@ static void note_variant(const astitch_executable *x)
     astitch_variant_info v;
     if (astitch_executable_variant(x, &v) != ASTITCH_OK)
         return;
-    const char *form = v.wide_rows ? "wide rows (several warps per resident row)"
-                                   : "one warp per resident row";
-    if (v.state == ASTITCH_VARIANT_TIMED)
-        fprintf(stderr, "astitch-run: note: variant search: one warp per resident row %.1f us, "
-                        "wide rows %.1f us; runs %s\n", v.us[0], v.us[1], form);
-    else if (v.state == ASTITCH_VARIANT_CACHED)
+    const char *form = astitch_variant_form_name(v.form);
+    if (v.state == ASTITCH_VARIANT_TIMED) {
+        fprintf(stderr, "astitch-run: note: variant search:");
+        for (int i = 0, first = 1; i < ASTITCH_VARIANT_FORMS; i++)
+            if (v.us[i] > 0) {
+                fprintf(stderr, "%s %s %.1f us", first ? "" : ",", astitch_variant_form_name(i),
+                        v.us[i]);
+                first = 0;
+            }
+        fprintf(stderr, "; runs %s\n", form);
+    } else if (v.state == ASTITCH_VARIANT_CACHED) {
         fprintf(stderr, "astitch-run: note: variant search: runs %s, as timed before (compile "
                         "cache)\n", form);
+    }
 }
 
 /* --view-outputs: names each output the kernels leave as a view of an input. */

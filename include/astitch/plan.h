@@ -101,9 +101,9 @@ typedef struct astitch_plan_options {
                                * kernel, is taken in the row pass: each block sums its rows'
                                * columns in shared memory and adds them into the destination
                                * by atomics, so the kernel reads its inputs once (docs/
-                               * planner.md, *across*). Off by default: on the H200 it
-                               * measured faster on one layer-norm backward graph and slower
-                               * on two (bench/RESULTS.md); bench mode stitch-colsums */
+                               * planner.md, *across*). Off by default: faster on some
+                               * backward norms, slower on others (bench/RESULTS.md); the cuda
+                               * target's variant search times it, also with persistent */
 } astitch_plan_options;
 
 /* Fills *o with the defaults: fusion=stitch, every switch on (one_pass_variance,

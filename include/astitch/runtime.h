@@ -39,12 +39,12 @@ typedef struct astitch_compile_options {
     /* Device model to plan for: NULL for the target's own (the driver's for cuda, the virtual
      * host device for host). */
     const astitch_device *device;
-    /* cuda: where the planner leaves a launch shape to a measurement (one warp or several per
-     * resident row, astitch_plan_options.wide_rows, when plan.wide_rows is off), both forms are
-     * compiled and the first execution not captured into a CUDA graph times each twice and
-     * keeps the faster; the choice is kept in the compile cache, so a later compile of the same
-     * graph loads only the chosen form. Off: the planner's default only. See
-     * astitch_executable_variant and docs/codegen.md, *Variant search*. */
+    /* cuda: where the planner leaves a launch shape to a measurement (plan switches whose
+     * forms no rule orders: wide_rows, column_sums_in_rows, with persistent), every form that
+     * changes the plan is compiled and the first execution not captured into a CUDA graph
+     * times each and keeps the fastest; the choice is kept in the compile cache, so a later
+     * compile of the same graph loads only the chosen form. Off: the planner's default only.
+     * See astitch_executable_variant and docs/codegen.md, *Variant search*. */
     bool variant_search;
     /* cuda: the executable holds no device memory of its own for runs (temporaries between
      * kernels, scratch, barrier counters); each run takes it from the caller
@@ -77,27 +77,40 @@ ASTITCH_API void astitch_executable_destroy(astitch_executable *x);
 ASTITCH_API astitch_target astitch_executable_target(const astitch_executable *x);
 /* The plan the executable runs; NULL for the reference target. Owned by x. While a variant
  * search is PENDING (astitch_executable_variant) this is the planner's default form, and the
- * first execution may replace it with the faster form's plan: take it again after a run. */
+ * first execution may replace it with the fastest form's plan: take it again after a run. */
 ASTITCH_API const astitch_plan *astitch_executable_plan(const astitch_executable *x);
 
 /* The variant search of an executable (astitch_compile_options.variant_search). */
 typedef enum astitch_variant_state {
-    ASTITCH_VARIANT_NONE,     /* no search: off, not cuda, the plan has no alternative, or
-                               * the alternative could not be built or timed (the planner's
-                               * default runs; the search never fails a compile or a run) */
-    ASTITCH_VARIANT_PENDING,  /* both forms compiled, the first execution will time them */
+    ASTITCH_VARIANT_NONE,     /* no search: off, not cuda, no other form applies or could be
+                               * built, or the timing failed (the planner's default runs; the
+                               * search never fails a compile or a run) */
+    ASTITCH_VARIANT_PENDING,  /* the forms compiled, the first execution will time them */
     ASTITCH_VARIANT_TIMED,    /* timed at the first execution; us[] holds the times */
     ASTITCH_VARIANT_CACHED,   /* chosen by an earlier timing, found in the compile cache */
     ASTITCH_VARIANT_CAPTURED  /* the first execution was being captured into a CUDA graph, so
                                * nothing was timed and the planner's default stays */
 } astitch_variant_state;
 
+/* The forms the variant search chooses among, by index: 0 the caller's options as given, then
+ * plan switches turned on over them (docs/codegen.md, *Variant search*). */
+#define ASTITCH_VARIANT_FORMS 4
+
 typedef struct astitch_variant_info {
     astitch_variant_state state;
-    bool wide_rows; /* the form that runs (PENDING: the default's, until the choice) */
-    double us[2];   /* TIMED: microseconds of the default form and of the wide_rows form, the
-                     * second of two runs of each; 0 otherwise */
+    int form;                 /* the form that runs, 0..ASTITCH_VARIANT_FORMS-1 (PENDING: 0) */
+    bool wide_rows;           /* the plan switches of the form that runs */
+    bool column_sums_in_rows;
+    bool persistent;
+    int nforms;               /* forms compiled for the search, the default's included (1 when
+                               * NONE or CACHED) */
+    double us[ASTITCH_VARIANT_FORMS]; /* TIMED: microseconds of each form by index, the fastest
+                                       * of its timed runs; 0 for a form not built or not timed */
 } astitch_variant_info;
+
+/* The switches form i turns on, as text ("default", "wide rows", "column sums in rows",
+ * "column sums in rows, persistent"); NULL outside 0..ASTITCH_VARIANT_FORMS-1. */
+ASTITCH_API const char *astitch_variant_form_name(int i);
 
 /* Fills *out for x. ASTITCH_ERR_ARGUMENT for a NULL argument. */
 ASTITCH_API astitch_status astitch_executable_variant(const astitch_executable *x,
@@ -190,7 +203,7 @@ ASTITCH_API int astitch_executable_host_compute_ops(const astitch_executable *x)
 
 /* cuda only: the bytes of device memory one run of x uses besides its inputs and outputs (the
  * temporaries between its kernels, split-reduction partials, barrier counters), at least 256;
- * while a variant search is PENDING, the larger of the two forms' needs. ASTITCH_ERR_UNSUPPORTED
+ * while a variant search is PENDING, the largest of its forms' needs. ASTITCH_ERR_UNSUPPORTED
  * for another target. */
 ASTITCH_API astitch_status astitch_executable_workspace_bytes(const astitch_executable *x,
                                                               size_t *bytes);

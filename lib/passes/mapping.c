@@ -14,7 +14,7 @@
  *                  taken `vector` at a time (16-byte accesses of the row's narrowest tensor),
  *                  a warp per row for rows up to a warp's LANE_ELEMENTS_MAX (no block barrier
  *                  in its combines; with the wide_rows option such rows take the lanes of
- *                  the goal instead, mapping_wide_alternative), and at least the lanes
+ *                  the goal instead: a choice the variant search times), and at least the lanes
  *                  whose vectors fill a 128-byte line (short rows: a thread then takes
  *                  several tiles at once, see plan_resident_tiles). Longer rows are streamed:
  *                  lanes grow with the row (about four elements per lane, up to the block).
@@ -323,18 +323,4 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k)
         }
     }
     return ASTITCH_OK;
-}
-
-bool mapping_wide_alternative(const astitch_plan *p)
-{
-    if (p->opt.wide_rows)
-        return false;
-    for (int32_t k = 0; k < p->nkernel; k++)
-        for (int32_t i = 0; i < p->kernel[k].ngroup; i++) {
-            const astitch_mapping *m = &p->kernel[k].group[i].map;
-            if (m->vector > 0 && m->threads_per_row == p->dev.warp_size &&
-                plan_lane_elements(m) > LANE_ELEMENTS_GOAL)
-                return true;
-        }
-    return false;
 }

@@ -252,10 +252,6 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k);
 /* mapping.c: true when a reduction over `axes` of a tensor of shape s could keep its rows in
  * registers (trailing axes, a row no longer than a resident row may be). */
 bool mapping_rows_may_reside(const Shape *s, uint32_t axes);
-/* mapping.c: true when planning p again with wide_rows on would map some resident row
- * differently (a warp holds it at more than the goal of elements per lane): the one choice of
- * launch shape the cost model leaves to a measurement (the runtime's variant search). */
-bool mapping_wide_alternative(const astitch_plan *p);
 /* across.c: moves every column group whose reductions can be summed inside a resident row
  * group of the same space (plan_reduce_across) into that group; *moved says whether it moved
  * one (the mapping step then runs again over the groups left). Requires the groups'

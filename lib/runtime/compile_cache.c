@@ -277,7 +277,7 @@ int compile_cache_choice(const astitch_plan *p, int sm)
     if (!cache_on(p) || !key_make("variant", p, sm, false, &k))
         return -1;
     char *text = lookup(&k);
-    int choice = text && (text[0] == '0' || text[0] == '1') && text[1] == '\n' ? text[0] - '0' : -1;
+    int choice = text && text[0] >= '0' && text[0] <= '9' && text[1] == '\n' ? text[0] - '0' : -1;
     free(text);
     free(k.text);
     return choice;
@@ -286,9 +286,10 @@ int compile_cache_choice(const astitch_plan *p, int sm)
 void compile_cache_set_choice(const astitch_plan *p, int sm, int choice)
 {
     CacheKey k;
-    if (!cache_on(p) || (choice != 0 && choice != 1) || !key_make("variant", p, sm, false, &k))
+    if (!cache_on(p) || choice < 0 || choice > 9 || !key_make("variant", p, sm, false, &k))
         return;
-    store(&k, choice ? "1\n" : "0\n", 2);
+    char text[2] = {(char)('0' + choice), '\n'};
+    store(&k, text, 2);
     free(k.text);
 }
 

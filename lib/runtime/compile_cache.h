@@ -41,8 +41,9 @@ astitch_status cached_compile_ptx(astitch_context *ctx, const astitch_plan *p, i
 void compile_cache_replace(const astitch_plan *p, int sm, bool as_parts, const char *ptx);
 
 /* The variant search's choice for plan p (the planner's default form) on sm, as recorded by
- * compile_cache_set_choice in either layer: 0 the default, 1 the alternative; -1 when none is
- * recorded or the cache is off. Entries live beside the PTX (same key, kind "variant"). */
+ * compile_cache_set_choice in either layer: the index of the chosen form, 0 (the default) to 9
+ * (one digit; the caller checks it against its forms); -1 when none is recorded, the entry is
+ * not one digit, or the cache is off. Entries live beside the PTX (same key, kind "variant"). */
 int compile_cache_choice(const astitch_plan *p, int sm);
 void compile_cache_set_choice(const astitch_plan *p, int sm, int choice);
 

@@ -303,7 +303,10 @@ astitch_status astitch_compile(astitch_graph *g, const astitch_compile_options *
             ctx_error_at_node(x->ctx, x->plan->step[i].index);
             goto fail;
         }
-    x->variant.wide_rows = o->plan.wide_rows;
+    x->variant = (astitch_variant_info){.state = ASTITCH_VARIANT_NONE, .nforms = 1,
+                                        .wide_rows = o->plan.wide_rows,
+                                        .column_sums_in_rows = o->plan.column_sums_in_rows,
+                                        .persistent = o->plan.persistent};
     if (x->target == ASTITCH_TARGET_CUDA && o->variant_search &&
         (s = exec_variant_prepare(x, run_g, &dev, &o->plan)) != ASTITCH_OK)
         goto fail;
@@ -496,8 +499,9 @@ astitch_status astitch_executable_workspace_bytes(const astitch_executable *x, s
                         "astitch_executable_workspace_bytes: the executable's target is %s, not "
                         "cuda", astitch_target_name(x->target));
     *bytes = exec_cuda_workspace_bytes(x);
-    if (x->alt && exec_cuda_workspace_bytes(x->alt) > *bytes)
-        *bytes = exec_cuda_workspace_bytes(x->alt);
+    for (const astitch_executable *y = x->alt; y; y = y->alt) /* a PENDING search's forms */
+        if (exec_cuda_workspace_bytes(y) > *bytes)
+            *bytes = exec_cuda_workspace_bytes(y);
     return ASTITCH_OK;
 }
 
@@ -524,15 +528,13 @@ astitch_status astitch_execute_device_workspace(astitch_executable *x, const uin
         return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT,
                         "%s: a workspace of %zu bytes given, the run needs %zu "
                         "(astitch_executable_workspace_bytes)", fn, workspace_bytes, need);
-    exec_cuda_use_workspace(x, workspace);
-    if (x->alt)
-        exec_cuda_use_workspace(x->alt, workspace);
-    s = exec_variant_settle(x, inputs, outputs, stream); /* either form it keeps has it */
+    for (astitch_executable *y = x; y; y = y->alt)
+        exec_cuda_use_workspace(y, workspace);
+    s = exec_variant_settle(x, inputs, outputs, stream); /* whichever form it keeps has it */
     if (s == ASTITCH_OK)
         s = exec_cuda_run_device(x, inputs, outputs, stream);
-    exec_cuda_use_workspace(x, 0);
-    if (x->alt)
-        exec_cuda_use_workspace(x->alt, 0);
+    for (astitch_executable *y = x; y; y = y->alt)
+        exec_cuda_use_workspace(y, 0);
     return s;
 }
 

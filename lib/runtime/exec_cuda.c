@@ -587,53 +587,55 @@ astitch_status exec_cuda_capturing(astitch_executable *x, void *stream, bool *ca
     return r == CUDA_SUCCESS ? ASTITCH_OK : cuda_fail(x->ctx, d, r, "cuStreamIsCapturing");
 }
 
-astitch_status exec_cuda_time_pair(astitch_executable *a, astitch_executable *b,
-                                   const uint64_t *in, const uint64_t *out, void *stream,
-                                   double us[2])
+astitch_status exec_cuda_time_forms(astitch_executable *const *x, int n, const uint64_t *in,
+                                    const uint64_t *out, void *stream, double *us)
 {
-    const CudaDevice *dev = a->cuda->dev;
+    const CudaDevice *dev = x[0]->cuda->dev;
     /* Each run starts with the inputs out of L2, as in steady use where other work runs
      * between (inputs just copied in would sit in L2 and favour neither form fairly): a fill
      * of twice the L2 before each run, outside the timed interval. */
     size_t flush = 2 * (dev->info.l2_bytes ? dev->info.l2_bytes : ((size_t)64 << 20));
-    /* The two forms alternate over TIME_PAIR_RUNS runs; the first pair warms up, and each form
+    /* The forms run in turn for TIME_ROUNDS rounds; the first round warms up, and each form
      * keeps its fastest of the rest (one timing each, as until 2026-11-25, flipped
      * transformer_residual_layernorm's choice between runs of astitch-bench: its forms differ
      * by 3%, about the spread of a single timing). */
-    enum { TIME_PAIR_RUNS = 8 };
+    enum { TIME_ROUNDS = 4, MOST = ASTITCH_VARIANT_FORMS * TIME_ROUNDS };
+    if (n < 1 || n > ASTITCH_VARIANT_FORMS)
+        return ctx_fail(x[0]->ctx, ASTITCH_ERR_INTERNAL, "variant search: %d forms to time", n);
+    int runs = n * TIME_ROUNDS;
     CUdeviceptr evict = 0;
-    CUevent ev[2 * TIME_PAIR_RUNS] = {0};
+    CUevent ev[2 * MOST] = {0};
     astitch_status s = ASTITCH_OK;
-    if (cuda_alloc(a->ctx, dev, flush, &evict) != ASTITCH_OK)
+    if (cuda_alloc(x[0]->ctx, dev, flush, &evict) != ASTITCH_OK)
         evict = 0; /* short of memory: timed without the fill */
-    for (int i = 0; s == ASTITCH_OK && i < 2 * TIME_PAIR_RUNS; i++)
-        s = cuda_event_create(a->ctx, dev, &ev[i]);
-    for (int i = 0; s == ASTITCH_OK && i < TIME_PAIR_RUNS; i++) {
+    for (int i = 0; s == ASTITCH_OK && i < 2 * runs; i++)
+        s = cuda_event_create(x[0]->ctx, dev, &ev[i]);
+    for (int i = 0; s == ASTITCH_OK && i < runs; i++) {
         if (evict)
-            s = cuda_memset_u32(a->ctx, dev, evict, (uint32_t)i, flush / 4, (CUstream)stream);
+            s = cuda_memset_u32(x[0]->ctx, dev, evict, (uint32_t)i, flush / 4, (CUstream)stream);
         if (s == ASTITCH_OK)
-            s = cuda_event_record(a->ctx, dev, ev[2 * i], (CUstream)stream);
+            s = cuda_event_record(x[0]->ctx, dev, ev[2 * i], (CUstream)stream);
         if (s == ASTITCH_OK)
-            s = exec_cuda_run_device(i % 2 ? b : a, in, out, stream);
+            s = exec_cuda_run_device(x[i % n], in, out, stream);
         if (s == ASTITCH_OK)
-            s = cuda_event_record(a->ctx, dev, ev[2 * i + 1], (CUstream)stream);
+            s = cuda_event_record(x[0]->ctx, dev, ev[2 * i + 1], (CUstream)stream);
     }
-    float ms[2] = {0, 0};
-    for (int i = 2; s == ASTITCH_OK && i < TIME_PAIR_RUNS; i++) {
+    float ms[ASTITCH_VARIANT_FORMS] = {0};
+    for (int i = n; s == ASTITCH_OK && i < runs; i++) {
         float t;
-        s = cuda_event_elapsed(a->ctx, dev, ev[2 * i], ev[2 * i + 1], &t);
-        if (s == ASTITCH_OK && (i < 4 || t < ms[i % 2]))
-            ms[i % 2] = t;
+        s = cuda_event_elapsed(x[0]->ctx, dev, ev[2 * i], ev[2 * i + 1], &t);
+        if (s == ASTITCH_OK && (i < 2 * n || t < ms[i % n]))
+            ms[i % n] = t;
     }
-    for (int i = 0; i < 2 * TIME_PAIR_RUNS; i++)
+    for (int i = 0; i < 2 * runs; i++)
         if (ev[i])
             cuda_event_destroy(dev, ev[i]);
     if (s == ASTITCH_OK)
-        s = cuda_stream_sync(a->ctx, dev, (CUstream)stream);
+        s = cuda_stream_sync(x[0]->ctx, dev, (CUstream)stream);
     if (evict)
         cuda_free(dev, evict);
-    us[0] = ms[0] * 1e3;
-    us[1] = ms[1] * 1e3;
+    for (int i = 0; i < n; i++)
+        us[i] = ms[i] * 1e3;
     return s;
 }
 

@@ -10,7 +10,7 @@
  *   exec_dot.c     dots on the GPU through cuBLASLt (cublaslt.h), over the GEMM each is
  *                  (passes/dot_gemm.h)
  *   view_outputs.c outputs left to the caller as views of an input (view_outputs)
- *   variant.c      the variant search: both forms of a plan the cost model cannot rank,
+ *   variant.c      the variant search: the forms of a plan the cost model cannot rank,
  *                  timed at the first run (docs/codegen.md, *Variant search*)
  *   compile_cache*.c  the PTX cache and the search's choices (compile_cache.h)
  *   simt*.c        the host SIMT runtime (simt.h)
@@ -83,7 +83,8 @@ struct astitch_executable {
     bool *as_parts;        /* host: per kernel, runs as parts */
     ExecCuda *cuda;      /* cuda */
     astitch_variant_info variant; /* the variant search (variant.c) */
-    astitch_executable *alt; /* PENDING: the wide_rows form, compiled, not yet run */
+    astitch_executable *alt; /* PENDING: the search's other forms, compiled, not yet run: a
+                              * chain through each form's own alt (variant.c) */
     bool caller_workspace; /* cuda: runs take their workspace from the caller
                             * (astitch_compile_options.caller_workspace) */
     ViewOutputs *views;    /* outputs left as views (view_outputs), or NULL: x->g's outputs
@@ -115,14 +116,14 @@ const uint64_t *views_device_outputs(ViewOutputs *v, const uint64_t *outputs);
 void views_fill_host(const ViewOutputs *v, const void *const *inputs, void *const *outputs);
 
 /* variant.c: the variant search (docs/codegen.md, *Variant search*) */
-/* After x was built from g under po for dev (cuda): when its plan has an alternative form
- * (mapping_wide_alternative), takes the choice the compile cache recorded, or compiles the
- * alternative into x->alt and leaves the choice PENDING. */
+/* After x was built from g under po for dev (cuda): when another form of the search applies
+ * (its plan's kernels differ), takes the choice the compile cache recorded, or compiles every
+ * such form into the chain x->alt and leaves the choice PENDING. */
 astitch_status exec_variant_prepare(astitch_executable *x, astitch_graph *g,
                                     const astitch_device *dev, const astitch_plan_options *po);
-/* PENDING: times both forms on these device pointers in `stream` (twice each, synchronizing
- * once), keeps the faster in x and records the choice; on a capturing stream keeps the default
- * untimed (CAPTURED). Otherwise nothing. */
+/* PENDING: times the forms on these device pointers in `stream` (exec_cuda_time_forms,
+ * synchronizing once), keeps the fastest in x and records the choice; on a capturing stream
+ * keeps the default untimed (CAPTURED). Otherwise nothing. */
 astitch_status exec_variant_settle(astitch_executable *x, const uint64_t *inputs,
                                    const uint64_t *outputs, void *stream);
 /* The same for a run from host memory: the inputs are copied to device buffers for it. */
@@ -172,14 +173,13 @@ astitch_status exec_cuda_open(astitch_context *ctx, ExecCuda **out, astitch_devi
 /* Compiles x->plan to PTX and loads it. */
 astitch_status exec_cuda_prepare(astitch_executable *x);
 /* For the variant search: x's compute capability as sm (90); whether stream is capturing a
- * CUDA graph; runs a and b in turn, four times each, on stream, each after a fill of twice the
- * L2 (inputs out of the cache), and gives the fastest of each one's last three runs in us[0]
- * (a) and us[1] (b), synchronizing. */
+ * CUDA graph; runs x[0 .. n) in turn, four rounds, on stream, each run after a fill of twice
+ * the L2 (inputs out of the cache), and gives the fastest of each one's last three runs in
+ * us[i], synchronizing. */
 int exec_cuda_sm(const astitch_executable *x);
 astitch_status exec_cuda_capturing(astitch_executable *x, void *stream, bool *capturing);
-astitch_status exec_cuda_time_pair(astitch_executable *a, astitch_executable *b,
-                                   const uint64_t *in, const uint64_t *out, void *stream,
-                                   double us[2]);
+astitch_status exec_cuda_time_forms(astitch_executable *const *x, int n, const uint64_t *in,
+                                    const uint64_t *out, void *stream, double *us);
 /* The device buffers of x's inputs and outputs that exec_cuda_run_host uses (allocated at the
  * first call, kept in x), with the inputs copied in: *io (malloc'd, free it) holds their
  * pointers, inputs first. */

@@ -1,42 +1,123 @@
 /*
  * variant.c: the variant search of the cuda target (docs/codegen.md, *Variant search*).
  *
- * Where the planner leaves a launch shape to a measurement (mapping_wide_alternative: a
- * resident row that one warp holds at more than the goal of elements per lane could spread
- * over several warps instead), astitch_compile builds both forms; the first execution that is
- * not being captured times each on the caller's data and stream, keeps the faster in the
- * executable (the other is destroyed) and records the choice in the compile cache, so that a
- * later compile of the same graph builds only the chosen form. A first execution under capture
- * keeps the planner's default (the captured graph refers to its kernels); the alternative is
- * freed at the next execution outside a capture (freeing device memory would end a capture).
- * The search never fails a compile or a run of its own: an alternative that cannot be built,
- * or a timing that fails, leaves the default form alone (state NONE).
+ * Where the planner leaves a launch shape to a measurement, astitch_compile builds each form
+ * that applies (forms[] below: plan switches over the caller's options); the first execution
+ * that is not being captured times them on the caller's data and stream, keeps the fastest in
+ * the executable (the others are destroyed) and records its index in the compile cache, so
+ * that a later compile of the same graph builds only the chosen form. The forms other than
+ * the default wait in a chain (x->alt, each form's own alt the next). A first execution under
+ * capture keeps the planner's default (the captured graph refers to its kernels); the others
+ * are freed at the next execution outside a capture (freeing device memory would end a
+ * capture). The search never fails a compile or a run of its own: a form that cannot be built
+ * is left out, and a timing that fails leaves the default form alone (state NONE).
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "compile_cache.h"
 #include "passes/passes.h"
 #include "runtime.h"
 
-/* Makes y (the alternative, built) the form x runs: swaps the two and destroys the other. */
-static void adopt(astitch_executable *x, astitch_executable *y)
+/* A form: the plan switches it turns on over the caller's options. */
+typedef struct Form {
+    const char *name;
+    bool wide_rows, column_sums_in_rows, persistent;
+} Form;
+
+/* By index, which the compile cache records: append, never reorder. Measured on the H100
+ * (bench/RESULTS.md, 2026-11-27): of the four backward norms of the suite, two ran fastest in
+ * form 2 and two in form 3, each 10-35% faster than forms 0 and 1; their combinations with
+ * wide rows never won by more than 3%. */
+static const Form forms[ASTITCH_VARIANT_FORMS] = {
+    {"default", false, false, false},
+    {"wide rows", true, false, false},
+    {"column sums in rows", false, true, false},
+    {"column sums in rows, persistent", false, true, true},
+};
+
+/* Forms 2 and 3, where they apply, replace form 1: each form costs a compile (up to 220 ms
+ * for gpt2_bwd_layernorm's kernel on an H100 machine), and the column sums in the row pass
+ * beat both row shapes where measured. */
+enum { FORM_WIDE = 1, FORM_COLUMN_SUMS = 2, FORM_COLUMN_SUMS_PERSISTENT = 3 };
+
+const char *astitch_variant_form_name(int i)
 {
-    astitch_executable t = *x;
-    *x = *y;
-    *y = t;
-    x->alt = y->alt = NULL;
-    x->views = y->views; /* x's outputs as the caller sees them stay x's */
-    y->views = NULL;
-    astitch_executable_destroy(y);
+    return i >= 0 && i < ASTITCH_VARIANT_FORMS ? forms[i].name : NULL;
 }
 
-/* A new executable of g under po with wide_rows on, for the device of x. */
-static astitch_status build_wide(astitch_executable *x, astitch_graph *g, const astitch_device *dev,
-                                 const astitch_plan_options *po, astitch_executable **out)
+static astitch_plan_options form_options(const astitch_plan_options *po, int f)
+{
+    astitch_plan_options o = *po;
+    o.wide_rows |= forms[f].wide_rows;
+    o.column_sums_in_rows |= forms[f].column_sums_in_rows;
+    o.persistent |= forms[f].persistent;
+    return o;
+}
+
+/* True when some phase of p takes a column reduction in its row pass (plan_reduce_across). */
+static bool plan_has_across(const astitch_plan *p)
+{
+    for (int32_t k = 0; k < p->nkernel; k++)
+        for (int32_t ph = 0; ph < p->kernel[k].nphase; ph++) {
+            const PlanPhase *q = &p->kernel[k].phase[ph];
+            for (int32_t i = 0; i < q->nroot; i++)
+                if (plan_reduce_across(p->graph, &q->map, q->root[i]))
+                    return true;
+        }
+    return false;
+}
+
+/* p's text past its first line (which names the options): equal texts, equal kernels.
+ * Malloc'd, NULL on failure. */
+static char *kernels_text(const astitch_plan *p)
+{
+    char *t = NULL;
+    if (astitch_plan_text(p, &t) != ASTITCH_OK)
+        return NULL;
+    const char *nl = strchr(t, '\n');
+    memmove(t, nl ? nl + 1 : t + strlen(t), strlen(nl ? nl + 1 : "") + 1);
+    return t;
+}
+
+/* The forms of g that apply beside the default (whose plan is def): want[f] for each form whose
+ * switches change the plan where they ask for it (the column-sum forms only where a column
+ * reduction moves into a row pass) and whose kernels differ from every form before it; the
+ * wide form only where no column-sum form applies. */
+static void applicable_forms(astitch_graph *g, const astitch_device *dev,
+                             const astitch_plan_options *po, const astitch_plan *def,
+                             bool want[ASTITCH_VARIANT_FORMS])
+{
+    char *text[ASTITCH_VARIANT_FORMS] = {kernels_text(def)};
+    want[0] = true;
+    for (int f = 1; f < ASTITCH_VARIANT_FORMS; f++) {
+        want[f] = false;
+        if (!text[0])
+            continue;
+        astitch_plan_options o = form_options(po, f);
+        astitch_plan *p = NULL;
+        if (astitch_plan_create(g, dev, &o, &p) != ASTITCH_OK) {
+            continue; /* a form that cannot be planned is left out */
+        }
+        if ((!forms[f].column_sums_in_rows || plan_has_across(p)) && (text[f] = kernels_text(p))) {
+            want[f] = true;
+            for (int e = 0; e < f && want[f]; e++)
+                want[f] = !want[e] || strcmp(text[e], text[f]) != 0;
+        }
+        astitch_plan_destroy(p);
+    }
+    if (want[FORM_COLUMN_SUMS] || want[FORM_COLUMN_SUMS_PERSISTENT])
+        want[FORM_WIDE] = false;
+    for (int f = 0; f < ASTITCH_VARIANT_FORMS; f++)
+        free(text[f]);
+}
+
+/* A new executable of g under form f of po, for the device of x. */
+static astitch_status build_form(astitch_executable *x, astitch_graph *g, const astitch_device *dev,
+                                 const astitch_plan_options *po, int f, astitch_executable **out)
 {
     astitch_device model;
-    astitch_plan_options wide = *po;
-    wide.wide_rows = true;
+    astitch_plan_options o = form_options(po, f);
     astitch_executable *y = calloc(1, sizeof *y);
     if (!y)
         return ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory");
@@ -44,9 +125,10 @@ static astitch_status build_wide(astitch_executable *x, astitch_graph *g, const 
     y->g = g;
     y->target = ASTITCH_TARGET_CUDA;
     y->caller_workspace = x->caller_workspace;
+    y->variant.form = f;
     astitch_status s = exec_cuda_open(x->ctx, &y->cuda, &model);
     if (s == ASTITCH_OK)
-        s = exec_build(y, dev, &wide);
+        s = exec_build(y, dev, &o);
     if (s != ASTITCH_OK) {
         astitch_executable_destroy(y);
         return s;
@@ -55,34 +137,84 @@ static astitch_status build_wide(astitch_executable *x, astitch_graph *g, const 
     return ASTITCH_OK;
 }
 
+/* The variant state of x running its own plan as form f. */
+static astitch_variant_info info_of(const astitch_executable *x, astitch_variant_state st, int f)
+{
+    astitch_variant_info v = {.state = st, .form = f, .nforms = 1};
+    v.wide_rows = x->plan->opt.wide_rows;
+    v.column_sums_in_rows = x->plan->opt.column_sums_in_rows;
+    v.persistent = x->plan->opt.persistent;
+    return v;
+}
+
+/* Makes y (a form of the chain, built) the form x runs: swaps the two and destroys every
+ * other form. */
+static void adopt(astitch_executable *x, astitch_executable *y)
+{
+    astitch_executable *chain = x->alt;
+    x->alt = NULL;
+    for (astitch_executable **at = &chain; *at; at = &(*at)->alt)
+        if (*at == y) { /* unlink y */
+            *at = y->alt;
+            y->alt = NULL;
+            break;
+        }
+    astitch_executable t = *x;
+    *x = *y;
+    *y = t;
+    x->views = y->views; /* x's outputs as the caller sees them stay x's */
+    y->views = NULL;
+    astitch_executable_destroy(y);
+    astitch_executable_destroy(chain);
+}
+
 astitch_status exec_variant_prepare(astitch_executable *x, astitch_graph *g,
                                     const astitch_device *dev, const astitch_plan_options *po)
 {
-    x->variant = (astitch_variant_info){ASTITCH_VARIANT_NONE, po->wide_rows, {0, 0}};
-    if (!mapping_wide_alternative(x->plan))
+    x->variant = info_of(x, ASTITCH_VARIANT_NONE, 0);
+    bool want[ASTITCH_VARIANT_FORMS];
+    applicable_forms(g, dev, po, x->plan, want);
+    int n = 0;
+    for (int f = 1; f < ASTITCH_VARIANT_FORMS; f++)
+        n += want[f];
+    if (n == 0)
         return ASTITCH_OK;
     int choice = compile_cache_choice(x->plan, exec_cuda_sm(x));
     if (choice == 0) {
         x->variant.state = ASTITCH_VARIANT_CACHED;
         return ASTITCH_OK;
     }
-    astitch_executable *y = NULL;
-    if (build_wide(x, g, dev, po, &y) != ASTITCH_OK)
-        return ASTITCH_OK; /* the default form alone, as without the search */
-    if (choice == 1) {
-        adopt(x, y);
-        x->variant = (astitch_variant_info){ASTITCH_VARIANT_CACHED, true, {0, 0}};
-    } else {
-        x->alt = y;
-        x->variant.state = ASTITCH_VARIANT_PENDING;
+    if (choice > 0 && choice < ASTITCH_VARIANT_FORMS && want[choice]) {
+        astitch_executable *y = NULL;
+        if (build_form(x, g, dev, po, choice, &y) == ASTITCH_OK) {
+            adopt(x, y);
+            x->variant = info_of(x, ASTITCH_VARIANT_CACHED, choice);
+            return ASTITCH_OK;
+        } /* else all forms, as if nothing were recorded */
     }
+    astitch_executable **tail = &x->alt;
+    for (int f = 1; f < ASTITCH_VARIANT_FORMS; f++) {
+        if (!want[f] || build_form(x, g, dev, po, f, tail) != ASTITCH_OK)
+            continue; /* a form that cannot be built is left out */
+        tail = &(*tail)->alt;
+        x->variant.nforms++;
+    }
+    if (x->alt)
+        x->variant.state = ASTITCH_VARIANT_PENDING;
     return ASTITCH_OK;
+}
+
+/* Destroys x's other forms: x runs its own from now on. */
+static void drop_forms(astitch_executable *x)
+{
+    astitch_executable_destroy(x->alt);
+    x->alt = NULL;
 }
 
 astitch_status exec_variant_settle(astitch_executable *x, const uint64_t *inputs,
                                    const uint64_t *outputs, void *stream)
 {
-    if (!x->alt) /* not PENDING, or CAPTURED and the alternative freed */
+    if (!x->alt) /* not PENDING, or CAPTURED and the other forms freed */
         return ASTITCH_OK;
     bool capturing;
     astitch_status s = exec_cuda_capturing(x, stream, &capturing);
@@ -93,28 +225,37 @@ astitch_status exec_variant_settle(astitch_executable *x, const uint64_t *inputs
         return ASTITCH_OK;
     }
     if (x->variant.state == ASTITCH_VARIANT_CAPTURED) {
-        astitch_executable_destroy(x->alt);
-        x->alt = NULL;
+        drop_forms(x);
+        x->variant.nforms = 1;
         return ASTITCH_OK;
     }
-    double us[2];
-    if (exec_cuda_time_pair(x, x->alt, inputs, outputs, stream, us) != ASTITCH_OK) {
+    astitch_executable *run[ASTITCH_VARIANT_FORMS] = {x};
+    int n = 1;
+    for (astitch_executable *y = x->alt; y && n < ASTITCH_VARIANT_FORMS; y = y->alt)
+        run[n++] = y;
+    double us[ASTITCH_VARIANT_FORMS] = {0};
+    if (exec_cuda_time_forms(run, n, inputs, outputs, stream, us) != ASTITCH_OK) {
         /* the default form alone, as without the search; a fault of the device shows again
          * in the run that follows */
-        astitch_executable_destroy(x->alt);
-        x->alt = NULL;
-        x->variant.state = ASTITCH_VARIANT_NONE;
+        drop_forms(x);
+        x->variant = info_of(x, ASTITCH_VARIANT_NONE, 0);
         return ASTITCH_OK;
     }
-    int choice = us[1] < us[0];
-    compile_cache_set_choice(x->plan, exec_cuda_sm(x), choice);
-    if (choice) {
-        adopt(x, x->alt);
-    } else {
-        astitch_executable_destroy(x->alt);
-        x->alt = NULL;
-    }
-    x->variant = (astitch_variant_info){ASTITCH_VARIANT_TIMED, choice != 0, {us[0], us[1]}};
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (us[i] < us[best])
+            best = i;
+    int form = run[best]->variant.form;
+    compile_cache_set_choice(x->plan, exec_cuda_sm(x), form);
+    astitch_variant_info v = info_of(run[best], ASTITCH_VARIANT_TIMED, form);
+    v.nforms = n;
+    for (int i = 0; i < n; i++)
+        v.us[run[i]->variant.form] = us[i];
+    if (best)
+        adopt(x, run[best]);
+    else
+        drop_forms(x);
+    x->variant = v;
     return ASTITCH_OK;
 }
 

@@ -224,15 +224,23 @@ static PyObject *executable_output_view(Executable *self, PyObject *args)
     return strides ? Py_BuildValue("(iLN)", v.input, (long long)v.offset, strides) : NULL;
 }
 
-/* variant() -> (state, wide_rows, us_default, us_wide) */
+/* variant() -> (state, form, {form: us} of the forms timed) */
 static PyObject *executable_variant(Executable *self, PyObject *unused)
 {
     astitch_variant_info v;
     astitch_status s = astitch_executable_variant(self->exe, &v);
     if (s != ASTITCH_OK)
         return raise_status(self->ctx, s, "astitch_executable_variant");
-    return Py_BuildValue("(sOdd)", variant_state_name(v.state), v.wide_rows ? Py_True : Py_False,
-                         v.us[0], v.us[1]);
+    PyObject *us = PyDict_New();
+    for (int i = 0; us && i < ASTITCH_VARIANT_FORMS; i++) {
+        PyObject *t = v.us[i] > 0 ? PyFloat_FromDouble(v.us[i]) : NULL;
+        if (t && PyDict_SetItemString(us, astitch_variant_form_name(i), t) < 0)
+            Py_CLEAR(us);
+        Py_XDECREF(t);
+    }
+    return us ? Py_BuildValue("(ssN)", variant_state_name(v.state),
+                              astitch_variant_form_name(v.form), us)
+              : NULL;
 }
 
 static PyObject *executable_get_target(Executable *self, void *unused)
@@ -285,7 +293,7 @@ static PyMethodDef executable_methods[] = {
     {"output_view", (PyCFunction)executable_output_view, METH_VARARGS,
      "output_view(i): None, or (input, offset, strides) of an output left as a view"},
     {"variant", (PyCFunction)executable_variant, METH_NOARGS,
-     "(state, wide_rows, us_default, us_wide) of the variant search"},
+     "(state, form, {form: us} of the forms timed) of the variant search"},
     {NULL, NULL, 0, NULL},
 };
 
