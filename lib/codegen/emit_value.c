@@ -427,9 +427,9 @@ static LLVMValueRef unary(Emit *e, const Node *n, astitch_dtype t, LLVMValueRef 
     case ASTITCH_OP_FLOOR: return fmath(e, MATH_FLOOR, x, NULL);
     case ASTITCH_OP_CEIL: return fmath(e, MATH_CEIL, x, NULL);
     case ASTITCH_OP_ROUND: return fmath(e, MATH_ROUND, x, NULL);
-    case ASTITCH_OP_SIGMOID: {
-        LLVMValueRef ex = exp_of(e, LLVMBuildFNeg(e->b, x, ""));
-        return LLVMBuildFDiv(e->b, fconst(e, 1), LLVMBuildFAdd(e->b, fconst(e, 1), ex, ""), "");
+    case ASTITCH_OP_SIGMOID: { /* 1 / (1 + exp(-x)), divided as every f32 division is */
+        LLVMValueRef den = LLVMBuildFAdd(e->b, fconst(e, 1), exp_of(e, LLVMBuildFNeg(e->b, x, "")), "");
+        return prim_call(e->b, e->m, PRIM_FDIV_F32, (LLVMValueRef[]){fconst(e, 1), den}, 2);
     }
     case ASTITCH_OP_SIGN:
         if (fl) {
