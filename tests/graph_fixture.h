@@ -6,6 +6,7 @@
 #define ASTITCH_TESTS_GRAPH_FIXTURE_H
 
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct Fixture {
     astitch_context *ctx;
@@ -68,7 +69,46 @@ static inline astitch_op_info op_info(const astitch_plan *p, const astitch_graph
     return i;
 }
 
+/* Whether the text plan p contains `needle`. */
+static inline bool plan_text_has(const astitch_plan *p, const char *needle)
+{
+    char *text = NULL;
+    assert_int_equal(astitch_plan_text(p, &text), ASTITCH_OK);
+    bool has = strstr(text, needle) != NULL;
+    astitch_free(text);
+    return has;
+}
+
+/* Whether g's text plan (H100, options o or the defaults for NULL) contains `needle`. */
+static inline bool graph_plan_has(astitch_graph *g, const astitch_plan_options *o,
+                                  const char *needle)
+{
+    astitch_device d;
+    assert_int_equal(astitch_device_builtin("h100", &d), ASTITCH_OK);
+    astitch_plan *p = NULL;
+    if (astitch_plan_create(g, &d, o, &p) != ASTITCH_OK)
+        fail_msg("plan: %s", astitch_last_error(astitch_graph_context(g)));
+    bool has = plan_text_has(p, needle);
+    astitch_plan_destroy(p);
+    return has;
+}
+
 /* A test run with the fixture. */
 #define FIXTURE_TEST(t) cmocka_unit_test_setup_teardown(t, fixture_setup, fixture_teardown)
+
+#ifdef ASTITCH_TESTS_DIFF_CHECK_H /* diff_check.h included before: */
+/* g's outputs on the host target (stitch) against the reference interpreter, fresh random
+ * inputs; a failure names the seed. */
+static inline void check_host_values(astitch_graph *g)
+{
+    uint64_t seed = diff_fresh_seed();
+    DiffResult r;
+    if (diff_run(g, ASTITCH_TARGET_HOST, ASTITCH_FUSION_STITCH, seed, &r) != ASTITCH_OK)
+        fail_msg("seed %llu: %s", (unsigned long long)seed,
+                 astitch_last_error(astitch_graph_context(g)));
+    if (!r.ok)
+        fail_msg("seed %llu: %s", (unsigned long long)seed, r.message);
+}
+#endif
 
 #endif

@@ -56,17 +56,6 @@ static astitch_kernel_info kernel0(const astitch_plan *p)
     return k;
 }
 
-/* The graph's outputs on the host target against the reference, fresh random inputs. */
-static void check_values(Fixture *f)
-{
-    uint64_t seed = diff_fresh_seed();
-    DiffResult r;
-    if (diff_run(f->g, ASTITCH_TARGET_HOST, ASTITCH_FUSION_STITCH, seed, &r) != ASTITCH_OK)
-        fail_msg("seed %llu: %s", (unsigned long long)seed, astitch_last_error(f->ctx));
-    if (!r.ok)
-        fail_msg("seed %llu: %s", (unsigned long long)seed, r.message);
-}
-
 /* Output out = x [rows, cols] times `factor` broadcast along `dims` over x. */
 static void build_scaled(astitch_graph *g, int64_t rows, int64_t cols, astitch_node factor,
                          int nd, const int64_t *dims)
@@ -94,7 +83,7 @@ static void test_scalar_scale_spreads(void **state)
     assert_true(k.grid >= d.sm_count);
     assert_int_equal(k.block_barriers + k.global_barriers, 0);
     assert_int_equal(op_info(p, f->g, "scale").role, ASTITCH_ROLE_MEMBER);
-    check_values(f);
+    check_host_values(f->g);
 }
 
 /* A factor per sample, exp(w) [8] over [8, 65536]: eight values, each read by 65536 elements;
@@ -110,7 +99,7 @@ static void test_per_sample_factor_spreads(void **state)
     astitch_kernel_info k = kernel0(p);
     assert_true(k.grid > 8 * 8);
     assert_int_equal(op_info(p, f->g, "factor").role, ASTITCH_ROLE_MEMBER);
-    check_values(f);
+    check_host_values(f->g);
 }
 
 /* A scale made from a reduction (the mean of x, broadcast back over x) is made once: its
@@ -131,7 +120,7 @@ static void test_scale_from_reduction_made_once(void **state)
     if (role != ASTITCH_ROLE_DOMINANT && role != ASTITCH_ROLE_SUB_DOMINANT)
         fail_msg("mean is %s, recomputed per element", astitch_role_name(role));
     assert_int_equal(op_info(p, f->g, "mean").evals, 1);
-    check_values(f);
+    check_host_values(f->g);
 }
 
 /* The forward of a cross-entropy with label smoothing 0.1 over [rows, vocab] f32 logits and
@@ -184,7 +173,7 @@ static void test_cross_entropy_one_read(void **state)
     assert_int_equal(astitch_plan_phase_info(p, se.kernel, se.phase, &ph), ASTITCH_OK);
     assert_false(ph.resident);
     assert_int_equal(ph.run_first, mx.phase);
-    check_values(f);
+    check_host_values(f->g);
 }
 
 int main(void)
