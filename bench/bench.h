@@ -38,6 +38,7 @@ typedef struct BenchMode {
     bool column_sums;    /* plan option column_sums_in_rows on */
     bool no_recompute;   /* plan option recompute_outputs off */
     bool no_row_vectors; /* plan option row_vectors off */
+    bool no_online;      /* plan option online_softmax off */
     bool dense_outputs;  /* compile option view_outputs off: outputs that are views of an input
                           * are written too (every other mode leaves them as views) */
 } BenchMode;

@@ -10,46 +10,40 @@
 #include "bench_cuda.h"
 #include "diff_check.h"
 
+/* Every mode turns on what it names; a field left out is off (form: BENCH_FORM_SEARCH). */
+#define STITCH .fusion = ASTITCH_FUSION_STITCH, .remote = true, .merge = true, .packing = true
 static const BenchMode modes[] = {
-    {"none", "one kernel per op: the unfused baseline", ASTITCH_FUSION_NONE, false, true, true,
-     false, BENCH_FORM_SEARCH, false, false, false, false, false},
+    {"none", "one kernel per op: the unfused baseline", .fusion = ASTITCH_FUSION_NONE,
+     .merge = true, .packing = true},
     {"xla", "register-only fusion, no packing or splitting: the paper's XLA",
-     ASTITCH_FUSION_XLA, false, true, false, false,
-     BENCH_FORM_SEARCH, false, false, false, false, false},
+     .fusion = ASTITCH_FUSION_XLA, .merge = true},
     {"atm", "xla with adaptive thread mapping (packing, splitting): Table 4 ATM",
-     ASTITCH_FUSION_XLA, false, true, true, false,
-     BENCH_FORM_SEARCH, false, false, false, false, false},
-    {"hdm", "stitch without dominant merging: Table 4 HDM", ASTITCH_FUSION_STITCH, true, false,
-     true, false, BENCH_FORM_SEARCH, false, false, false, false, false},
-    {"stitch-noremote", "stitch without remote stitching", ASTITCH_FUSION_STITCH, false, true,
-     true, false, BENCH_FORM_SEARCH, false, false, false, false, false},
-    {"stitch-nopack", "stitch without packing and splitting", ASTITCH_FUSION_STITCH, true, true,
-     false, false, BENCH_FORM_SEARCH, false, false, false, false, false},
+     .fusion = ASTITCH_FUSION_XLA, .merge = true, .packing = true},
+    {"hdm", "stitch without dominant merging: Table 4 HDM", .fusion = ASTITCH_FUSION_STITCH,
+     .remote = true, .packing = true},
+    {"stitch-noremote", "stitch without remote stitching", .fusion = ASTITCH_FUSION_STITCH,
+     .merge = true, .packing = true},
+    {"stitch-nopack", "stitch without packing and splitting", .fusion = ASTITCH_FUSION_STITCH,
+     .remote = true, .merge = true},
     {"stitch-persistent", "stitch with every kernel one persistent wave (vertical packing)",
-     ASTITCH_FUSION_STITCH, true, true, true, true,
-     BENCH_FORM_SEARCH, false, false, false, false, false},
-    {"stitch-default", "stitch, variant search off: the planner's default form",
-     ASTITCH_FUSION_STITCH, true, true, true, false,
-     BENCH_FORM_DEFAULT, false, false, false, false, false},
-    {"stitch-wide", "stitch, variant search off: wide resident rows", ASTITCH_FUSION_STITCH, true,
-     true, true, false, BENCH_FORM_WIDE, false, false, false, false, false},
+     STITCH, .persistent = true},
+    {"stitch-default", "stitch, variant search off: the planner's default form", STITCH,
+     .form = BENCH_FORM_DEFAULT},
+    {"stitch-wide", "stitch, variant search off: wide resident rows", STITCH,
+     .form = BENCH_FORM_WIDE},
     {"stitch-colvec", "stitch with 16-byte runs of adjacent columns in column reductions",
-     ASTITCH_FUSION_STITCH, true, true, true, false,
-     BENCH_FORM_SEARCH, true, false, false, false, false},
+     STITCH, .column_vectors = true},
     {"stitch-colsums", "stitch with column sums taken in the resident row pass of their elements",
-     ASTITCH_FUSION_STITCH, true, true, true, false,
-     BENCH_FORM_SEARCH, false, true, false, false, false},
+     STITCH, .column_sums = true},
     {"stitch-norecompute", "stitch with readers of a generated output (a mask) waiting for it",
-     ASTITCH_FUSION_STITCH, true, true, true, false,
-     BENCH_FORM_SEARCH, false, false, true, false, false},
-    {"stitch-norowvec", "stitch with one element per access in streamed row reductions",
-     ASTITCH_FUSION_STITCH, true, true, true, false,
-     BENCH_FORM_SEARCH, false, false, false, true, false},
-    {"stitch-dense", "stitch with every output written, views of an input too",
-     ASTITCH_FUSION_STITCH, true, true, true, false, BENCH_FORM_SEARCH, false, false, false, false,
-     true},
-    {"stitch", "AStitch: every switch on", ASTITCH_FUSION_STITCH, true, true, true, false,
-     BENCH_FORM_SEARCH, false, false, false, false, false},
+     STITCH, .no_recompute = true},
+    {"stitch-norowvec", "stitch with one element per access in streamed row reductions", STITCH,
+     .no_row_vectors = true},
+    {"stitch-noonline", "stitch with a streamed row's max and sum of exponentials in two walks",
+     STITCH, .no_online = true},
+    {"stitch-dense", "stitch with every output written, views of an input too", STITCH,
+     .dense_outputs = true},
+    {"stitch", "AStitch: every switch on", STITCH},
 };
 #define NMODES ((int)(sizeof modes / sizeof modes[0]))
 
@@ -466,6 +460,7 @@ static void mode_options(const BenchOptions *o, const BenchMode *m, astitch_comp
     co->plan.column_sums_in_rows = m->column_sums;
     co->plan.recompute_outputs = !m->no_recompute;
     co->plan.row_vectors = !m->no_row_vectors;
+    co->plan.online_softmax = !m->no_online;
     co->view_outputs = !m->dense_outputs;
 }
 

@@ -96,6 +96,11 @@ typedef struct astitch_plan_options {
                        * f32, 8 f16/bf16) where the row's innermost axis is reduced and the
                        * shapes allow (docs/codegen.md, *Reduce phase*); off, one element per
                        * access. Code generation alone: the plan is the same either way */
+    bool online_softmax; /* a streamed row's max and its sum of exp(x - max) (a softmax's or a
+                          * cross-entropy's) taken in one walk with a running pair, rescaling
+                          * the sum when the max grows, instead of two walks (docs/planner.md,
+                          * *tiles*). Code generation alone: the plan is the same either way;
+                          * the sum differs from the two-walk one by rounding */
     bool column_sums_in_rows; /* fusion=stitch: a column reduction (f32 sum, max or min) of the
                                * elements a resident row group walks, read by nothing in its
                                * kernel, is taken in the row pass: each block sums its rows'
@@ -107,7 +112,7 @@ typedef struct astitch_plan_options {
 } astitch_plan_options;
 
 /* Fills *o with the defaults: fusion=stitch, every switch on (one_pass_variance,
- * recompute_outputs and row_vectors included),
+ * recompute_outputs, row_vectors and online_softmax included),
  * deterministic, persistent, wide_rows, column_vectors and column_sums_in_rows off. */
 ASTITCH_API void astitch_plan_options_default(astitch_plan_options *o);
 /* "none", "xla", "stitch"; NULL for an out-of-range value. */

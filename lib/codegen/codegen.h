@@ -228,6 +228,8 @@ void ptxas_report_free(PtxasReport *r); /* accepts NULL; leaves *r empty */
  *   emit_phase.c   a phase's thread-mapping loops and stores of its roots
  *   emit_reduce.c  a reduce phase: the lanes' walk over rows, their combine, the results
  *   emit_column.c  the vector form of a column reduce phase: runs of adjacent rows per thread
+ *   emit_row.c     the vector form of a streamed row reduce phase: runs of a row per lane
+ *   emit_online.c  a streamed row's max and sum of exp(x - max) in one walk (online softmax)
  *   emit_resident.c  a resident tile run: rows kept in registers across its phases
  *   emit_value.c   the value of an op at an element: index propagation, element-wise math,
  *                  loads from kernel inputs and from earlier phases' buffers
@@ -449,6 +451,10 @@ void emit_reduce(Emit *e, const PlanPhase *p, LLVMValueRef tile_iv);
  * axes). */
 void emit_space_index(Emit *e, const astitch_mapping *m, const Shape *space, LLVMValueRef row,
                       LLVMValueRef j, Index *ix);
+/* Elements (or runs of elements) per iteration of reduce phase p's element loop: more than one
+ * where its thread takes enough of its row and reads few tensors per element (the rule and
+ * its measurements: emit_reduce.c). */
+int emit_elements_per_iteration(Emit *e, const PlanPhase *p);
 /* Shuffles v (any register type) by xor mask across the warp. */
 LLVMValueRef emit_shfl_xor(Emit *e, LLVMValueRef v, int mask);
 /* The type reduction accumulators of dtype t are kept in: f32 for floats, else t. */
@@ -498,6 +504,13 @@ enum { ITERATION_ELEMENTS_MAX = 8 };
 void emit_row_runs(Emit *e, const PlanPhase *p, const Shape *space, LLVMValueRef row,
                    LLVMValueRef j, int64_t step, int count, int v, int32_t nred,
                    const int32_t *red, const LLVMValueRef *acc, LLVMValueRef *next);
+
+/* emit_online.c */
+/* Emits phases pm and ps (plan_online_pair: a streamed row's max, then the sum of exp(x - max))
+ * for tile tile_iv of a tile run in one walk: each lane keeps a running (max, sum) pair, the
+ * row's lanes combine pairs, and the row's lane 0 stores both results where the two phases
+ * would have. */
+void emit_online(Emit *e, const PlanPhase *pm, const PlanPhase *ps, LLVMValueRef tile_iv);
 
 /* emit_resident.c */
 /* Emits the resident run [first, end) (PlanPhase.resident): one walk over the block's tiles;

@@ -287,7 +287,10 @@ void emit_phase_run(Emit *e, int32_t first, int32_t end)
             if (ph > first)
                 prim_call(e->b, e->m, PRIM_BARRIER_BLOCK, NULL, 0);
             e->phase = ph;
-            if (e->k->phase[ph].map.kind == ASTITCH_MAP_ELEMENTWISE)
+            if (ph + 1 < end && plan_online_pair(e->plan, e->k, ph)) {
+                emit_online(e, &e->k->phase[ph], &e->k->phase[ph + 1], tile.iv);
+                ph++; /* taken with ph */
+            } else if (e->k->phase[ph].map.kind == ASTITCH_MAP_ELEMENTWISE)
                 emit_rows(e, &e->k->phase[ph], &p->map, tile.iv);
             else
                 emit_reduce(e, &e->k->phase[ph], tile.iv);

@@ -190,7 +190,7 @@ static int element_loads(const Emit *e, const PlanPhase *p, int32_t n, bool *see
     return loads;
 }
 
-static int elements_per_iteration(Emit *e, const PlanPhase *p)
+int emit_elements_per_iteration(Emit *e, const PlanPhase *p)
 {
     if (p->map.kind != ASTITCH_MAP_COLUMN_REDUCE &&
         astitch_mapping_elements_per_thread(&p->map) < ROW_UNROLL_MIN_ELEMENTS)
@@ -306,7 +306,7 @@ static void walk_elements(Emit *e, const PlanPhase *p, const Shape *space, LLVMV
     bool column = p->map.kind == ASTITCH_MAP_COLUMN_REDUCE;
     int64_t tpr = (int64_t)p->map.threads_per_row * v;
     int nacc = column ? nred * v : nred;
-    int unroll = v == 1 || !column ? elements_per_iteration(e, p) : 1;
+    int unroll = v == 1 || !column ? emit_elements_per_iteration(e, p) : 1;
     bool reverse = nred == 0 && e->phase > e->part_first;
     /* the loops count iv from lo below hi by unit: forward iv is the element's index itself;
      * backward iv = k counts the thread's n elements, element k at last - k * tpr */

@@ -46,6 +46,7 @@ void astitch_plan_options_default(astitch_plan_options *o)
     o->wide_rows = false;
     o->column_vectors = false;
     o->row_vectors = true;
+    o->online_softmax = true;
     o->column_sums_in_rows = false;
 }
 

@@ -20,6 +20,7 @@
  *   schemes.c    passive block-locality check, schemes, barriers, how a
  *                split reduce combines (atomics or PARTIAL)                paper 4.3 step 3
  *   tiles.c      tile runs: consecutive phases that run tile by tile (before memory)
+ *   online.c     which phase pairs of a run take a row's max and sum of exp in one walk
  *   memory.c     shared memory, regional->global fallback, scratch reuse,
  *                PARTIAL buffers                                           paper 4.4
  *   launch.c     assume-relax-apply register bound, blocks per wave        paper 4.5
@@ -150,7 +151,7 @@ void pass_tiles_cut(PlanKernel *k);
 void plan_kernel_text(FILE *f, const astitch_plan *p, const PlanKernel *k);
 /* traffic.c: sets k->min_bytes and k->moved_bytes from the finished kernel (false when out of
  * memory). */
-bool plan_kernel_traffic(const astitch_graph *g, PlanKernel *k);
+bool plan_kernel_traffic(const astitch_plan *p, PlanKernel *k);
 /* Recomputes phase barriers and barrier counts of k from its roots' schemes and pl->read (the
  * pipeline's step `barriers`, after schemes). */
 void sched_barriers(Planner *pl, PlanKernel *k);

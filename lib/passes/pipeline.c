@@ -296,7 +296,7 @@ static astitch_status plan_kernel(Planner *pl, PlanKernel *k)
         k->persistent = true;
         st = plan_shape(pl, k);
     }
-    if (!st && !plan_kernel_traffic(pl->g, k))
+    if (!st && !plan_kernel_traffic(pl->p, k))
         st = ctx_fail(pl->g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
     if (!st)
         st = step(pl, k, "traffic", PLAN_STAGE_DONE, ASTITCH_OK);

@@ -215,6 +215,13 @@ const PlanBuffer *plan_kernel_buffer(const PlanKernel *k, astitch_buffer_kind ki
  * deterministic option, it combines through its PARTIAL buffer. */
 bool plan_split_atomic(const Node *reduce);
 
+/* online.c */
+/* True when phase ph of kernel k of p and the phase after it are a streamed row's max and its
+ * sum of exp(x - max) over the same x, in one tile run with the same walk (plan option
+ * online_softmax): code generation takes both in phase ph's walk with a running pair and emits
+ * nothing for phase ph + 1 (emit_online.c). */
+bool plan_online_pair(const astitch_plan *p, const PlanKernel *k, int32_t ph);
+
 /* plan.c: storage (continued) */
 /* A PARTIAL buffer holds rows x split accumulators of its dtype, row-major (split index
  * fastest), then at this byte offset one u32 arrival counter per row, zero at kernel start:

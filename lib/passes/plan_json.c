@@ -98,6 +98,7 @@ static json_t *kernel_json(const astitch_plan *p, const PlanKernel *k)
              put(x, "barrier", json_string(astitch_barrier_name(ph->barrier))) &&
              put(x, "tile_run_first", json_integer(ph->run_first)) &&
              put(x, "resident", json_boolean(ph->resident)) &&
+             put(x, "online_with_next", json_boolean(plan_online_pair(p, k, i))) &&
              put(x, "roots", names(p, ph->root, ph->nroot)) && put(x, "mapping", mapping(&ph->map)) &&
              json_array_append(phases, x) == 0;
         json_decref(x);
@@ -165,6 +166,7 @@ static json_t *plan_json(const astitch_plan *p)
          put(opt, "wide_rows", json_boolean(p->opt.wide_rows)) &&
          put(opt, "column_vectors", json_boolean(p->opt.column_vectors)) &&
          put(opt, "row_vectors", json_boolean(p->opt.row_vectors)) &&
+         put(opt, "online_softmax", json_boolean(p->opt.online_softmax)) &&
          put(opt, "column_sums_in_rows", json_boolean(p->opt.column_sums_in_rows));
     json_t *rewritten = json_array();
     ok = ok && rewritten;

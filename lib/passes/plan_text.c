@@ -66,6 +66,10 @@ void plan_kernel_text(FILE *f, const astitch_plan *p, const PlanKernel *k)
             fprintf(f, ", tile run from phase %d", (int)ph->run_first);
         if (ph->resident)
             fputs(", rows in registers", f);
+        if (plan_online_pair(p, k, i))
+            fprintf(f, ", with phase %d in one walk (online softmax)", (int)i + 1);
+        else if (plan_online_pair(p, k, i - 1))
+            fprintf(f, ", walked with phase %d", (int)i - 1);
         fputs(": ", f);
         list(f, p, ph->root, ph->nroot);
         mapping(f, &ph->map);
@@ -104,7 +108,7 @@ astitch_status astitch_plan_write_text(const astitch_plan *p, FILE *f)
         return ASTITCH_ERR_ARGUMENT;
     const astitch_device *d = &p->dev;
     fprintf(f, "plan: device %s (%d SMs, %d threads/block, %lld B shared/block), fusion %s, "
-               "remote %s, merge %s, packing %s%s%s%s%s%s%s%s%s\n",
+               "remote %s, merge %s, packing %s%s%s%s%s%s%s%s%s%s\n",
             d->name, d->sm_count, d->max_threads_per_block, (long long)d->shared_per_block,
             astitch_fusion_name(p->opt.fusion), p->opt.remote ? "on" : "off",
             p->opt.merge ? "on" : "off", p->opt.packing ? "on" : "off",
@@ -118,6 +122,7 @@ astitch_status astitch_plan_write_text(const astitch_plan *p, FILE *f)
             p->opt.wide_rows ? ", wide rows" : "",
             p->opt.column_vectors ? ", column vectors" : "",
             p->opt.row_vectors ? "" : ", row vectors off",
+            p->opt.online_softmax ? "" : ", online softmax off",
             p->opt.column_sums_in_rows ? ", column sums in rows" : "");
     if (p->ndropped > 0) {
         fprintf(f, "dropped (feed no output, not planned):");

@@ -8,7 +8,8 @@
  * in global memory (scratch or an output tensor); it writes its outputs and global values. A
  * resident run (PlanPhase.resident) reads each input once for all of its phases, since its rows
  * stay in registers; a streamed tile run reads again in every phase (those re-reads may hit the
- * L1 or L2, which this count does not model). Values in shared memory or registers cost
+ * L1 or L2, which this count does not model), except the sum of an online pair
+ * (plan_online_pair), taken in its max's walk. Values in shared memory or registers cost
  * nothing. So moved == minimal means no re-read, and moved > minimal shows one (--plan).
  */
 #include <stdlib.h>
@@ -103,8 +104,9 @@ static void count_reads(const astitch_graph *g, const Slots *sl, double *read, i
         }
 }
 
-bool plan_kernel_traffic(const astitch_graph *g, PlanKernel *k)
+bool plan_kernel_traffic(const astitch_plan *p, PlanKernel *k)
 {
+    const astitch_graph *g = p->graph;
     size_t m = (size_t)k->nop + (size_t)k->ninput + 1;
     Slots sl = {malloc(m * sizeof *sl.node), 0};
     double *part = calloc(m, sizeof *part);
@@ -127,6 +129,8 @@ bool plan_kernel_traffic(const astitch_graph *g, PlanKernel *k)
         k->min_bytes += tensor_bytes(g, k->output[i]);
     k->moved_bytes = 0;
     for (int32_t ph = 0; ph < k->nphase; ph++) {
+        if (ph > 0 && plan_online_pair(p, k, ph - 1))
+            continue; /* walked with the phase before (its roots live in shared memory) */
         phase_reads(g, k, &sl, ph, part, sliced, read);
         bool run_goes_on = ph + 1 < k->nphase && k->phase[ph].resident &&
                            k->phase[ph + 1].run_first == k->phase[ph].run_first;

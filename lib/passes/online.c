@@ -1,0 +1,78 @@
+/*
+ * online.c: which phases take a streamed row's max and its sum of exponentials in one walk
+ * (plan option online_softmax; docs/planner.md, *tiles*; codegen: emit_online.c).
+ *
+ * A softmax or a cross-entropy over long rows reduces each row twice: m = max(x), then
+ * s = sum(exp(x - m)). Planned as two phases of one streamed tile run, the second walks the row
+ * again. The online form keeps a running pair (m, s) per lane instead, rescaling s whenever m
+ * grows, so the row is walked once. This is a query over a finished plan, not a rewrite: the
+ * plan keeps both phases (their roots, buffers and barriers), and code generation emits the
+ * pair in the first phase's walk and nothing for the second.
+ */
+#include "passes/passes.h"
+
+/* True when mappings a and b walk the same rows with the same lanes. */
+static bool same_walk(const astitch_mapping *a, const astitch_mapping *b)
+{
+    if (a->kind != b->kind || a->rank != b->rank || a->reduce_axes != b->reduce_axes ||
+        a->rows != b->rows || a->row_len != b->row_len || a->block != b->block ||
+        a->grid != b->grid || a->threads_per_row != b->threads_per_row ||
+        a->rows_per_block != b->rows_per_block || a->chunk != b->chunk ||
+        a->tasks_per_block != b->tasks_per_block || a->split != b->split ||
+        a->vector != b->vector)
+        return false;
+    for (int i = 0; i < a->rank; i++)
+        if (a->dims[i] != b->dims[i])
+            return false;
+    return true;
+}
+
+/* True when node n is an f32 reduce of `kind` over the reduced axes of m, whose operand has
+ * m's iteration space as its shape. */
+static bool row_reduce_of(const astitch_graph *g, int32_t n, astitch_reduce_kind kind,
+                          const astitch_mapping *m)
+{
+    const Node *r = gnode(g, n);
+    if (r->op != ASTITCH_OP_REDUCE || r->attr.reduce != kind || r->dtype != ASTITCH_F32 ||
+        r->attr.axes != m->reduce_axes)
+        return false;
+    const Shape *s = &gnode(g, goperand(g, n, 0))->shape;
+    if (s->rank != m->rank)
+        return false;
+    for (int i = 0; i < m->rank; i++)
+        if (s->dim[i] != m->dims[i])
+            return false;
+    return true;
+}
+
+bool plan_online_pair(const astitch_plan *p, const PlanKernel *k, int32_t ph)
+{
+    if (!p->opt.online_softmax || ph < 0 || ph + 1 >= k->nphase)
+        return false;
+    const PlanPhase *pm = &k->phase[ph], *ps = &k->phase[ph + 1];
+    const astitch_mapping *m = &pm->map;
+    if (pm->resident || ps->resident || ps->run_first != pm->run_first || pm->nroot != 1 ||
+        ps->nroot != 1 || m->kind != ASTITCH_MAP_ROW_REDUCE || m->split > 1 || m->row_len < 1 ||
+        !same_walk(m, &ps->map))
+        return false;
+    const astitch_graph *g = p->graph;
+    int32_t max = pm->root[0], sum = ps->root[0];
+    if (!row_reduce_of(g, max, ASTITCH_REDUCE_MAX, m) ||
+        !row_reduce_of(g, sum, ASTITCH_REDUCE_SUM, m))
+        return false;
+    /* sum = reduce_sum(exp(x - broadcast(max))) with x max's own operand */
+    int32_t ex = goperand(g, sum, 0);
+    if (gnode(g, ex)->op != ASTITCH_OP_EXP || gnode(g, ex)->dtype != ASTITCH_F32)
+        return false;
+    int32_t sub = goperand(g, ex, 0);
+    if (gnode(g, sub)->op != ASTITCH_OP_SUB || gnode(g, sub)->dtype != ASTITCH_F32 ||
+        goperand(g, sub, 0) != goperand(g, max, 0))
+        return false;
+    int32_t b = goperand(g, sub, 1);
+    if (gnode(g, b)->op != ASTITCH_OP_BROADCAST_IN_DIM || goperand(g, b, 0) != max)
+        return false;
+    for (int i = 0, kept = 0; i < m->rank; i++) /* max's element j along the row's kept axes */
+        if (!(m->reduce_axes >> i & 1) && gnode(g, b)->attr.dims[kept++] != i)
+            return false;
+    return true;
+}
