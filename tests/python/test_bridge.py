@@ -37,6 +37,7 @@ def test_graph_builder_round_trip():
     exe.run_host([xs.data_ptr(), ys.data_ptr()], [r.data_ptr()])
     assert_close(r, (xs * 2.5 + ys).sum(1), torch.float32, "axpy row sums")
     assert "kernel" in exe.plan_text()
+    assert exe.variant() == ("none", "default", {})   # the host target searches no forms
 
 
 @astitch_only
