@@ -9,8 +9,9 @@
  * a captured run queues one cublasLtMatmul per dot on the capturing stream, with the sizes,
  * transposes, leading dimensions and batch strides of the row-major product, and nothing on
  * the host. A run with a compute op on the host (host_compute) must refuse the capture naming
- * the op, queue nothing, and leave the stream usable. Exits 77 (SKIP) where the fakes were not
- * built.
+ * the op, queue nothing, and leave the stream usable. The variant search's wide form under a
+ * capture and outside one. Exits 77 (SKIP) where the fakes were not built. (The runtime's
+ * other behaviours on the fake device: test_runtime_fake.c.)
  */
 #include <dirent.h>
 #include <dlfcn.h>
@@ -24,26 +25,9 @@
 
 #include <cmocka.h>
 
-#include "fake_cublaslt.h"
+#include "fake_device.h"
 #include "gen_graph.h"
 #include "runtime/compile_cache.h"
-#include "runtime/cublaslt.h"
-#include "runtime/cuda_driver.h"
-#include "runtime/runtime.h"
-
-typedef struct Fake {
-    astitch_context *ctx;
-    CudaDevice *dev; /* its driver table begins and ends the captures */
-    CUstream stream;
-    const char *(*log)(void);
-    void (*log_reset)(void);
-    int (*loads)(void);          /* modules the fake has loaded */
-    int (*function_regs)(void);  /* .maxnreg of the function it handed out last */
-    void (*set_elapsed)(const float *ms, int n); /* what cuEventElapsedTime gives next */
-    int (*matmuls)(FakeMatmul *out, int max);    /* cublasLtMatmul calls since the reset */
-    void (*matmuls_reset)(void);
-    int (*lt_handles)(void);                     /* cuBLASLt handles alive */
-} Fake;
 
 /* What a captured run queued on the capturing stream, from the fake's log. */
 typedef struct Queued {
@@ -53,13 +37,6 @@ typedef struct Queued {
     int other;              /* any other call but context push/pop and capture queries */
     bool reset_before_coop; /* every cooperative launch directly follows a fill */
 } Queued;
-
-static void expect_ok(const Fake *f, astitch_status st)
-{
-    if (st != ASTITCH_OK)
-        print_error("%s: %s\n", astitch_status_name(st), astitch_last_error(f->ctx));
-    assert_int_equal(st, ASTITCH_OK);
-}
 
 static void count_log(const char *log, Queued *q)
 {
@@ -152,20 +129,6 @@ static astitch_status capture_ws(const Fake *f, astitch_executable *x, uint64_t 
 static astitch_status capture(const Fake *f, astitch_executable *x, CUresult *end, Queued *got)
 {
     return capture_ws(f, x, 0, 0, end, got);
-}
-
-static astitch_executable *compile_for_fake(const Fake *f, astitch_graph *g, bool as_parts)
-{
-    astitch_compile_options o;
-    astitch_compile_options_default(&o);
-    o.target = ASTITCH_TARGET_CUDA;
-    astitch_context *ctx = astitch_graph_context(g);
-    expect_ok(f, astitch_context_set_option(ctx, "force_parts", as_parts ? "1" : NULL));
-    astitch_executable *x = NULL;
-    astitch_status s = astitch_compile(g, &o, &x);
-    expect_ok(f, astitch_context_set_option(ctx, "force_parts", NULL));
-    expect_ok(f, s);
-    return x;
 }
 
 /* examples/<file>, loaded on f's context. */
@@ -353,17 +316,6 @@ static void test_caller_workspace(void **state)
     astitch_graph_destroy(g);
 }
 
-/* The node of the first compute op of x's plan. */
-static int32_t first_compute(const astitch_executable *x)
-{
-    const astitch_plan *p = astitch_executable_plan(x);
-    for (int32_t i = 0; i < p->nstep; i++)
-        if (p->step[i].kind == ASTITCH_STEP_COMPUTE)
-            return p->step[i].index;
-    fail_msg("no compute op in the plan");
-    return -1;
-}
-
 /* Captures one run of x (matmul log reset first), which must succeed, queue the plan's
  * launches and no call the plan does not explain; *got: what it queued. */
 static void capture_as_planned(const Fake *f, astitch_executable *x, Queued *got)
@@ -434,39 +386,6 @@ static void test_capture_dot_on_gpu(void **state)
     m = mm[0];
     assert_true(m.k == 7 && m.ldb == 7);
     assert_int_equal(m.algo_align, 4);
-    astitch_executable_destroy(x);
-    astitch_graph_destroy(g);
-}
-
-/* astitch_execute_device_timed: one time per plan step, from the events around it (the
- * fake's cuEventElapsedTime answers in order), refused with a wrong step count and under
- * capture. */
-static void test_timed_run(void **state)
-{
-    const Fake *f = *state;
-    astitch_graph *g = gen_dot_between(f->ctx, 64, 96, 32);
-    assert_non_null(g);
-    astitch_executable *x = compile_for_fake(f, g, false);
-    int nstep = astitch_plan_num_steps(astitch_executable_plan(x));
-    assert_true(nstep >= 3 && nstep <= 6); /* a kernel, the dot, a kernel */
-    uint64_t in[2] = {0x200000000000ull, 0x200100000000ull}, out = 0x300000000000ull;
-    double us[8] = {0};
-    f->set_elapsed((const float[]){0.25f, 1.5f, 0.125f, 2.0f, 3.0f, 4.0f}, 6);
-    expect_ok(f, astitch_execute_device_timed(x, in, &out, f->stream, us, nstep));
-    assert_true(us[0] == 250.0 && us[1] == 1500.0 && us[2] == 125.0);
-    assert_int_equal(astitch_execute_device_timed(x, in, &out, f->stream, us, nstep + 1),
-                     ASTITCH_ERR_ARGUMENT);
-    printf("# expected error: %s\n", astitch_last_error(f->ctx));
-    assert_non_null(strstr(astitch_last_error(f->ctx), "one entry per step"));
-    const CudaDriver *d = &f->dev->drv;
-    assert_int_equal(d->StreamBeginCapture(f->stream, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
-    astitch_status s = astitch_execute_device_timed(x, in, &out, f->stream, us, nstep);
-    CUgraph graph = NULL;
-    assert_int_equal(d->StreamEndCapture(f->stream, &graph), CUDA_SUCCESS);
-    if (graph)
-        d->GraphDestroy(graph);
-    assert_int_equal(s, ASTITCH_ERR_UNSUPPORTED);
-    assert_non_null(strstr(astitch_last_error(f->ctx), "cannot be captured"));
     astitch_executable_destroy(x);
     astitch_graph_destroy(g);
 }
@@ -610,106 +529,6 @@ static void test_capture_bert_dots(void **state)
     astitch_graph_destroy(g);
 }
 
-/* Where cuBLASLt is looked for, and a missing one: an error naming every place tried, unless
- * host_compute asks for the dots on the host. */
-static void test_cublaslt_missing(void **state)
-{
-    const Fake *f = *state;
-    char places[CUBLASLT_MAX_PLACES][512], *fake = strdup(getenv("ASTITCH_CUBLASLT"));
-    assert_int_equal(cublaslt_places(places, CUBLASLT_MAX_PLACES), 1);
-    assert_string_equal(places[0], fake);
-    unsetenv("ASTITCH_CUBLASLT");
-    setenv("ASTITCH_CUDA_PATH", "/nonexistent/cuda", 1);
-    int n = cublaslt_places(places, CUBLASLT_MAX_PLACES);
-    assert_int_equal(n, 3);
-    assert_string_equal(places[0], "/nonexistent/cuda/lib64/libcublasLt.so.13");
-    assert_non_null(strstr(places[1], "/lib64/libcublasLt.so.13"));
-    assert_string_equal(places[2], "libcublasLt.so.13");
-    unsetenv("ASTITCH_CUDA_PATH");
-
-    setenv("ASTITCH_CUBLASLT", "/nonexistent/libcublasLt-missing.so.13", 1);
-    astitch_graph *g = gen_dot_between(f->ctx, 64, 96, 32);
-    assert_non_null(g);
-    astitch_compile_options o;
-    astitch_compile_options_default(&o);
-    o.target = ASTITCH_TARGET_CUDA;
-    astitch_executable *x = NULL;
-    assert_int_equal(astitch_compile(g, &o, &x), ASTITCH_ERR_NO_DEVICE);
-    const char *msg = astitch_last_error(f->ctx);
-    printf("# expected error: %s\n", msg);
-    assert_non_null(strstr(msg, "cuBLASLt"));
-    assert_non_null(strstr(msg, "/nonexistent/libcublasLt-missing.so.13 ("));
-    assert_non_null(strstr(msg, "host_compute"));
-    expect_ok(f, astitch_context_set_option(f->ctx, "host_compute", "1"));
-    expect_ok(f, astitch_compile(g, &o, &x));
-    assert_false(exec_cuda_compute_on_gpu(x, first_compute(x)));
-    assert_int_equal(astitch_executable_host_compute_ops(x), 1);
-    astitch_executable_destroy(x);
-    expect_ok(f, astitch_context_set_option(f->ctx, "host_compute", NULL));
-    setenv("ASTITCH_CUBLASLT", fake, 1);
-    free(fake);
-    astitch_graph_destroy(g);
-}
-
-/* A kernel of a block per tile that spills at its planned register bound is loaded again with
- * the bound of one block fewer per SM until it does not (the fake spills below 48: 32 -> 40 ->
- * 64, three loads), and the compile cache keeps the relaxed PTX, so compiling the same graph
- * again loads it at once; a persistent kernel keeps its bound; without spills one load. */
-static void test_relax_spills(void **state)
-{
-    const Fake *f = *state;
-    static const struct { const char *below; bool persistent; int64_t rows; int loads, regs; } cases[] = {
-        {"48", false, 1024, 3, 64}, {"48", true, 1024, 1, 32}, {NULL, false, 2048, 1, 32},
-        {"48", false, 1024, 1, 64},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        astitch_graph *g;
-        assert_int_equal(astitch_graph_create(f->ctx, &g), ASTITCH_OK);
-        int64_t d[2] = {cases[i].rows, 1024};
-        astitch_node a = astitch_parameter(g, "a", ASTITCH_F32, 2, d);
-        astitch_node b = astitch_parameter(g, "b", ASTITCH_F32, 2, d);
-        astitch_add_output(g, astitch_binary(g, ASTITCH_OP_ADD, a, b));
-        if (cases[i].below)
-            setenv("FAKE_CUDA_SPILL_BELOW", cases[i].below, 1);
-        astitch_compile_options o;
-        astitch_compile_options_default(&o);
-        o.target = ASTITCH_TARGET_CUDA;
-        o.plan.persistent = cases[i].persistent;
-        int before = f->loads();
-        astitch_executable *x = NULL;
-        expect_ok(f, astitch_compile(g, &o, &x));
-        unsetenv("FAKE_CUDA_SPILL_BELOW");
-        astitch_kernel_info k;
-        assert_int_equal(astitch_plan_kernel_info(astitch_executable_plan(x), 0, &k), ASTITCH_OK);
-        printf("# spill below %s, persistent %d: planned %d registers, %d loads, bound %d\n",
-               cases[i].below ? cases[i].below : "-", cases[i].persistent, k.regs,
-               f->loads() - before, f->function_regs());
-        assert_int_equal(k.regs, 32);
-        assert_int_equal(f->loads() - before, cases[i].loads);
-        assert_int_equal(f->function_regs(), cases[i].regs);
-        /* what the executable says it loaded */
-        astitch_loaded_kernel lk;
-        expect_ok(f, astitch_executable_loaded_kernel(x, 0, &lk));
-        assert_int_equal(lk.planned_bound, 32);
-        assert_int_equal(lk.bound, cases[i].regs);
-        assert_int_equal(lk.regs, cases[i].regs);
-        assert_int_equal(lk.local_bytes, cases[i].below && cases[i].persistent ? 16 : 0);
-        assert_int_equal(lk.blocks_per_sm, 65536 / (cases[i].regs * k.block));
-        assert_int_equal(astitch_executable_loaded_kernel(x, 1, &lk), ASTITCH_ERR_ARGUMENT);
-        assert_int_equal(astitch_executable_loaded_kernel(x, -1, &lk), ASTITCH_ERR_ARGUMENT);
-        assert_int_equal(astitch_executable_loaded_kernel(x, 0, NULL), ASTITCH_ERR_ARGUMENT);
-        astitch_executable_destroy(x);
-        if (i == 0) { /* the host target loads no GPU kernels */
-            o.target = ASTITCH_TARGET_HOST;
-            expect_ok(f, astitch_compile(g, &o, &x));
-            assert_int_equal(astitch_executable_loaded_kernel(x, 0, &lk), ASTITCH_ERR_UNSUPPORTED);
-            printf("# expected error: %s\n", astitch_last_error(f->ctx));
-            astitch_executable_destroy(x);
-        }
-        astitch_graph_destroy(g);
-    }
-}
-
 /* Softmax over rows of 768 f32: one warp holds a row at 24 elements per lane by default, the
  * wide form two warps at 12 (the variant search's alternative); rows of 512 have none. */
 static astitch_graph *wide_rows_graph(const Fake *f, int64_t cols)
@@ -729,26 +548,6 @@ static int lanes_per_row(const astitch_executable *x)
 {
     const astitch_plan *p = astitch_executable_plan(x);
     return p->kernel[0].group[0].map.threads_per_row;
-}
-
-/* Runs x (of up to two inputs and outputs) once outside any capture on made-up addresses. */
-static void run_plain(const Fake *f, astitch_executable *x)
-{
-    uint64_t in[2] = {0x200000000000ull, 0x240000000000ull};
-    uint64_t out[2] = {0x300000000000ull, 0x340000000000ull};
-    expect_ok(f, astitch_execute_device(x, in, out, f->stream));
-}
-
-/* g compiled for the fake device with the variant search off: the planner's default form. */
-static astitch_executable *compile_unsearched(const Fake *f, astitch_graph *g)
-{
-    astitch_compile_options o;
-    astitch_compile_options_default(&o);
-    o.target = ASTITCH_TARGET_CUDA;
-    o.variant_search = false;
-    astitch_executable *x = NULL;
-    expect_ok(f, astitch_compile(g, &o, &x));
-    return x;
 }
 
 /* The variant search: both forms compiled, the first run times them (the fake's event times)
@@ -865,180 +664,19 @@ static void test_variant_search(void **state)
     astitch_graph_destroy(g);
 }
 
-/* A norm's backward in small: dx = dy - sum_row(dy * x) * x and dgamma = sum over the rows of
- * dy * x, rows of `cols` f32: the column sum can be taken in the row pass (forms 2 and 3 of the
- * variant search), which replaces the one-warp or wide choice of rows of 768. */
-static astitch_graph *column_sums_graph(const Fake *f, int64_t cols)
-{
-    astitch_graph *g;
-    expect_ok(f, astitch_graph_create(f->ctx, &g));
-    int64_t d[2] = {1024, cols}, axis1 = 1, axis0 = 0, keep = 0;
-    astitch_node dy = astitch_parameter(g, "dy", ASTITCH_F32, 2, d);
-    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, d);
-    astitch_node p = astitch_binary(g, ASTITCH_OP_MUL, dy, x);
-    astitch_node s = astitch_broadcast_in_dim(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, p, 1, &axis1), 2, d, &keep);
-    expect_ok(f, astitch_add_output(g, astitch_binary(g, ASTITCH_OP_SUB, dy,
-                                                      astitch_binary(g, ASTITCH_OP_MUL, s, x))));
-    expect_ok(f, astitch_add_output(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, p, 1, &axis0)));
-    return g;
-}
-
-/* Times the three forms of a column_sums_graph (0, 2, 3, in that order) over three rounds:
- * each form's time is base + its position / 10, but `fast` (a position) gets 1 ms in round 1. */
-static void time_three_forms(const Fake *f, float base, int fast)
-{
-    float ms[9];
-    for (int i = 0; i < 9; i++)
-        ms[i] = base + 0.1f * (float)(i % 3);
-    if (fast >= 0)
-        ms[3 + fast] = 1.0f;
-    f->set_elapsed(ms, 9);
-}
-
-/* The search over several forms: every form that applies is built and timed in turn, the
- * fastest runs with its switches in its plan, and its index is what the cache keeps; a
- * recorded index that no form of the graph has is ignored. */
-static void test_variant_forms(void **state)
-{
-    const Fake *f = *state;
-    astitch_variant_info v;
-    expect_ok(f, astitch_context_set_option(f->ctx, "cache", "0"));
-    astitch_graph *g = column_sums_graph(f, 768);
-    astitch_executable *x = compile_for_fake(f, g, false);
-    expect_ok(f, astitch_executable_variant(x, &v));
-    assert_int_equal(v.state, ASTITCH_VARIANT_PENDING);
-    assert_int_equal(v.nforms, 3);
-    assert_int_equal(v.form, 0);
-    assert_int_equal(x->alt->variant.form, 2);
-    assert_int_equal(x->alt->alt->variant.form, 3);
-    assert_null(x->alt->alt->alt);
-    time_three_forms(f, 2.0f, 2); /* form 3 fastest in one round of three */
-    run_plain(f, x);
-    expect_ok(f, astitch_executable_variant(x, &v));
-    assert_int_equal(v.state, ASTITCH_VARIANT_TIMED);
-    assert_int_equal(v.form, 3);
-    assert_true(v.column_sums_in_rows && v.persistent && !v.wide_rows);
-    assert_true(v.us[0] == 2.0f * 1e3 && v.us[1] == 0 && v.us[2] == (2.0f + 0.1f) * 1e3 &&
-                v.us[3] == 1.0f * 1e3);
-    const astitch_plan *p = astitch_executable_plan(x);
-    assert_true(p->opt.column_sums_in_rows && p->opt.persistent && !p->opt.wide_rows);
-    assert_null(x->alt);
-    astitch_executable_destroy(x);
-    /* the same times but none faster: the default stays */
-    x = compile_for_fake(f, g, false);
-    time_three_forms(f, 2.0f, -1);
-    run_plain(f, x);
-    expect_ok(f, astitch_executable_variant(x, &v));
-    assert_int_equal(v.form, 0);
-    assert_false(astitch_executable_plan(x)->opt.column_sums_in_rows);
-    astitch_executable_destroy(x);
-    /* recorded: the index; a later compile builds only that form */
-    expect_ok(f, astitch_context_set_option(f->ctx, "cache", "1"));
-    compile_cache_reset();
-    x = compile_for_fake(f, g, false);
-    time_three_forms(f, 2.0f, 1);
-    run_plain(f, x);
-    astitch_executable_destroy(x);
-    x = compile_for_fake(f, g, false);
-    expect_ok(f, astitch_executable_variant(x, &v));
-    assert_int_equal(v.state, ASTITCH_VARIANT_CACHED);
-    assert_int_equal(v.form, 2);
-    assert_int_equal(v.nforms, 1);
-    assert_true(v.column_sums_in_rows && !v.persistent && !v.wide_rows);
-    assert_true(astitch_executable_plan(x)->opt.column_sums_in_rows);
-    assert_null(x->alt);
-    astitch_executable_destroy(x);
-    /* an index out of range, as a foreign or damaged entry could hold, or of a form the graph
-     * does not have (1: wide rows): searched again (the choice is kept under the default
-     * form's plan, which the search off compiles) */
-    for (int bad = 0; bad < 2; bad++) {
-        x = compile_unsearched(f, g);
-        assert_int_equal(compile_cache_choice(x->plan, exec_cuda_sm(x)), bad ? 9 : 2);
-        compile_cache_set_choice(x->plan, exec_cuda_sm(x), bad ? 1 : 9);
-        astitch_executable_destroy(x);
-        x = compile_for_fake(f, g, false);
-        expect_ok(f, astitch_executable_variant(x, &v));
-        assert_int_equal(v.state, ASTITCH_VARIANT_PENDING);
-        assert_int_equal(v.nforms, 3);
-        astitch_executable_destroy(x);
-    }
-    expect_ok(f, astitch_context_set_option(f->ctx, "cache", "1")); /* as the tests after expect */
-    compile_cache_reset();
-    astitch_graph_destroy(g);
-}
-
-static int setup(void **state)
-{
-    const char *fake = getenv("ASTITCH_FAKE_CUDA");
-    setenv("ASTITCH_LIBCUDA", fake, 1);
-    setenv("FAKE_CUDA_MODE", "device", 1);
-    const char *fake_lt = getenv("ASTITCH_FAKE_CUBLASLT");
-    if (!fake_lt)
-        return -1;
-    setenv("ASTITCH_CUBLASLT", fake_lt, 1);
-    setenv("ASTITCH_CACHE_DIR", "", 1); /* no PTX files for a device that does not exist */
-    Fake *f = calloc(1, sizeof *f);
-    void *lib = dlopen(fake, RTLD_NOW | RTLD_LOCAL); /* the instance the library opens too */
-    *state = f;
-    if (!f || !lib || astitch_context_create(&f->ctx) != ASTITCH_OK)
-        return -1;
-    void *log = dlsym(lib, "fake_cuda_log"), *reset = dlsym(lib, "fake_cuda_log_reset");
-    void *loads = dlsym(lib, "fake_cuda_loads"), *regs = dlsym(lib, "fake_cuda_function_regs");
-    memcpy(&f->log, &log, sizeof log); /* POSIX: dlsym's pointer converts to a function's */
-    memcpy(&f->log_reset, &reset, sizeof reset);
-    memcpy(&f->loads, &loads, sizeof loads);
-    memcpy(&f->function_regs, &regs, sizeof regs);
-    void *elapsed = dlsym(lib, "fake_cuda_set_elapsed");
-    memcpy(&f->set_elapsed, &elapsed, sizeof elapsed);
-    void *lt = dlopen(fake_lt, RTLD_NOW | RTLD_LOCAL); /* the instance the library opens */
-    void *mm = lt ? dlsym(lt, "fake_cublaslt_matmuls") : NULL;
-    void *mr = lt ? dlsym(lt, "fake_cublaslt_reset") : NULL;
-    void *lh = lt ? dlsym(lt, "fake_cublaslt_handles") : NULL;
-    if (!mm || !mr || !lh)
-        return -1;
-    memcpy(&f->matmuls, &mm, sizeof mm);
-    memcpy(&f->matmuls_reset, &mr, sizeof mr);
-    memcpy(&f->lt_handles, &lh, sizeof lh);
-    if (!f->log || !f->log_reset || !f->loads || !f->function_regs || !f->set_elapsed || cuda_device_open(f->ctx, 0, &f->dev) != ASTITCH_OK ||
-        cuda_stream_create(f->ctx, f->dev, &f->stream) != ASTITCH_OK) {
-        fprintf(stderr, "setup: %s\n", astitch_last_error(f->ctx));
-        return -1;
-    }
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    Fake *f = *state;
-    if (!f)
-        return 0;
-    cuda_stream_destroy(f->dev, f->stream);
-    cuda_device_close(f->dev);
-    astitch_context_destroy(f->ctx);
-    free(f);
-    return 0;
-}
-
 int main(void)
 {
-    const char *fake = getenv("ASTITCH_FAKE_CUDA");
-    if (!fake || !*fake) {
-        printf("# SKIP: ASTITCH_FAKE_CUDA is not set\n");
-        return 77;
-    }
+    if (!fake_device_built())
+        return 77; /* SKIP */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_variant_search),
-        cmocka_unit_test(test_variant_forms),
         cmocka_unit_test(test_capture_examples),
         cmocka_unit_test(test_sync_breaks_capture),
         cmocka_unit_test(test_capture_refuses_compute_op),
         cmocka_unit_test(test_capture_dot_on_gpu),
         cmocka_unit_test(test_capture_bert_dots),
         cmocka_unit_test(test_custom_on_gpu),
-        cmocka_unit_test(test_timed_run),
-        cmocka_unit_test(test_cublaslt_missing),
         cmocka_unit_test(test_caller_workspace),
-        cmocka_unit_test(test_relax_spills),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, fake_setup, fake_teardown);
 }
