@@ -175,7 +175,8 @@ static void mem_store(const CacheKey *k, const char *ptx, size_t n)
     e.ptx = malloc(n + 1);
     if (e.key.text && e.ptx) {
         memcpy(e.key.text, k->text, k->len);
-        memcpy(e.ptx, ptx, n + 1);
+        memcpy(e.ptx, ptx, n); /* ptx need not be terminated: the copy is */
+        e.ptx[n] = '\0';
         pthread_mutex_lock(&mem.lock);
         bool present = false;
         for (int i = 0; i < MEM_ENTRIES && !present; i++)
