@@ -455,6 +455,26 @@ void emit_space_index(Emit *e, const astitch_mapping *m, const Shape *space, LLV
  * where its thread takes enough of its row and reads few tensors per element (the rule and
  * its measurements: emit_reduce.c). */
 int emit_elements_per_iteration(Emit *e, const PlanPhase *p);
+/* How emit_combine_lanes folds the values of a row's lanes: n of them at once (a reduce: one;
+ * the online softmax's pair: two), value i kept through the REDUCE buffer of root[i] (its
+ * accumulator dtype, emit_acc_dtype), combine folding in[0 .. n) into acc[0 .. n). */
+enum { LANE_FOLD_MAX = 2 };
+typedef struct LaneFold LaneFold;
+struct LaneFold {
+    int n;
+    int32_t root[LANE_FOLD_MAX];
+    LLVMValueRef identity[LANE_FOLD_MAX]; /* constants: what the other lanes end with */
+    astitch_reduce_kind kind;             /* of a single reduce (combine_reduce) */
+    astitch_dtype dtype;
+    void (*combine)(Emit *e, const LaneFold *f, LLVMValueRef *acc, const LLVMValueRef *in);
+};
+/* Combines val[0 .. f->n) across the threads_per_row lanes of each row of mapping m (a column
+ * mapping: its threads of a row); the row's lane 0 ends with the row's values, every other
+ * lane with the identities when the values go through shared memory. All threads of the block
+ * must arrive here (shuffles; for rows of several warps, and columns, the roots' REDUCE buffers
+ * between two block barriers). */
+void emit_combine_lanes(Emit *e, const astitch_mapping *m, const LaneFold *f, LLVMValueRef *val,
+                        LLVMValueRef row_in_tile);
 /* Shuffles v (any register type) by xor mask across the warp. */
 LLVMValueRef emit_shfl_xor(Emit *e, LLVMValueRef v, int mask);
 /* The type reduction accumulators of dtype t are kept in: f32 for floats, else t. */

@@ -33,13 +33,15 @@ static LLVMValueRef scale(Emit *e, LLVMValueRef a, LLVMValueRef b)
                            exp_f32(e, LLVMBuildFSub(e->b, a, b, "")), "scale");
 }
 
-/* (m, s) combined with (m2, s2), in place. */
-static void pair_combine(Emit *e, LLVMValueRef *m, LLVMValueRef *s, LLVMValueRef m2, LLVMValueRef s2)
+/* LaneFold.combine of the pair (emit_combine_lanes): acc = (m, s) combined with in = (m2,
+ * s2). */
+static void combine_pair(Emit *e, const LaneFold *f, LLVMValueRef *acc, const LLVMValueRef *in)
 {
-    LLVMValueRef top = fmax_of(e, *m, m2);
-    *s = LLVMBuildFAdd(e->b, LLVMBuildFMul(e->b, *s, scale(e, *m, top), ""),
-                       LLVMBuildFMul(e->b, s2, scale(e, m2, top), ""), "");
-    *m = top;
+    (void)f;
+    LLVMValueRef top = fmax_of(e, acc[0], in[0]);
+    acc[1] = LLVMBuildFAdd(e->b, LLVMBuildFMul(e->b, acc[1], scale(e, acc[0], top), ""),
+                           LLVMBuildFMul(e->b, in[1], scale(e, in[0], top), ""), "");
+    acc[0] = top;
 }
 
 /* The pair acc = (m, s) after the n values x: next. */
@@ -81,75 +83,6 @@ static void fold_runs(Emit *e, const PlanPhase *pm, const Shape *space, LLVMValu
         emit_run_roots(e, pm, space, &run, lin, v, 1, &max, &x[c * v]);
     }
     fold(e, acc, x, count * v, next);
-}
-
-/* The pairs of a row's tpr lanes combined; the row's lane 0 ends with the row's pair. All
- * threads of the block arrive here (shuffles, and for rows of several warps the slots of the
- * two roots' REDUCE buffers and block barriers, as emit_reduce.c combines one value). */
-static void combine_pairs(Emit *e, const astitch_mapping *m, int32_t max, int32_t sum,
-                          LLVMValueRef *pair, LLVMValueRef row_in_tile)
-{
-    int tpr = m->threads_per_row;
-    if (tpr == 1)
-        return;
-    int from = tpr <= 32 ? tpr / 2 : 16;
-    for (int off = from; off >= 1; off /= 2)
-        pair_combine(e, &pair[0], &pair[1], emit_shfl_xor(e, pair[0], off),
-                     emit_shfl_xor(e, pair[1], off));
-    if (tpr <= 32)
-        return;
-    const PlanBuffer *bm = plan_kernel_buffer(e->k, ASTITCH_BUFFER_REDUCE, max);
-    const PlanBuffer *bs = plan_kernel_buffer(e->k, ASTITCH_BUFFER_REDUCE, sum);
-    int64_t need = (int64_t)(m->block / 32) * 4;
-    if (!bm || !bs || bm->bytes < need || bs->bytes < need || tpr % 32 != 0) {
-        ev_fail_node(e, sum, LLVMFloatTypeInContext(e->c), ASTITCH_ERR_INTERNAL,
-                     "%s: online softmax over %d lanes per row without reduction buffers of "
-                     "%lld bytes for '%s' and '%s'", e->k->name, tpr, (long long)need,
-                     gnode(e->g, max)->name, gnode(e->g, sum)->name);
-        return;
-    }
-    LLVMValueRef base_m = ev_buffer_base(e, bm), base_s = ev_buffer_base(e, bs);
-    LLVMValueRef slot = LLVMBuildUDiv(e->b, e->tid, ev_int(e, 32), "");
-    LLVMBasicBlockRef merge = if_begin(e, LLVMBuildICmp(e->b, LLVMIntEQ,
-                              LLVMBuildURem(e->b, e->tid, ev_int(e, 32), ""), ev_int(e, 0), ""));
-    ev_check_shared(e, bm, slot);
-    ev_check_shared(e, bs, slot);
-    ev_store(e, base_m, ASTITCH_F32, slot, pair[0]);
-    ev_store(e, base_s, ASTITCH_F32, slot, pair[1]);
-    if_end(e, merge);
-    prim_call(e->b, e->m, PRIM_BARRIER_BLOCK, NULL, 0);
-    /* the row's lane 0 folds its warps' slots, in a loop whose trip count comes from the block
-     * size at run time (not unrolled into loads of every slot at once; emit_reduce.c) */
-    LLVMValueRef ntid = LLVMBuildZExt(e->b, prim_call(e->b, e->m, PRIM_NTID_X, NULL, 0), e->ix, "");
-    LLVMValueRef tprv = ev_int(e, tpr);
-    LLVMValueRef lanes = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntULT, ntid, tprv, ""),
-                                         ntid, tprv, "");
-    LLVMValueRef parts = LLVMBuildLShr(e->b, lanes, ev_int(e, 5), "");
-    LLVMValueRef lane = LLVMBuildURem(e->b, e->tid, tprv, "");
-    LLVMValueRef id[2] = {f32(e, -INFINITY), f32(e, 0)};
-    LLVMBasicBlockRef before = LLVMGetInsertBlock(e->b);
-    merge = if_begin(e, LLVMBuildICmp(e->b, LLVMIntEQ, lane, ev_int(e, 0), ""));
-    Loop slots;
-    LLVMValueRef acc[2], next[2];
-    loop_begin(e, &slots, ev_int(e, 0), parts, id, 2, acc);
-    LLVMValueRef at = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, row_in_tile, parts, ""), slots.iv, "");
-    ev_check_shared(e, bm, at);
-    ev_check_shared(e, bs, at);
-    next[0] = acc[0];
-    next[1] = acc[1];
-    pair_combine(e, &next[0], &next[1], ev_load(e, base_m, ASTITCH_F32, at),
-                 ev_load(e, base_s, ASTITCH_F32, at));
-    loop_end(e, &slots, ev_int(e, 1), next);
-    LLVMValueRef folded[2] = {slots.carried[0], slots.carried[1]};
-    LLVMBasicBlockRef from_block = LLVMGetInsertBlock(e->b);
-    if_end(e, merge);
-    for (int i = 0; i < 2; i++) {
-        LLVMValueRef phi = LLVMBuildPhi(e->b, LLVMFloatTypeInContext(e->c), "rowpair");
-        LLVMAddIncoming(phi, (LLVMValueRef[]){id[i], folded[i]},
-                        (LLVMBasicBlockRef[]){before, from_block}, 2);
-        pair[i] = phi;
-    }
-    prim_call(e->b, e->m, PRIM_BARRIER_BLOCK, NULL, 0);
 }
 
 void emit_online(Emit *e, const PlanPhase *pm, const PlanPhase *ps, LLVMValueRef tile_iv)
@@ -195,7 +128,9 @@ void emit_online(Emit *e, const PlanPhase *pm, const PlanPhase *ps, LLVMValueRef
     fold_runs(e, pm, &space, row, el.iv, stride, 1, v, el.carried, next);
     loop_end(e, &el, ev_int(e, stride), next);
     LLVMValueRef pair[2] = {el.carried[0], el.carried[1]};
-    combine_pairs(e, m, max, sum, pair, row_in_tile);
+    LaneFold f = {.n = 2, .root = {max, sum}, .identity = {f32(e, -INFINITY), f32(e, 0)},
+                  .combine = combine_pair};
+    emit_combine_lanes(e, m, &f, pair, row_in_tile);
     /* a row whose max is -inf: the two walks' exp(-inf - -inf) makes its sum NaN */
     LLVMValueRef empty = LLVMBuildFCmp(e->b, LLVMRealOEQ, pair[0], f32(e, -INFINITY), "");
     pair[1] = LLVMBuildSelect(e->b, empty, f32(e, NAN), pair[1], "");

@@ -69,48 +69,59 @@ LLVMValueRef emit_shfl_xor(Emit *e, LLVMValueRef v, int mask)
 
 astitch_dtype emit_acc_dtype(astitch_dtype t) { return dtype_is_float(t) ? ASTITCH_F32 : t; }
 
-/* Combines acc across the tpr lanes of each row; the row's lane 0 ends with the result. All
- * threads of the block must arrive here (it contains shuffles and block barriers). */
-static LLVMValueRef combine_lanes(Emit *e, const astitch_mapping *m, int32_t root,
-                                  LLVMValueRef acc, LLVMValueRef row_in_tile)
+void emit_combine_lanes(Emit *e, const astitch_mapping *m, const LaneFold *f, LLVMValueRef *val,
+                        LLVMValueRef row_in_tile)
 {
-    const Node *node = gnode(e->g, root);
-    astitch_reduce_kind kind = node->attr.reduce;
-    astitch_dtype t = node->dtype;
-    int tpr = m->threads_per_row;
+    int tpr = m->threads_per_row, n = f->n;
     bool column = m->kind == ASTITCH_MAP_COLUMN_REDUCE;
+    LLVMValueRef in[LANE_FOLD_MAX];
     if (tpr == 1)
-        return acc;
+        return;
     if (!column && tpr <= 32 && (tpr & (tpr - 1)) == 0) {
-        for (int off = tpr / 2; off >= 1; off /= 2)
-            acc = ev_reduce_combine(e, kind, t, acc, emit_shfl_xor(e, acc, off));
-        return acc;
+        for (int off = tpr / 2; off >= 1; off /= 2) {
+            for (int i = 0; i < n; i++)
+                in[i] = emit_shfl_xor(e, val[i], off);
+            f->combine(e, f, val, in);
+        }
+        return;
     }
-    /* through shared memory: warp sums (row mapping) or every thread's value (column) */
-    const PlanBuffer *buf = plan_kernel_buffer(e->k, ASTITCH_BUFFER_REDUCE, root);
+    /* through shared memory: warp results (row mapping) or every thread's value (column), one
+     * slot per warp or thread in each value's root's REDUCE buffer */
+    const PlanBuffer *buf[LANE_FOLD_MAX];
+    LLVMValueRef base[LANE_FOLD_MAX];
     int64_t slots = column ? m->block : m->block / 32;
-    int64_t need = slots * (int64_t)astitch_dtype_size(emit_acc_dtype(t));
-    if (!buf || buf->bytes < need || (!column && tpr % 32 != 0))
-        return ev_fail_node(e, root, LLVMTypeOf(acc), ASTITCH_ERR_UNSUPPORTED,
-                            "%s: reduce node %d '%s': %d lanes per row need a %lld-byte reduction "
-                            "buffer, the plan gives %lld",
-                            e->k->name, root, node->name, tpr, (long long)need,
-                            (long long)(buf ? buf->bytes : 0));
-    LLVMValueRef base = ev_buffer_base(e, buf);
-    LLVMValueRef slot = e->tid;
-    if (!column) {
-        for (int off = 16; off >= 1; off /= 2)
-            acc = ev_reduce_combine(e, kind, t, acc, emit_shfl_xor(e, acc, off));
-        slot = LLVMBuildUDiv(e->b, e->tid, ev_int(e, 32), "");
-        LLVMBasicBlockRef merge = if_begin(e, LLVMBuildICmp(e->b, LLVMIntEQ,
-                                  LLVMBuildURem(e->b, e->tid, ev_int(e, 32), ""), ev_int(e, 0), ""));
-        ev_check_shared(e, buf, slot);
-        ev_store(e, base, emit_acc_dtype(t), slot, acc);
-        if_end(e, merge);
-    } else {
-        ev_check_shared(e, buf, slot);
-        ev_store(e, base, emit_acc_dtype(t), slot, acc);
+    for (int i = 0; i < n; i++) {
+        const Node *node = gnode(e->g, f->root[i]);
+        buf[i] = plan_kernel_buffer(e->k, ASTITCH_BUFFER_REDUCE, f->root[i]);
+        int64_t need = slots * (int64_t)astitch_dtype_size(emit_acc_dtype(node->dtype));
+        if (!buf[i] || buf[i]->bytes < need || (!column && tpr % 32 != 0)) {
+            val[i] = ev_fail_node(e, f->root[i], LLVMTypeOf(val[i]), ASTITCH_ERR_UNSUPPORTED,
+                                  "%s: reduce node %d '%s': %d lanes per row need a %lld-byte "
+                                  "reduction buffer, the plan gives %lld",
+                                  e->k->name, f->root[i], node->name, tpr, (long long)need,
+                                  (long long)(buf[i] ? buf[i]->bytes : 0));
+            return;
+        }
+        base[i] = ev_buffer_base(e, buf[i]);
     }
+    LLVMValueRef slot = e->tid;
+    LLVMBasicBlockRef merge = NULL;
+    if (!column) {
+        for (int off = 16; off >= 1; off /= 2) {
+            for (int i = 0; i < n; i++)
+                in[i] = emit_shfl_xor(e, val[i], off);
+            f->combine(e, f, val, in);
+        }
+        slot = LLVMBuildUDiv(e->b, e->tid, ev_int(e, 32), "");
+        merge = if_begin(e, LLVMBuildICmp(e->b, LLVMIntEQ,
+                         LLVMBuildURem(e->b, e->tid, ev_int(e, 32), ""), ev_int(e, 0), ""));
+    }
+    for (int i = 0; i < n; i++) {
+        ev_check_shared(e, buf[i], slot);
+        ev_store(e, base[i], emit_acc_dtype(gnode(e->g, f->root[i])->dtype), slot, val[i]);
+    }
+    if (merge)
+        if_end(e, merge);
     prim_call(e->b, e->m, PRIM_BARRIER_BLOCK, NULL, 0);
     /* Lane 0 of each row folds the row's slots in a loop whose trip count comes from the block
      * size at run time, so it is not unrolled into one load per slot (which would keep every
@@ -126,25 +137,51 @@ static LLVMValueRef combine_lanes(Emit *e, const astitch_mapping *m, int32_t roo
                                 : LLVMBuildLShr(e->b, lanes, ev_int(e, 5), "");
     LLVMValueRef lane = column ? LLVMBuildUDiv(e->b, e->tid, ev_int(e, m->rows_per_block), "")
                                : LLVMBuildURem(e->b, e->tid, ev_int(e, tpr), "");
-    LLVMValueRef identity = ev_reduce_identity(e, kind, t);
     LLVMBasicBlockRef before = LLVMGetInsertBlock(e->b);
-    LLVMBasicBlockRef merge = if_begin(e, LLVMBuildICmp(e->b, LLVMIntEQ, lane, ev_int(e, 0), ""));
+    merge = if_begin(e, LLVMBuildICmp(e->b, LLVMIntEQ, lane, ev_int(e, 0), ""));
     Loop fold;
-    LLVMValueRef acc0[1] = {identity}, accv[1], next[1];
-    loop_begin(e, &fold, ev_int(e, 0), parts, acc0, 1, accv);
+    LLVMValueRef init[LANE_FOLD_MAX], acc[LANE_FOLD_MAX], next[LANE_FOLD_MAX];
+    for (int i = 0; i < n; i++)
+        init[i] = f->identity[i];
+    loop_begin(e, &fold, ev_int(e, 0), parts, init, n, acc);
     LLVMValueRef at = column
         ? LLVMBuildAdd(e->b, row_in_tile, LLVMBuildMul(e->b, fold.iv, ev_int(e, m->rows_per_block), ""), "")
         : LLVMBuildAdd(e->b, LLVMBuildMul(e->b, row_in_tile, parts, ""), fold.iv, "");
-    ev_check_shared(e, buf, at);
-    next[0] = ev_reduce_combine(e, kind, t, accv[0], ev_load(e, base, emit_acc_dtype(t), at));
+    for (int i = 0; i < n; i++) {
+        ev_check_shared(e, buf[i], at);
+        in[i] = ev_load(e, base[i], emit_acc_dtype(gnode(e->g, f->root[i])->dtype), at);
+        next[i] = acc[i];
+    }
+    f->combine(e, f, next, in);
     loop_end(e, &fold, ev_int(e, 1), next);
-    LLVMValueRef folded = fold.carried[0];
     LLVMBasicBlockRef from = LLVMGetInsertBlock(e->b);
     if_end(e, merge);
-    LLVMValueRef res = LLVMBuildPhi(e->b, LLVMTypeOf(identity), "rowsum");
-    LLVMAddIncoming(res, (LLVMValueRef[]){identity, folded}, (LLVMBasicBlockRef[]){before, from}, 2);
+    for (int i = 0; i < n; i++) {
+        LLVMValueRef res = LLVMBuildPhi(e->b, LLVMTypeOf(f->identity[i]), "rowsum");
+        LLVMAddIncoming(res, (LLVMValueRef[]){f->identity[i], fold.carried[i]},
+                        (LLVMBasicBlockRef[]){before, from}, 2);
+        val[i] = res;
+    }
     prim_call(e->b, e->m, PRIM_BARRIER_BLOCK, NULL, 0);
-    return res;
+}
+
+/* LaneFold.combine of one reduce: acc[0] combined with in[0] by its kind. */
+static void combine_reduce(Emit *e, const LaneFold *f, LLVMValueRef *acc, const LLVMValueRef *in)
+{
+    acc[0] = ev_reduce_combine(e, f->kind, f->dtype, acc[0], in[0]);
+}
+
+/* Combines acc, reduce root's lane value, across the tpr lanes of each row; the row's lane 0
+ * ends with the result (emit_combine_lanes). */
+static LLVMValueRef combine_lanes(Emit *e, const astitch_mapping *m, int32_t root,
+                                  LLVMValueRef acc, LLVMValueRef row_in_tile)
+{
+    const Node *node = gnode(e->g, root);
+    LaneFold f = {.n = 1, .root = {root}, .kind = node->attr.reduce, .dtype = node->dtype,
+                  .identity = {ev_reduce_identity(e, node->attr.reduce, node->dtype)},
+                  .combine = combine_reduce};
+    emit_combine_lanes(e, m, &f, &acc, row_in_tile);
+    return acc;
 }
 
 /* Elements per iteration of a reduction's element loop: of a column reduction's, and of a row

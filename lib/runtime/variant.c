@@ -96,9 +96,8 @@ static void applicable_forms(astitch_graph *g, const astitch_device *dev,
             continue;
         astitch_plan_options o = form_options(po, f);
         astitch_plan *p = NULL;
-        if (astitch_plan_create(g, dev, &o, &p) != ASTITCH_OK) {
+        if (astitch_plan_create(g, dev, &o, &p) != ASTITCH_OK)
             continue; /* a form that cannot be planned is left out */
-        }
         if ((!forms[f].column_sums_in_rows || plan_has_across(p)) && (text[f] = kernels_text(p))) {
             want[f] = true;
             for (int e = 0; e < f && want[f]; e++)
