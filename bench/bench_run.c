@@ -41,6 +41,8 @@ static const BenchMode modes[] = {
      .no_row_vectors = true},
     {"stitch-noonline", "stitch with a streamed row's max and sum of exponentials in two walks",
      STITCH, .no_online = true},
+    {"stitch-nocarry", "stitch with a walk after a global barrier reading its inputs again, "
+     "not values an earlier walk kept in shared memory", STITCH, .no_carry = true},
     {"stitch-dense", "stitch with every output written, views of an input too", STITCH,
      .dense_outputs = true},
     {"stitch", "AStitch: every switch on", STITCH},
@@ -461,6 +463,7 @@ static void mode_options(const BenchOptions *o, const BenchMode *m, astitch_comp
     co->plan.recompute_outputs = !m->no_recompute;
     co->plan.row_vectors = !m->no_row_vectors;
     co->plan.online_softmax = !m->no_online;
+    co->plan.carry = !m->no_carry;
     co->view_outputs = !m->dense_outputs;
 }
 

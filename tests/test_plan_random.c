@@ -203,7 +203,7 @@ static void check_buffers(const PlanKernel *k)
 {
     for (int32_t i = 0; i < k->nbuf; i++) {
         const PlanBuffer *a = &k->buf[i];
-        bool sa = a->kind == ASTITCH_BUFFER_SHARED || a->kind == ASTITCH_BUFFER_REDUCE;
+        bool sa = plan_buffer_shared(a->kind);
         assert_true(a->first_phase <= a->last_phase);
         assert_true(a->bytes > 0 || a->elements == 0);
         if (sa)
@@ -212,7 +212,7 @@ static void check_buffers(const PlanKernel *k)
             assert_true(a->offset + a->bytes <= k->scratch_bytes);
         for (int32_t j = i + 1; j < k->nbuf; j++) {
             const PlanBuffer *b = &k->buf[j];
-            bool sb = b->kind == ASTITCH_BUFFER_SHARED || b->kind == ASTITCH_BUFFER_REDUCE;
+            bool sb = plan_buffer_shared(b->kind);
             if (sa != sb || a->offset >= b->offset + b->bytes || b->offset >= a->offset + a->bytes)
                 continue;
             astitch_barrier need = sa ? ASTITCH_BARRIER_BLOCK : ASTITCH_BARRIER_GLOBAL;

@@ -40,6 +40,7 @@ typedef struct astitch_device {
     int reg_alloc_unit;             /* registers are granted per thread in multiples of this */
     int64_t shared_per_block;       /* bytes a block may use (with the opt-in attribute) */
     int64_t shared_per_sm;          /* bytes of shared memory per SM */
+    int64_t l2_bytes;               /* bytes of L2 cache; 0: not modelled (the host) */
 } astitch_device;
 
 /* Copies the built-in model called name ("h100", "a100", "v100", "host") into *dev.
@@ -109,10 +110,16 @@ typedef struct astitch_plan_options {
                                * planner.md, *across*). Off by default: faster on some
                                * backward norms, slower on others (bench/RESULTS.md); the cuda
                                * target's variant search times it, also with persistent */
+    bool carry; /* a persistent kernel whose later phase walks the same elements as an earlier
+                 * one, with the same mapping, after a global barrier (a batch norm's
+                 * normalization after its statistics) keeps values of the earlier walk in the
+                 * shared memory its planned residency leaves free, so the later walk reads
+                 * them there instead of reading their inputs from global memory again
+                 * (docs/planner.md, *carry*); off, the later walk reads its inputs again */
 } astitch_plan_options;
 
 /* Fills *o with the defaults: fusion=stitch, every switch on (one_pass_variance,
- * recompute_outputs, row_vectors and online_softmax included),
+ * recompute_outputs, row_vectors, online_softmax and carry included),
  * deterministic, persistent, wide_rows, column_vectors and column_sums_in_rows off. */
 ASTITCH_API void astitch_plan_options_default(astitch_plan_options *o);
 /* "none", "xla", "stitch"; NULL for an out-of-range value. */
@@ -155,7 +162,9 @@ typedef enum astitch_buffer_kind {
     ASTITCH_BUFFER_SHARED,        /* an op's regional values (block's chunk), shared memory */
     ASTITCH_BUFFER_REDUCE,        /* block-reduction workspace of a reduce, shared memory */
     ASTITCH_BUFFER_SCRATCH,       /* an op's global values, in the plan's scratch arena */
-    ASTITCH_BUFFER_PARTIAL        /* per-split partial results of a split reduce, scratch */
+    ASTITCH_BUFFER_PARTIAL,       /* per-split partial results of a split reduce, scratch */
+    ASTITCH_BUFFER_CARRY          /* an op's values a phase keeps for a later phase of the same
+                                   * walk across a global barrier (option carry), shared memory */
 } astitch_buffer_kind;
 
 /* Constant names ("regional", "dominant", "row-reduce", "block", "shared", ...); NULL for

@@ -230,6 +230,8 @@ void ptxas_report_free(PtxasReport *r); /* accepts NULL; leaves *r empty */
  *   emit_column.c  the vector form of a column reduce phase: runs of adjacent rows per thread
  *   emit_row.c     the vector form of a streamed row reduce phase: runs of a row per lane
  *   emit_online.c  a streamed row's max and sum of exp(x - max) in one walk (online softmax)
+ *   emit_carry.c   values a walk keeps in shared memory for a later walk across a global
+ *                  barrier
  *   emit_resident.c  a resident tile run: rows kept in registers across its phases
  *   emit_value.c   the value of an op at an element: index propagation, element-wise math,
  *                  loads from kernel inputs and from earlier phases' buffers
@@ -325,6 +327,10 @@ typedef struct Emit {
     int32_t run_first;       /* resident run: its phases [run_first, run_end); run_end 0 */
     int32_t run_end;         /* outside one */
     int branch_depth;        /* > 0 inside conditional code: values there are not cached */
+    int carry_mode;          /* CARRY_STORE or CARRY_LOAD while the walk emits the iterations
+                              * it keeps (emit_carry.c), else CARRY_NONE */
+    LLVMValueRef carry_start; /* the thread's first reduced index of that walk */
+    int64_t carry_step;      /* reduced indices between two of its iterations */
     astitch_status status;   /* first failure; emission continues harmlessly after it */
 } Emit;
 
@@ -421,19 +427,21 @@ LLVMValueRef ev_fail_node(Emit *e, int32_t node, LLVMTypeRef ty, astitch_status 
  * first one waits for: one phase as the plan maps it, a tile run (PlanPhase.run_first) as one
  * walk over the block's tiles, or a resident run (emit_resident_run). */
 void emit_phase_run(Emit *e, int32_t first, int32_t end);
-/* Elements in 16 bytes of the narrowest tensor phase p reads or writes at the elements of
- * space (its kernel inputs of that shape and its roots), counting sizes below 2 bytes as 2:
- * 4 for f32, 8 for f16/bf16 and narrower. */
-int emit_access_elements(const Emit *e, const PlanPhase *p, const Shape *space);
 /* The values of phase root n at the run of v elements lin[0 .. v) of space (run: lin[0] with
  * its axes, ev_vector_begin'd): a root of the space's shape over the run, one with the space's
  * elements in another shape as a run of its own where its innermost dimension allows, else
  * element by element. */
 void emit_run_value(Emit *e, int32_t n, const Shape *space, Index *run, const LLVMValueRef *lin,
                     int v, LLVMValueRef *out);
-/* The values of p's roots at that run (*run its first element, whose innermost axis is a
- * multiple of v; lin its elements): the run begun (ev_vector_begin), a reduce root among red
+/* Begins the run of v elements at *run (its first element, whose innermost axis becomes a
+ * multiple of v, for the alignment): ev_vector_begin. */
+void emit_run_begin(Emit *e, const Shape *space, Index *run, int v);
+/* The values of p's roots at the run begun at *run (lin its elements): a reduce root among red
  * (nred of them, in root order) valued at its operand; root r's into val[r * v .. r * v + v). */
+void emit_run_values(Emit *e, const PlanPhase *p, const Shape *space, Index *run,
+                     const LLVMValueRef *lin, int v, int32_t nred, const int32_t *red,
+                     LLVMValueRef *val);
+/* emit_run_begin, then emit_run_values. */
 void emit_run_roots(Emit *e, const PlanPhase *p, const Shape *space, Index *run,
                     const LLVMValueRef *lin, int v, int32_t nred, const int32_t *red,
                     LLVMValueRef *val);
@@ -441,6 +449,20 @@ void emit_run_roots(Emit *e, const PlanPhase *p, const Shape *space, Index *run,
  * tensor with one vector store. */
 void emit_run_store(Emit *e, int32_t n, const Shape *space, const LLVMValueRef *lin, int v,
                     LLVMValueRef *val);
+
+/* emit_carry.c: values carried across a global barrier (PlanCarry, docs/codegen.md). */
+enum { CARRY_NONE, CARRY_STORE, CARRY_LOAD };
+/* What the phase being emitted does with the kernel's carried values: CARRY_STORE in
+ * carry.from, CARRY_LOAD in carry.to, CARRY_NONE elsewhere and in the parts form. */
+int emit_carry_role(const Emit *e);
+/* The store of CARRY_STORE at the walk's element (or run of v elements) *ix at reduced index
+ * j: every carried node's value there (already computed by the roots, so from the caches)
+ * into its slot of the iteration (j - carry_start) / carry_step. */
+void emit_carry_store(Emit *e, LLVMValueRef j, Index *ix, int v);
+/* The loads of CARRY_LOAD at reduced index j, after the element (v = 1: ev_begin_element) or
+ * run (ev_vector_begin) began: every carried node's value from its slot into the element or
+ * run cache, where the phase's roots find it. */
+void emit_carry_seed(Emit *e, LLVMValueRef j, int v);
 
 /* emit_reduce.c */
 /* Emits reduce phase p: over every tile of the block in a loop of its own, or, with tile_iv,
@@ -485,12 +507,6 @@ void emit_reduce_store(Emit *e, const astitch_mapping *m, int32_t root, LLVMValu
                        LLVMValueRef sum);
 
 /* emit_column.c */
-/* Rows per thread of reduce phase p over space: v > 1 for the vector form of a column mapping
- * (plan option column_vectors; kept elements innermost; 16 bytes of the narrowest tensor read
- * or written at the space's elements, halved until runs of v rows tile the blocks), else 1.
- * The thread of lane l and group g (tid = l * rows_per_block / v + g) takes rows
- * [g * v, g * v + v) of each tile and reduced indices l, l + threads_per_row * v, ... */
-int emit_column_vector(Emit *e, const PlanPhase *p, const Shape *space);
 /* The roots of p at the run of v rows from row (a multiple of v) at reduced index j: each
  * tensor read with v-element accesses; the reduce roots red fold into next[q * v + u] =
  * acc[q * v + u] combined with row u's value; the other roots are stored (one vector store to
@@ -508,12 +524,6 @@ void emit_column_combine(Emit *e, const astitch_mapping *m, int32_t root, int v,
                          LLVMValueRef tile_in_chunk);
 
 /* emit_row.c */
-/* Elements per run of a lane of reduce phase p over space: v > 1 for the vector form of a
- * streamed row mapping (plan option row_vectors; the innermost axis reduced; 16 bytes of the
- * narrowest tensor read or written at the space's elements, halved until v divides the
- * innermost dimension and a split row's part), else 1. Lane l takes the runs of v elements
- * from reduced indices l * v, (l + threads_per_row) * v, ... of its row (part). */
-int emit_row_vector(Emit *e, const PlanPhase *p, const Shape *space);
 /* The most elements (or runs of elements) one iteration of a reduction's element loop takes:
  * the bound of emit_row_runs's count and of emit_reduce.c's unrolled loops. */
 enum { ITERATION_ELEMENTS_MAX = 8 };

@@ -8,70 +8,6 @@
 
 #include "codegen.h"
 
-/* True when m's reduced axes are its leading ones and at least one axis is kept. */
-static bool kept_innermost(const astitch_mapping *m)
-{
-    uint32_t leading = 0;
-    for (int i = 0; i < m->rank && (m->reduce_axes >> i & 1); i++)
-        leading |= 1u << i;
-    uint32_t all = m->rank >= 32 ? ~0u : (1u << m->rank) - 1;
-    return m->reduce_axes == leading && (all & ~leading) != 0;
-}
-
-/* True when runs of v rows tile m's blocks: whole runs in the innermost axis (inner), in a
- * tile and in a block's chunk, the block's threads exactly groups of lanes, and the lanes a
- * power of two up to a warp or whole warps (the combine's shuffles). */
-static bool runs_fit(const astitch_mapping *m, int64_t inner, int v)
-{
-    if (inner % v || m->rows_per_block % v || m->chunk % v)
-        return false;
-    int64_t groups = m->rows_per_block / v, lanes = (int64_t)m->threads_per_row * v;
-    if (groups * lanes != m->block)
-        return false;
-    return lanes >= 32 ? lanes % 32 == 0 : (lanes & (lanes - 1)) == 0;
-}
-
-/* Reduce root's reduction buffer when it holds a slot per thread of m's blocks, else NULL (the
- * planner gives none where a row's lanes need no combine: one lane per row). */
-static const PlanBuffer *slot_buffer(const Emit *e, const astitch_mapping *m, int32_t root)
-{
-    const PlanBuffer *buf = plan_kernel_buffer(e->k, ASTITCH_BUFFER_REDUCE, root);
-    size_t slot = astitch_dtype_size(emit_acc_dtype(gnode(e->g, root)->dtype));
-    return buf && buf->bytes >= (int64_t)m->block * (int64_t)slot ? buf : NULL;
-}
-
-/* True when every reduce root of p over m's axes has a slot per thread (slot_buffer). */
-static bool combine_buffers(const Emit *e, const PlanPhase *p)
-{
-    for (int32_t r = 0; r < p->nroot; r++) {
-        const Node *n = gnode(e->g, p->root[r]);
-        if (n->op == ASTITCH_OP_REDUCE && n->attr.axes == p->map.reduce_axes &&
-            !slot_buffer(e, &p->map, p->root[r]))
-            return false;
-    }
-    return true;
-}
-
-/* The least register bound of a kernel whose column phases take runs: below it the kernel
- * holds a block of 1024 threads twice per SM (32 registers), the scalar form then has as many
- * loads in flight per SM as runs would, and runs of 4 spill there (batchnorm_train's statistics
- * phase with three sums: 12 accumulators; its normalization: mean, rstd, gamma and beta of 4
- * columns), which a kernel of grid barriers cannot relax. */
-enum { COLUMN_VECTOR_MIN_REGS = 64 };
-
-int emit_column_vector(Emit *e, const PlanPhase *p, const Shape *space)
-{
-    const astitch_mapping *m = &p->map;
-    if (!e->plan->opt.column_vectors || m->kind != ASTITCH_MAP_COLUMN_REDUCE ||
-        !kept_innermost(m) || space->rank == 0 || e->k->regs < COLUMN_VECTOR_MIN_REGS ||
-        !combine_buffers(e, p))
-        return 1;
-    int v = emit_access_elements(e, p, space);
-    while (v > 1 && !runs_fit(m, space->dim[space->rank - 1], v))
-        v /= 2;
-    return v;
-}
-
 void emit_column_run(Emit *e, const PlanPhase *p, const Shape *space, LLVMValueRef row,
                      LLVMValueRef j, int v, int32_t nred, const int32_t *red,
                      const LLVMValueRef *acc, LLVMValueRef *next)
@@ -109,7 +45,8 @@ void emit_column_combine(Emit *e, const astitch_mapping *m, int32_t root, int v,
     const Node *node = gnode(e->g, root);
     astitch_reduce_kind kind = node->attr.reduce;
     astitch_dtype t = emit_acc_dtype(node->dtype);
-    const PlanBuffer *buf = slot_buffer(e, m, root); /* emit_column_vector checked it */
+    /* a slot per thread: plan_column_vector checked it */
+    const PlanBuffer *buf = plan_kernel_buffer(e->k, ASTITCH_BUFFER_REDUCE, root);
     if (!buf) {
         ev_fail_node(e, root, e->ix, ASTITCH_ERR_INTERNAL,
                      "%s: reduce node %d '%s': a column combine without a slot per thread",

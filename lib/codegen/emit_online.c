@@ -92,7 +92,7 @@ void emit_online(Emit *e, const PlanPhase *pm, const PlanPhase *ps, LLVMValueRef
     for (int i = 0; i < m->rank; i++)
         space.dim[i] = m->dims[i];
     int32_t max = pm->root[0], sum = ps->root[0];
-    int v = emit_row_vector(e, pm, &space);
+    int v = plan_row_vector(e->plan, e->k, pm);
     int tpr = m->threads_per_row, rpb = m->rows_per_block;
     LLVMValueRef row_in_tile = LLVMBuildUDiv(e->b, e->tid, ev_int(e, tpr), "");
     LLVMValueRef lane = LLVMBuildURem(e->b, e->tid, ev_int(e, tpr), "");

@@ -58,22 +58,6 @@ static LLVMValueRef and3(Emit *e, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c
     return LLVMBuildAnd(e->b, LLVMBuildAnd(e->b, a, b, ""), c, "");
 }
 
-int emit_access_elements(const Emit *e, const PlanPhase *p, const Shape *space)
-{
-    int64_t least = 4;
-    for (int32_t i = 0; i < e->k->ninput; i++) {
-        const Node *in = gnode(e->g, e->k->input[i]);
-        if (shape_equal(&in->shape, space) && (int64_t)astitch_dtype_size(in->dtype) < least)
-            least = (int64_t)astitch_dtype_size(in->dtype);
-    }
-    for (int32_t r = 0; r < p->nroot; r++) {
-        const Node *root = gnode(e->g, p->root[r]);
-        if ((int64_t)astitch_dtype_size(root->dtype) < least)
-            least = (int64_t)astitch_dtype_size(root->dtype);
-    }
-    return (int)(16 / (least < 2 ? 2 : least)); /* at most 8 */
-}
-
 void emit_run_value(Emit *e, int32_t n, const Shape *space, Index *run, const LLVMValueRef *lin,
                     int v, LLVMValueRef *out)
 {
@@ -94,20 +78,32 @@ void emit_run_value(Emit *e, int32_t n, const Shape *space, Index *run, const LL
     }
 }
 
-void emit_run_roots(Emit *e, const PlanPhase *p, const Shape *space, Index *run,
-                    const LLVMValueRef *lin, int v, int32_t nred, const int32_t *red,
-                    LLVMValueRef *val)
+void emit_run_begin(Emit *e, const Shape *space, Index *run, int v)
 {
     ev_axes(e, run); /* its innermost axis a multiple of v: say so, for the alignment */
     int last = space->rank - 1;
     run->axis[last] = LLVMBuildAnd(e->b, run->axis[last], ev_int(e, -(int64_t)v), "");
     ev_vector_begin(e, run);
+}
+
+void emit_run_values(Emit *e, const PlanPhase *p, const Shape *space, Index *run,
+                     const LLVMValueRef *lin, int v, int32_t nred, const int32_t *red,
+                     LLVMValueRef *val)
+{
     for (int r = 0, q = 0; r < p->nroot; r++) {
         bool reduce = q < nred && red[q] == p->root[r];
         int32_t n = reduce ? goperand(e->g, p->root[r], 0) : p->root[r];
         emit_run_value(e, n, space, run, lin, v, &val[r * v]);
         q += reduce;
     }
+}
+
+void emit_run_roots(Emit *e, const PlanPhase *p, const Shape *space, Index *run,
+                    const LLVMValueRef *lin, int v, int32_t nred, const int32_t *red,
+                    LLVMValueRef *val)
+{
+    emit_run_begin(e, space, run, v);
+    emit_run_values(e, p, space, run, lin, v, nred, red, val);
 }
 
 void emit_run_store(Emit *e, int32_t n, const Shape *space, const LLVMValueRef *lin, int v,
@@ -125,14 +121,14 @@ void emit_run_store(Emit *e, int32_t n, const Shape *space, const LLVMValueRef *
 
 /* Elements per thread task of an element-wise phase: as many consecutive elements as fill 16
  * bytes of the narrowest tensor the phase loads or stores at its elements
- * (emit_access_elements), halved until every task of every block is whole (the block's chunk
+ * (plan_access_elements), halved until every task of every block is whole (the block's chunk
  * and the element count are multiples of it). A block covers the same elements either way;
  * only which of its threads takes which element changes, and nothing reads another thread's
  * values before a barrier. */
 static int elementwise_vector(Emit *e, const PlanPhase *p, const Shape *space)
 {
     const astitch_mapping *m = &p->map;
-    int v = emit_access_elements(e, p, space);
+    int v = plan_access_elements(e->g, e->k, p);
     while (v > 1 && (m->chunk % v || m->rows % v))
         v /= 2;
     return v;

@@ -265,6 +265,8 @@ static void reduce_elements(Emit *e, const PlanPhase *p, const Shape *space, LLV
         LLVMValueRef ju = u ? LLVMBuildAdd(e->b, j, ev_int(e, (int64_t)u * step), "") : j;
         emit_space_index(e, &p->map, space, row, ju, &ix[u]);
         ev_begin_element(e, &ix[u]);
+        if (e->carry_mode == CARRY_LOAD)
+            emit_carry_seed(e, ju, 1);
         for (int r = 0, q = 0; r < p->nroot; r++) {
             int32_t n = p->root[r];
             if (q < nred && red[q] == n) {
@@ -276,6 +278,8 @@ static void reduce_elements(Emit *e, const PlanPhase *p, const Shape *space, LLV
             Index own = {.shape = &node->shape, .lin = ev_lin(e, &ix[u])};
             val[r * COUNT_MAX + u] = ev_value(e, n, shape_equal(&node->shape, space) ? &ix[u] : &own);
         }
+        if (e->carry_mode == CARRY_STORE)
+            emit_carry_store(e, ju, &ix[u], 1);
     }
     for (int r = 0, q = 0; r < p->nroot; r++) {
         int32_t n = p->root[r];
@@ -325,41 +329,16 @@ static void step_elements(Emit *e, const PlanPhase *p, const Shape *space, LLVMV
         reduce_elements(e, p, space, row, j, step, count, nred, red, acc, next);
 }
 
-/* One thread's walk over its elements of the rows, at reduced-axis indices start, start +
- * lanes, ... below end (lanes: threads_per_row, times v for a vector form: of a column
- * mapping, whose thread takes the run of v rows from row; of a row mapping, whose thread takes
- * the run of v elements from each index), in groups of elements_per_iteration (one row per
- * thread, or runs of a row) and then one at a time: the reduce roots red fold them into
- * accumulators (one per reduce; v for a column run, acc[q * v + u] for row u of the run) that
- * start at init and end in acc (next: the loop's scratch). A phase without reductions after
- * another phase of its kernel walks backwards, from its last element: the earlier phase's last
- * reads (of the same inputs, as a batch norm's normalization reads x after its statistics) are
- * still in L2 when it starts (H100: batchnorm_train, a column walk, 128.6 -> 122.6 us). */
-static void walk_elements(Emit *e, const PlanPhase *p, const Shape *space, LLVMValueRef row,
-                          int v, LLVMValueRef start, LLVMValueRef end, int32_t nred,
-                          const int32_t *red, LLVMValueRef *init, LLVMValueRef *acc,
-                          LLVMValueRef *next)
+/* The element loops of walk_elements over iv in [lo, hi) by unit: groups of `unroll` elements
+ * (or runs), then one at a time; the element at iv is iv itself, or with last (walking
+ * backwards) last - iv * tpr, and the next ones `step` apart. The accumulators start at init
+ * (which it overwrites) and end in acc. */
+static void walk_range(Emit *e, const PlanPhase *p, const Shape *space, LLVMValueRef row, int v,
+                       int unroll, LLVMValueRef lo, LLVMValueRef hi, int64_t unit,
+                       LLVMValueRef last, int64_t tpr, int64_t step, int nacc, int32_t nred,
+                       const int32_t *red, LLVMValueRef *init, LLVMValueRef *acc,
+                       LLVMValueRef *next)
 {
-    bool column = p->map.kind == ASTITCH_MAP_COLUMN_REDUCE;
-    int64_t tpr = (int64_t)p->map.threads_per_row * v;
-    int nacc = column ? nred * v : nred;
-    int unroll = v == 1 || !column ? emit_elements_per_iteration(e, p) : 1;
-    bool reverse = nred == 0 && e->phase > e->part_first;
-    /* the loops count iv from lo below hi by unit: forward iv is the element's index itself;
-     * backward iv = k counts the thread's n elements, element k at last - k * tpr */
-    LLVMValueRef lo = start, hi = end, last = NULL;
-    int64_t unit = tpr, step = tpr;
-    if (reverse) {
-        LLVMValueRef n = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, end, start, ""),
-            LLVMBuildAdd(e->b, LLVMBuildSDiv(e->b, LLVMBuildSub(e->b, LLVMBuildSub(e->b, end, start, ""),
-                ev_int(e, 1), ""), ev_int(e, tpr), ""), ev_int(e, 1), ""), ev_int(e, 0), "n");
-        last = LLVMBuildAdd(e->b, start, LLVMBuildMul(e->b, LLVMBuildSub(e->b, n, ev_int(e, 1), ""),
-                                                      ev_int(e, tpr), ""), "last");
-        lo = ev_int(e, 0);
-        hi = n;
-        unit = 1;
-        step = -tpr;
-    }
     if (unroll > 1) {
         Loop group;
         loop_begin(e, &group, lo, LLVMBuildSub(e->b, hi, ev_int(e, (unroll - 1) * unit), ""), init,
@@ -376,6 +355,67 @@ static void walk_elements(Emit *e, const PlanPhase *p, const Shape *space, LLVMV
     step_elements(e, p, space, row, v, element_at(e, last, tpr, el.iv), step, 1, nred, red,
                   el.carried, next);
     loop_end(e, &el, ev_int(e, unit), next);
+}
+
+/* One thread's walk over its elements of the rows, at reduced-axis indices start, start +
+ * lanes, ... below end (lanes: threads_per_row, times v for a vector form: of a column
+ * mapping, whose thread takes the run of v rows from row; of a row mapping, whose thread takes
+ * the run of v elements from each index), in groups of elements_per_iteration (one row per
+ * thread, or runs of a row) and then one at a time: the reduce roots red fold them into
+ * accumulators (one per reduce; v for a column run, acc[q * v + u] for row u of the run) that
+ * start at init and end in acc (next: the loop's scratch). A phase without reductions after
+ * another phase of its kernel walks backwards, from its last element: the earlier phase's last
+ * reads (of the same inputs, as a batch norm's normalization reads x after its statistics) are
+ * still in L2 when it starts (H100: batchnorm_train, a column walk, 128.6 -> 122.6 us). A phase
+ * that stores or reads carried values (emit_carry.c) takes the iterations kept (the thread's
+ * first `slots`, in the forward order) in loops of their own: first when walking forwards, last
+ * when backwards. */
+static void walk_elements(Emit *e, const PlanPhase *p, const Shape *space, LLVMValueRef row,
+                          int v, LLVMValueRef start, LLVMValueRef end, int32_t nred,
+                          const int32_t *red, LLVMValueRef *init, LLVMValueRef *acc,
+                          LLVMValueRef *next)
+{
+    bool column = p->map.kind == ASTITCH_MAP_COLUMN_REDUCE;
+    int64_t tpr = (int64_t)p->map.threads_per_row * v;
+    int nacc = column ? nred * v : nred;
+    int unroll = v == 1 || !column ? emit_elements_per_iteration(e, p) : 1;
+    bool reverse = nred == 0 && e->phase > e->part_first;
+    int carry = emit_carry_role(e);
+    /* the thread's n elements: forward iv is the element's index itself; backward iv = k
+     * counts them, element k at last - k * tpr */
+    LLVMValueRef n = NULL, last = NULL;
+    if (reverse || carry != CARRY_NONE) {
+        n = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, end, start, ""),
+            LLVMBuildAdd(e->b, LLVMBuildSDiv(e->b, LLVMBuildSub(e->b, LLVMBuildSub(e->b, end, start, ""),
+                ev_int(e, 1), ""), ev_int(e, tpr), ""), ev_int(e, 1), ""), ev_int(e, 0), "n");
+    }
+    if (reverse)
+        last = LLVMBuildAdd(e->b, start, LLVMBuildMul(e->b, LLVMBuildSub(e->b, n, ev_int(e, 1), ""),
+                                                      ev_int(e, tpr), ""), "last");
+    LLVMValueRef lo = reverse ? ev_int(e, 0) : start, hi = reverse ? n : end;
+    int64_t unit = reverse ? 1 : tpr, step = reverse ? -tpr : tpr;
+    if (carry == CARRY_NONE) {
+        walk_range(e, p, space, row, v, unroll, lo, hi, unit, last, tpr, step, nacc, nred, red,
+                   init, acc, next);
+        return;
+    }
+    e->carry_start = start;
+    e->carry_step = tpr;
+    LLVMValueRef slots = ev_int(e, e->k->carry.slots);
+    LLVMValueRef kept = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, n, slots, ""), n,
+                                        slots, "kept");
+    /* forward: the kept iterations from start; backward: the others first (k < n - kept) */
+    LLVMValueRef mid = reverse ? LLVMBuildSub(e->b, n, kept, "")
+                               : LLVMBuildAdd(e->b, start, LLVMBuildMul(e->b, kept, ev_int(e, tpr), ""), "");
+    e->carry_mode = reverse ? CARRY_NONE : carry;
+    walk_range(e, p, space, row, v, unroll, lo, mid, unit, last, tpr, step, nacc, nred, red,
+               init, acc, next);
+    for (int q = 0; q < nacc; q++)
+        init[q] = acc[q];
+    e->carry_mode = reverse ? carry : CARRY_NONE;
+    walk_range(e, p, space, row, v, unroll, mid, hi, unit, last, tpr, step, nacc, nred, red,
+               init, acc, next);
+    e->carry_mode = CARRY_NONE;
 }
 
 void emit_reduce_store(Emit *e, const astitch_mapping *m, int32_t root, LLVMValueRef row,
@@ -399,7 +439,7 @@ void emit_reduce(Emit *e, const PlanPhase *p, LLVMValueRef tile_iv)
     int tpr = m->threads_per_row, rpb = m->rows_per_block;
     /* a column thread takes the run of v rows from row_in_tile, a row lane runs of v elements
      * of its row (v = 1: one row, one element) */
-    int v = column ? emit_column_vector(e, p, &space) : emit_row_vector(e, p, &space);
+    int v = column ? plan_column_vector(e->plan, e->k, p) : plan_row_vector(e->plan, e->k, p);
     ASTITCH_ASSERT(v >= 1 && v <= VECTOR_MAX && (!column || rpb % v == 0));
     LLVMValueRef row_in_tile = column ? LLVMBuildURem(e->b, e->tid, ev_int(e, rpb / v), "")
                                       : LLVMBuildUDiv(e->b, e->tid, ev_int(e, tpr), "");

@@ -9,19 +9,6 @@
 
 #include "codegen.h"
 
-int emit_row_vector(Emit *e, const PlanPhase *p, const Shape *space)
-{
-    const astitch_mapping *m = &p->map;
-    int last = space->rank - 1;
-    if (!e->plan->opt.row_vectors || m->kind != ASTITCH_MAP_ROW_REDUCE || last < 0 ||
-        !(m->reduce_axes >> last & 1))
-        return 1;
-    int v = emit_access_elements(e, p, space);
-    while (v > 1 && (space->dim[last] % v || (m->split > 1 && m->split_len % v)))
-        v /= 2;
-    return v;
-}
-
 void emit_row_runs(Emit *e, const PlanPhase *p, const Shape *space, LLVMValueRef row,
                    LLVMValueRef j, int64_t step, int count, int v, int32_t nred,
                    const int32_t *red, const LLVMValueRef *acc, LLVMValueRef *next)
@@ -42,7 +29,12 @@ void emit_row_runs(Emit *e, const PlanPhase *p, const Shape *space, LLVMValueRef
         lin[c][0] = ev_lin(e, &run);
         for (int u = 1; u < v; u++)
             lin[c][u] = LLVMBuildNSWAdd(e->b, lin[c][0], ev_int(e, u), "");
-        emit_run_roots(e, p, space, &run, lin[c], v, nred, red, &val[per_run * c]);
+        emit_run_begin(e, space, &run, v);
+        if (e->carry_mode == CARRY_LOAD)
+            emit_carry_seed(e, jc, v);
+        emit_run_values(e, p, space, &run, lin[c], v, nred, red, &val[per_run * c]);
+        if (e->carry_mode == CARRY_STORE)
+            emit_carry_store(e, jc, &run, v);
     }
     for (int r = 0, q = 0; r < p->nroot; r++) {
         const Node *node = gnode(e->g, p->root[r]);

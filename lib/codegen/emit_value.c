@@ -250,7 +250,7 @@ static bool spilled(const Emit *e, const PlanBuffer *buf)
 
 void ev_check_shared(Emit *e, const PlanBuffer *buf, LLVMValueRef lin)
 {
-    bool shared = buf->kind == ASTITCH_BUFFER_SHARED || buf->kind == ASTITCH_BUFFER_REDUCE;
+    bool shared = plan_buffer_shared(buf->kind);
     if (!e->opt.check_shared || !shared || spilled(e, buf))
         return;
     LLVMValueRef outside = LLVMBuildICmp(e->b, LLVMIntUGE, lin, ev_int(e, buf->elements), "");
@@ -267,8 +267,7 @@ void ev_check_shared(Emit *e, const PlanBuffer *buf, LLVMValueRef lin)
 LLVMValueRef ev_buffer_base(Emit *e, const PlanBuffer *buf)
 {
     LLVMTypeRef i8 = LLVMInt8TypeInContext(e->c);
-    bool shared = (buf->kind == ASTITCH_BUFFER_SHARED || buf->kind == ASTITCH_BUFFER_REDUCE) &&
-                  !spilled(e, buf);
+    bool shared = plan_buffer_shared(buf->kind) && !spilled(e, buf);
     int64_t at = spilled(e, buf) ? e->spill[buf - e->k->buf] : buf->offset;
     LLVMValueRef off = LLVMConstInt(LLVMInt64TypeInContext(e->c), (unsigned long long)at, 0);
     return LLVMBuildGEP2(e->b, i8, shared ? e->shared : e->scratch, &off, 1, "buf");

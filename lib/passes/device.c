@@ -7,10 +7,10 @@
  * is the opt-in maximum for dynamic shared memory. "host" is the virtual GPU the host SIMT
  * runtime emulates: small enough that a whole grid runs as fibers on a CPU. */
 static const astitch_device builtin[] = {
-    {"h100", 90, 132, 32, 1024, 2048, 32, 65536, 255, 8, 227 * 1024, 228 * 1024},
-    {"a100", 80, 108, 32, 1024, 2048, 32, 65536, 255, 8, 163 * 1024, 164 * 1024},
-    {"v100", 70, 80, 32, 1024, 2048, 32, 65536, 255, 8, 96 * 1024, 96 * 1024},
-    {"host", 0, 4, 32, 128, 256, 2, 65536, 255, 8, 64 * 1024, 128 * 1024},
+    {"h100", 90, 132, 32, 1024, 2048, 32, 65536, 255, 8, 227 * 1024, 228 * 1024, 50 << 20},
+    {"a100", 80, 108, 32, 1024, 2048, 32, 65536, 255, 8, 163 * 1024, 164 * 1024, 40 << 20},
+    {"v100", 70, 80, 32, 1024, 2048, 32, 65536, 255, 8, 96 * 1024, 96 * 1024, 6 << 20},
+    {"host", 0, 4, 32, 128, 256, 2, 65536, 255, 8, 64 * 1024, 128 * 1024, 0},
 };
 
 astitch_status astitch_device_builtin(const char *name, astitch_device *dev)
@@ -48,6 +48,7 @@ void astitch_plan_options_default(astitch_plan_options *o)
     o->row_vectors = true;
     o->online_softmax = true;
     o->column_sums_in_rows = false;
+    o->carry = true;
 }
 
 static const char *const fusion_names[] = {"none", "xla", "stitch"};

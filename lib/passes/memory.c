@@ -42,11 +42,6 @@ static astitch_dtype acc_dtype(astitch_dtype t)
     }
 }
 
-static bool is_shared(astitch_buffer_kind k)
-{
-    return k == ASTITCH_BUFFER_SHARED || k == ASTITCH_BUFFER_REDUCE;
-}
-
 static bool add_buf(PlanKernel *k, int32_t *cap, PlanBuffer b)
 {
     if (!ARRAY_RESERVE(k->buf, k->nbuf, *cap, 8))
@@ -96,6 +91,7 @@ static bool collect(Planner *pl, PlanKernel *k)
     free(k->buf);
     k->buf = NULL;
     k->nbuf = 0;
+    k->carry = (PlanCarry){.from = -1, .to = -1}; /* carry.c adds its buffers after these */
     for (int32_t i = 0; i < k->nop; i++) {
         PlanOp *o = &k->op[i];
         o->buf = -1;
@@ -216,7 +212,7 @@ static int64_t place(PlanKernel *k, bool shared)
         return -1;
     }
     for (int32_t i = 0; i < n; i++)
-        if (is_shared(k->buf[i].kind) == shared)
+        if (plan_buffer_shared(k->buf[i].kind) == shared)
             order[m++] = i;
     qsort_r(order, (size_t)m, sizeof *order, cmp_first, k);
     int64_t top = 0;

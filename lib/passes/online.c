@@ -11,22 +11,6 @@
  */
 #include "passes/passes.h"
 
-/* True when mappings a and b walk the same rows with the same lanes. */
-static bool same_walk(const astitch_mapping *a, const astitch_mapping *b)
-{
-    if (a->kind != b->kind || a->rank != b->rank || a->reduce_axes != b->reduce_axes ||
-        a->rows != b->rows || a->row_len != b->row_len || a->block != b->block ||
-        a->grid != b->grid || a->threads_per_row != b->threads_per_row ||
-        a->rows_per_block != b->rows_per_block || a->chunk != b->chunk ||
-        a->tasks_per_block != b->tasks_per_block || a->split != b->split ||
-        a->vector != b->vector)
-        return false;
-    for (int i = 0; i < a->rank; i++)
-        if (a->dims[i] != b->dims[i])
-            return false;
-    return true;
-}
-
 /* True when node n is an f32 reduce of `kind` over the reduced axes of m, whose operand has
  * m's iteration space as its shape. */
 static bool row_reduce_of(const astitch_graph *g, int32_t n, astitch_reduce_kind kind,
@@ -53,7 +37,7 @@ bool plan_online_pair(const astitch_plan *p, const PlanKernel *k, int32_t ph)
     const astitch_mapping *m = &pm->map;
     if (pm->resident || ps->resident || ps->run_first != pm->run_first || pm->nroot != 1 ||
         ps->nroot != 1 || m->kind != ASTITCH_MAP_ROW_REDUCE || m->split > 1 || m->row_len < 1 ||
-        !same_walk(m, &ps->map))
+        !sched_map_equal(m, &ps->map))
         return false;
     const astitch_graph *g = p->graph;
     int32_t max = pm->root[0], sum = ps->root[0];

@@ -275,6 +275,11 @@ astitch_status pass_memory(Planner *pl, PlanKernel *k);
  * planned shared memory, sets *smaller_wave and lowers k->wave_limit for another try instead;
  * fails (UNSUPPORTED) only when no block fits on an SM. */
 astitch_status pass_launch(Planner *pl, PlanKernel *k, bool *smaller_wave);
+/* carry.c: with plan option carry, gives launched persistent kernel k the values its later
+ * walk reads again after a global barrier, kept by the earlier walk in the shared memory its
+ * residency leaves free (CARRY buffers, k->carry); nothing otherwise. Fails only when out of
+ * memory. */
+astitch_status pass_carry(Planner *pl, PlanKernel *k);
 /* The most registers per thread (in allocation units, at most the device's per-thread limit)
  * at which `blocks` blocks of `block` threads fit on an SM of d; also what the CUDA runtime
  * relaxes a spilling kernel to (exec_cuda.c). */

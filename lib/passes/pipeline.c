@@ -34,6 +34,8 @@
  *     |   +-- launch                   assume-relax-apply (4.5); if shared memory leaves too
  *     |                                few blocks resident: tiles and memory again under a
  *     |                                lower cap, else mapping again for the smaller wave
+ *     |   carry                        values a walk keeps in free shared memory for a later
+ *     |                                walk of its elements across a global barrier
  *     |   traffic                      bytes moved beside the minimal bytes
  *     |
  *   check                              coverage, order, launch limits
@@ -57,7 +59,7 @@ static const char *const step_names[] = {
     "scope",     "xla",
     "remote",    "bound",     "fill",        "dominant", "mapping",   "across",
     "propagate", "adapt",     "schemes",     "barriers", "tiles",     "memory",
-    "launch",    "traffic",   "check",
+    "launch",    "carry",     "traffic",   "check",
 };
 
 /* What ASTITCH_DUMP_PLAN asks of one planning: the finished plan, or the plan after a step. */
@@ -296,6 +298,8 @@ static astitch_status plan_kernel(Planner *pl, PlanKernel *k)
         k->persistent = true;
         st = plan_shape(pl, k);
     }
+    if (!st)
+        st = step(pl, k, "carry", PLAN_STAGE_LAUNCH, pass_carry(pl, k));
     if (!st && !plan_kernel_traffic(pl->p, k))
         st = ctx_fail(pl->g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
     if (!st)

@@ -398,7 +398,7 @@ static astitch_status check_buffers(Planner *pl, const PlanKernel *k)
 {
     for (int32_t i = 0; i < k->nbuf; i++) {
         const PlanBuffer *b = &k->buf[i];
-        bool shared = b->kind == ASTITCH_BUFFER_SHARED || b->kind == ASTITCH_BUFFER_REDUCE;
+        bool shared = plan_buffer_shared(b->kind);
         int64_t top = shared ? k->shared_bytes : k->scratch_bytes;
         if (b->offset < 0 || b->bytes < 0 || b->offset + b->bytes > top)
             return check_fail(pl, k, b->node, shared ? "buffer outside the shared memory"

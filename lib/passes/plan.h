@@ -108,6 +108,21 @@ typedef struct PlanBuffer {
  * SIMT_MAX_ARGS, 256; CUDA's parameter space). */
 #define PLAN_KERNEL_MAX_TENSORS 240
 
+/* Values carried across a global barrier (carry.c, plan option carry). Phase `from` and the
+ * later phase `to` walk the same elements with the same mapping (a streamed row or column
+ * reduce, one tile per block), a global barrier between them, each thread its elements at
+ * reduced indices start, start + step, ... (its iterations). For the thread's first `slots`
+ * iterations, `from` stores the values of every node with a CARRY buffer in shared memory and
+ * `to` reads them there instead of computing them: slot s of thread t holds `vector` elements
+ * (the walk's run) at element ((s * block + t) * vector) of each such buffer. The kernel
+ * carries nothing when slots is 0. */
+typedef struct PlanCarry {
+    int32_t from, to;
+    int32_t vector;        /* elements per iteration (the walk's run: plan_walk_vector) */
+    int64_t slots;         /* iterations kept per thread */
+    int64_t iterations;    /* the most iterations a thread of the walk takes */
+} PlanCarry;
+
 typedef struct PlanKernel {
     char name[24];
     PlanOp *op;
@@ -136,6 +151,7 @@ typedef struct PlanKernel {
     bool persistent;           /* grid <= one wave, blocks walk chunks of tiles (pipeline.c) */
     int64_t min_bytes;         /* global memory: inputs read once, outputs written once */
     int64_t moved_bytes;       /* ... as the phases read and write it (traffic.c) */
+    PlanCarry carry;           /* values kept across a global barrier (carry.c) */
 } PlanKernel;
 
 typedef struct PlanStep {
@@ -203,6 +219,14 @@ static inline int64_t plan_across_slots(const astitch_mapping *m)
     return m->block / t > 0 ? m->block / t : 1;
 }
 
+/* True for the buffer kinds that live in a block's shared memory (the others: the scratch
+ * arena). */
+static inline bool plan_buffer_shared(astitch_buffer_kind kind)
+{
+    return kind == ASTITCH_BUFFER_SHARED || kind == ASTITCH_BUFFER_REDUCE ||
+           kind == ASTITCH_BUFFER_CARRY;
+}
+
 /* plan.c: storage */
 /* The entry of node n in kernel k, or NULL. */
 PlanOp *plan_kernel_op(const PlanKernel *k, int32_t n);
@@ -221,6 +245,26 @@ bool plan_split_atomic(const Node *reduce);
  * online_softmax): code generation takes both in phase ph's walk with a running pair and emits
  * nothing for phase ph + 1 (emit_online.c). */
 bool plan_online_pair(const astitch_plan *p, const PlanKernel *k, int32_t ph);
+
+/* walk.c: how a phase's threads take its elements, as code generation emits them. */
+/* Elements in 16 bytes of the narrowest tensor phase ph of k reads or writes at the elements
+ * of its mapping's space (k's inputs of that shape and ph's roots), counting sizes below 2
+ * bytes as 2: 4 for f32, 8 for f16/bf16 and narrower. */
+int plan_access_elements(const astitch_graph *g, const PlanKernel *k, const PlanPhase *ph);
+/* Elements per run of a lane of a streamed row reduce phase: v > 1 in the vector form (plan
+ * option row_vectors; the innermost axis reduced; plan_access_elements halved until v divides
+ * the innermost dimension and a split row's part; docs/codegen.md, *Reduce phase*), else 1.
+ * Lane l takes the runs of v elements from reduced indices l * v, (l + threads_per_row) * v,
+ * ... of its row (part). */
+int plan_row_vector(const astitch_plan *p, const PlanKernel *k, const PlanPhase *ph);
+/* Rows per thread of a column reduce phase: v > 1 in the vector form (plan option
+ * column_vectors; kept elements innermost; a register bound of at least 64; a reduction
+ * buffer of a slot per thread; plan_access_elements halved until runs of v rows tile the
+ * blocks), else 1. The thread of lane l and group g (tid = l * rows_per_block / v + g) takes
+ * rows [g * v, g * v + v) of each tile and reduced indices l, l + threads_per_row * v, ... */
+int plan_column_vector(const astitch_plan *p, const PlanKernel *k, const PlanPhase *ph);
+/* The space of mapping m as a shape. */
+Shape plan_mapping_space(const astitch_mapping *m);
 
 /* plan.c: storage (continued) */
 /* A PARTIAL buffer holds rows x split accumulators of its dtype, row-major (split index

@@ -116,6 +116,21 @@ static json_t *kernel_json(const astitch_plan *p, const PlanKernel *k)
              put(x, "zero_init", json_boolean(b->zero_init)) && json_array_append(bufs, x) == 0;
         json_decref(x);
     }
+    json_t *carry = json_null(); /* values kept across a global barrier (carry.c), or null */
+    if (ok && k->carry.slots > 0) {
+        json_t *nodes = json_array();
+        for (int32_t i = 0; nodes && i < k->nbuf; i++)
+            if (k->buf[i].kind == ASTITCH_BUFFER_CARRY &&
+                json_array_append_new(nodes, json_string(gnode(p->graph, k->buf[i].node)->name)))
+                ok = false;
+        carry = json_object();
+        ok = put(carry, "nodes", nodes) && ok &&
+             put(carry, "from_phase", json_integer(k->carry.from)) &&
+             put(carry, "to_phase", json_integer(k->carry.to)) &&
+             put(carry, "vector", json_integer(k->carry.vector)) &&
+             put(carry, "slots", json_integer(k->carry.slots)) &&
+             put(carry, "iterations", json_integer(k->carry.iterations));
+    }
     ok = ok && put(j, "name", json_string(k->name)) && put(j, "block", json_integer(k->block)) &&
          put(j, "grid", json_integer(k->grid)) &&
          put(j, "shared_bytes", json_integer(k->shared_bytes)) &&
@@ -134,6 +149,7 @@ static json_t *kernel_json(const astitch_plan *p, const PlanKernel *k)
     ok = put(j, "groups", groups) && ok;
     ok = put(j, "phases", phases) && ok;
     ok = put(j, "buffers", bufs) && ok;
+    ok = put(j, "carry", carry) && ok;
     return built(j, ok);
 }
 
@@ -154,7 +170,8 @@ static json_t *plan_json(const astitch_plan *p)
          put(dev, "max_regs_per_thread", json_integer(d->max_regs_per_thread)) &&
          put(dev, "reg_alloc_unit", json_integer(d->reg_alloc_unit)) &&
          put(dev, "shared_per_block", json_integer(d->shared_per_block)) &&
-         put(dev, "shared_per_sm", json_integer(d->shared_per_sm));
+         put(dev, "shared_per_sm", json_integer(d->shared_per_sm)) &&
+         put(dev, "l2_bytes", json_integer(d->l2_bytes));
     ok = ok && put(opt, "fusion", json_string(astitch_fusion_name(p->opt.fusion))) &&
          put(opt, "remote", json_boolean(p->opt.remote)) &&
          put(opt, "merge", json_boolean(p->opt.merge)) &&
@@ -167,7 +184,8 @@ static json_t *plan_json(const astitch_plan *p)
          put(opt, "column_vectors", json_boolean(p->opt.column_vectors)) &&
          put(opt, "row_vectors", json_boolean(p->opt.row_vectors)) &&
          put(opt, "online_softmax", json_boolean(p->opt.online_softmax)) &&
-         put(opt, "column_sums_in_rows", json_boolean(p->opt.column_sums_in_rows));
+         put(opt, "column_sums_in_rows", json_boolean(p->opt.column_sums_in_rows)) &&
+         put(opt, "carry", json_boolean(p->opt.carry));
     json_t *rewritten = json_array();
     ok = ok && rewritten;
     for (int32_t i = 0; ok && i < p->nrewritten; i++)

@@ -45,6 +45,16 @@ void plan_kernel_text(FILE *f, const astitch_plan *p, const PlanKernel *k)
             (int)k->blocks_per_wave, (int)k->block_barriers, (int)k->global_barriers);
     fprintf(f, "  bytes: %lld moved, %lld minimal (inputs read once, outputs written once)\n",
             (long long)k->moved_bytes, (long long)k->min_bytes);
+    if (k->carry.slots > 0) {
+        fprintf(f, "  carry: phase %d keeps for phase %d, across the global barrier, ",
+                (int)k->carry.from, (int)k->carry.to);
+        for (int32_t i = 0, n = 0; i < k->nbuf; i++)
+            if (k->buf[i].kind == ASTITCH_BUFFER_CARRY)
+                fprintf(f, "%s%s", n++ ? ", " : "", nm(p, k->buf[i].node));
+        fprintf(f, " at its first %lld of %lld iterations per thread (%d element%s each)\n",
+                (long long)k->carry.slots, (long long)k->carry.iterations, (int)k->carry.vector,
+                k->carry.vector == 1 ? "" : "s");
+    }
     fputs("  inputs: ", f);
     list(f, p, k->input, k->ninput);
     fputs("\n  outputs: ", f);
@@ -66,6 +76,10 @@ void plan_kernel_text(FILE *f, const astitch_plan *p, const PlanKernel *k)
             fprintf(f, ", tile run from phase %d", (int)ph->run_first);
         if (ph->resident)
             fputs(", rows in registers", f);
+        if (k->carry.slots > 0 && i == k->carry.from)
+            fprintf(f, ", keeps values for phase %d", (int)k->carry.to);
+        else if (k->carry.slots > 0 && i == k->carry.to)
+            fprintf(f, ", reads values phase %d kept", (int)k->carry.from);
         if (plan_online_pair(p, k, i))
             fprintf(f, ", with phase %d in one walk (online softmax)", (int)i + 1);
         else if (plan_online_pair(p, k, i - 1))
@@ -108,7 +122,7 @@ astitch_status astitch_plan_write_text(const astitch_plan *p, FILE *f)
         return ASTITCH_ERR_ARGUMENT;
     const astitch_device *d = &p->dev;
     fprintf(f, "plan: device %s (%d SMs, %d threads/block, %lld B shared/block), fusion %s, "
-               "remote %s, merge %s, packing %s%s%s%s%s%s%s%s%s%s\n",
+               "remote %s, merge %s, packing %s%s%s%s%s%s%s%s%s%s%s\n",
             d->name, d->sm_count, d->max_threads_per_block, (long long)d->shared_per_block,
             astitch_fusion_name(p->opt.fusion), p->opt.remote ? "on" : "off",
             p->opt.merge ? "on" : "off", p->opt.packing ? "on" : "off",
@@ -123,7 +137,8 @@ astitch_status astitch_plan_write_text(const astitch_plan *p, FILE *f)
             p->opt.column_vectors ? ", column vectors" : "",
             p->opt.row_vectors ? "" : ", row vectors off",
             p->opt.online_softmax ? "" : ", online softmax off",
-            p->opt.column_sums_in_rows ? ", column sums in rows" : "");
+            p->opt.column_sums_in_rows ? ", column sums in rows" : "",
+            p->opt.carry ? "" : ", carry off");
     if (p->ndropped > 0) {
         fprintf(f, "dropped (feed no output, not planned):");
         for (int32_t i = 0; i < p->ndropped; i++)

@@ -9,8 +9,10 @@
  * resident run (PlanPhase.resident) reads each input once for all of its phases, since its rows
  * stay in registers; a streamed tile run reads again in every phase (those re-reads may hit the
  * L1 or L2, which this count does not model), except the sum of an online pair
- * (plan_online_pair), taken in its max's walk. Values in shared memory or registers cost
- * nothing. So moved == minimal means no re-read, and moved > minimal shows one (--plan).
+ * (plan_online_pair), taken in its max's walk. A walk that reads values carried across a global
+ * barrier (carry.c) reads what lies below them only for the share of its iterations not kept.
+ * Values in shared memory or registers cost nothing. So moved == minimal means no re-read, and
+ * moved > minimal shows one (--plan).
  */
 #include <stdlib.h>
 
@@ -58,6 +60,10 @@ static int32_t slot_of(const Slots *sl, int32_t x)
 static void phase_reads(const astitch_graph *g, const PlanKernel *k, const Slots *sl, int32_t ph,
                         double *part, double *sliced, double *read)
 {
+    double uncarried = 1.0; /* the share of phase ph's iterations whose carried values it reads
+                             * from memory below them */
+    if (k->carry.slots > 0 && ph == k->carry.to && k->carry.iterations > 0)
+        uncarried = 1.0 - (double)k->carry.slots / (double)k->carry.iterations;
     int32_t top = -1;
     for (int32_t i = 0; i < k->phase[ph].nroot; i++) {
         int32_t r = slot_of(sl, k->phase[ph].root[i]);
@@ -70,6 +76,8 @@ static void phase_reads(const astitch_graph *g, const PlanKernel *k, const Slots
         if (sliced[i] > mine)
             mine = sliced[i] < 1.0 ? sliced[i] : 1.0;
         part[i] = sliced[i] = 0;
+        if (uncarried < 1.0 && plan_kernel_buffer(k, ASTITCH_BUFFER_CARRY, x))
+            mine *= uncarried;
         if (mine <= 0)
             continue;
         const PlanOp *o = plan_kernel_op(k, x);

@@ -138,6 +138,7 @@ void cuda_device_model(const CudaDevice *dev, astitch_device *out)
     out->reg_alloc_unit = REG_ALLOC_UNIT_PER_THREAD;
     out->shared_per_block = (int64_t)in->shared_per_block_optin;
     out->shared_per_sm = (int64_t)in->shared_per_sm;
+    out->l2_bytes = (int64_t)in->l2_bytes;
 }
 
 astitch_status cuda_enter(astitch_context *ctx, const CudaDevice *dev)

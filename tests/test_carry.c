@@ -1,0 +1,273 @@
+/*
+ * test_carry.c: values carried across a global barrier in shared memory (plan option carry:
+ * lib/passes/carry.c, lib/codegen/emit_carry.c). On the H100 model the batch norms of the suite
+ * carry what the plan says (the activation, or the masked gradient of a relu's backward),
+ * within the shared memory their residency leaves free and never at the cost of a resident
+ * block, and count the bytes they no longer read. On the host target, which runs the same
+ * kernels, graphs whose host plans carry every iteration or only the first ones (a streamed
+ * row in 16-byte runs, a column walk, NCHW and NHWC, f32 and bf16) match the reference on
+ * fresh random inputs, and their outputs are bit for bit those of the plan without the option.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "astitch/plan.h"
+#include "astitch/runtime.h"
+#include "diff_check.h"
+#include "graph_fixture.h"
+
+/* Loads <source root>/path into f's graph (replacing the empty one). */
+static void load(Fixture *f, const char *path)
+{
+    const char *root = getenv("ASTITCH_SOURCE_ROOT");
+    char full[1024];
+    snprintf(full, sizeof full, "%s/%s", root ? root : ".", path);
+    astitch_graph_destroy(f->g);
+    f->g = NULL;
+    if (astitch_graph_load_json(f->ctx, full, &f->g) != ASTITCH_OK)
+        fail_msg("%s: %s", full, astitch_last_error(f->ctx));
+}
+
+/* Batch norm's training forward over every axis but `channel` of x [dims] (dtype xt, computed
+ * in f32), then relu: the statistics' walk and the normalization's walk of the same elements,
+ * a global barrier between them. */
+static void build_norm(astitch_graph *g, const int64_t *dims, int64_t channel, astitch_dtype xt)
+{
+    int64_t axes[3], nax = 0, n = 1;
+    for (int64_t i = 0; i < 4; i++)
+        if (i != channel) {
+            axes[nax++] = i;
+            n *= dims[i];
+        }
+    int64_t cdim[1] = {dims[channel]}, bd[1] = {channel};
+    astitch_node x = astitch_parameter(g, "x", xt, 4, dims);
+    astitch_node xf = xt == ASTITCH_F32 ? x : named(g, astitch_convert(g, x, ASTITCH_F32), "xf");
+    double count = (double)n, eps = 1e-5, zero = 0;
+    astitch_node cnt = astitch_constant(g, ASTITCH_F32, 1, cdim, &count, 1);
+    astitch_node mean = named(g, astitch_binary(g, ASTITCH_OP_DIV,
+                              astitch_reduce(g, ASTITCH_REDUCE_SUM, xf, 3, axes), cnt), "mean");
+    astitch_node centered = named(g, astitch_binary(g, ASTITCH_OP_SUB, xf,
+                                  astitch_broadcast_in_dim(g, mean, 4, dims, bd)), "centered");
+    astitch_node var = named(g, astitch_binary(g, ASTITCH_OP_DIV, astitch_reduce(g,
+                             ASTITCH_REDUCE_SUM, astitch_binary(g, ASTITCH_OP_MUL, centered, centered),
+                             3, axes), cnt), "var");
+    astitch_node rstd = named(g, astitch_unary(g, ASTITCH_OP_RSQRT, astitch_binary(g, ASTITCH_OP_ADD,
+                              var, astitch_constant(g, ASTITCH_F32, 1, cdim, &eps, 1))), "rstd");
+    astitch_node normed = astitch_binary(g, ASTITCH_OP_MUL, centered,
+                                         astitch_broadcast_in_dim(g, rstd, 4, dims, bd));
+    astitch_node relu = astitch_binary(g, ASTITCH_OP_MAX, normed,
+                                       astitch_constant(g, ASTITCH_F32, 4, dims, &zero, 1));
+    astitch_node out = named(g, xt == ASTITCH_F32 ? relu : astitch_convert(g, relu, xt), "out");
+    assert_int_equal(astitch_add_output(g, mean), ASTITCH_OK);
+    assert_int_equal(astitch_add_output(g, rstd), ASTITCH_OK);
+    assert_int_equal(astitch_add_output(g, out), ASTITCH_OK);
+}
+
+static astitch_device device(const char *name)
+{
+    astitch_device d;
+    assert_int_equal(astitch_device_builtin(name, &d), ASTITCH_OK);
+    return d;
+}
+
+/* f->g planned for device `dev` with the option carry as given; kernel 0's info in *k. */
+static astitch_plan *plan(Fixture *f, const char *dev, bool carry, astitch_kernel_info *k)
+{
+    astitch_plan_options o;
+    astitch_plan_options_default(&o);
+    o.carry = carry;
+    astitch_device d = device(dev);
+    astitch_plan *p = fixture_plan(f, &d, &o);
+    assert_int_equal(astitch_plan_kernel_info(p, 0, k), ASTITCH_OK);
+    return p;
+}
+
+/* The suite's batch norm at `path` on the H100 model: its plan carries `what` (the text's
+ * words), its blocks per SM and grid are those without the option, the shared memory stays
+ * within an SM's share per block (less the driver's 1 KB), and it moves fewer bytes. */
+static void check_h100_plan(Fixture *f, const char *path, const char *what)
+{
+    load(f, path);
+    astitch_kernel_info off, on;
+    plan(f, "h100", false, &off);
+    assert_false(plan_text_has(f->p, "carry:"));
+    astitch_plan *p = plan(f, "h100", true, &on);
+    if (!plan_text_has(p, what)) {
+        char *text = NULL;
+        astitch_plan_text(p, &text);
+        fail_msg("%s: no '%s' in\n%s", path, what, text);
+    }
+    char *json = NULL;
+    assert_int_equal(astitch_plan_json(p, &json), ASTITCH_OK);
+    assert_non_null(strstr(json, "\"carry\": {"));
+    astitch_free(json);
+    astitch_device d = device("h100");
+    assert_int_equal(on.blocks_per_sm, off.blocks_per_sm);
+    assert_int_equal(on.grid, off.grid);
+    assert_true(on.shared_bytes > off.shared_bytes);
+    assert_true(on.shared_bytes <= d.shared_per_sm / on.blocks_per_sm - 1024);
+    assert_true(on.moved_bytes < off.moved_bytes);
+    assert_true(on.moved_bytes >= on.min_bytes);
+}
+
+static void test_h100_plans(void **state)
+{
+    Fixture *f = *state;
+    /* NCHW over N, H and W: a split row in runs of 4; x, every iteration */
+    check_h100_plan(f, "bench/graphs/resnet50_train_fwd_bn_relu.json",
+                    "carry: phase 0 keeps for phase 2, across the global barrier, x at its first "
+                    "7 of 7 iterations per thread (4 elements each)");
+    /* the relu's masked gradient saves two reads (dy and relu_out) for one value */
+    check_h100_plan(f, "bench/graphs/resnet50_train_bwd_relu_bn.json",
+                    "carry: phase 0 keeps for phase 1, across the global barrier, d at its first "
+                    "7 of 7 iterations per thread (4 elements each)");
+    /* NHWC: a column walk; x outgrows the shared memory, its first iterations are kept */
+    check_h100_plan(f, "examples/batchnorm_train.json",
+                    "carry: phase 0 keeps for phase 2, across the global barrier, x at its first "
+                    "25 of 96 iterations per thread (1 element each)");
+}
+
+/* Nothing to carry: a kernel without a global barrier (a layer norm's resident rows). */
+static void test_nothing_to_carry(void **state)
+{
+    Fixture *f = *state;
+    load(f, "examples/layernorm.json");
+    astitch_kernel_info k;
+    plan(f, "h100", true, &k);
+    assert_false(plan_text_has(f->p, "carry:"));
+}
+
+/* Runs x on `inputs` into freshly allocated outputs (one per graph output, *sizes their
+ * bytes); the caller frees them. */
+static void **run_outputs(astitch_graph *g, astitch_executable *x, const void *const *inputs,
+                          size_t *sizes)
+{
+    int n = astitch_graph_num_outputs(g);
+    void **out = calloc((size_t)n, sizeof *out);
+    assert_non_null(out);
+    for (int i = 0; i < n; i++) {
+        astitch_tensor_info t;
+        assert_int_equal(astitch_node_info(g, astitch_graph_output(g, i), &t), ASTITCH_OK);
+        sizes[i] = t.bytes;
+        out[i] = calloc(1, t.bytes ? t.bytes : 1);
+        assert_non_null(out[i]);
+    }
+    assert_int_equal(astitch_execute(x, inputs, out), ASTITCH_OK);
+    return out;
+}
+
+static astitch_executable *compile_host(astitch_graph *g, bool carry)
+{
+    astitch_compile_options o;
+    astitch_compile_options_default(&o);
+    o.target = ASTITCH_TARGET_HOST;
+    o.plan.carry = carry;
+    astitch_executable *x = NULL;
+    if (astitch_compile(g, &o, &x) != ASTITCH_OK)
+        fail_msg("compile: %s", astitch_last_error(astitch_graph_context(g)));
+    return x;
+}
+
+/* f->g's host plan carries `what`; on the host target, with the option, it matches the
+ * reference on fresh random inputs, and its outputs are bit for bit those without it. */
+static void check_host(Fixture *f, const char *what)
+{
+    astitch_kernel_info k;
+    astitch_plan *p = plan(f, "host", true, &k);
+    if (!plan_text_has(p, what)) {
+        char *text = NULL;
+        astitch_plan_text(p, &text);
+        fail_msg("no '%s' in\n%s", what, text);
+    }
+    uint64_t seed = diff_fresh_seed();
+    DiffRef *ref = NULL;
+    if (diff_ref_create(f->g, seed, false, &ref) != ASTITCH_OK)
+        fail_msg("seed %llu: %s", (unsigned long long)seed, astitch_last_error(f->ctx));
+    astitch_executable *on = compile_host(f->g, true), *off = compile_host(f->g, false);
+    DiffResult r;
+    assert_int_equal(diff_ref_check(ref, on, &r), ASTITCH_OK);
+    if (!r.ok)
+        fail_msg("seed %llu, carried: %s", (unsigned long long)seed, r.message);
+    int n = astitch_graph_num_outputs(f->g);
+    size_t *sizes = calloc((size_t)n, sizeof *sizes);
+    assert_non_null(sizes);
+    void **a = run_outputs(f->g, on, diff_ref_inputs(ref), sizes);
+    void **b = run_outputs(f->g, off, diff_ref_inputs(ref), sizes);
+    for (int i = 0; i < n; i++) {
+        if (memcmp(a[i], b[i], sizes[i]) != 0)
+            fail_msg("seed %llu: output %d differs with and without the carry",
+                     (unsigned long long)seed, i);
+        free(a[i]);
+        free(b[i]);
+    }
+    free(a);
+    free(b);
+    free(sizes);
+    astitch_executable_destroy(on);
+    astitch_executable_destroy(off);
+    diff_ref_destroy(ref);
+}
+
+/* A split row, one element per iteration, two carried values (x and the relu's gradient). */
+static void test_host_split_rows(void **state)
+{
+    Fixture *f = *state;
+    load(f, "bench/graphs/small/resnet50_train_bwd_relu_bn_small.json");
+    check_host(f, "x, d at its first 1 of 1 iterations per thread");
+}
+
+/* Long rows split across blocks in runs of 4, only the first iterations kept: the walk that
+ * reads them goes backwards over the others first. */
+static void test_host_row_runs_partial(void **state)
+{
+    Fixture *f = *state;
+    load(f, "bench/graphs/softmax_256k.json");
+    check_host(f, "logits at its first 31 of 256 iterations per thread (4 elements each)");
+}
+
+/* A column walk (NHWC), every iteration kept. */
+static void test_host_columns(void **state)
+{
+    Fixture *f = *state;
+    load(f, "bench/graphs/asr_feature_norm.json");
+    check_host(f, "fbank at its first 64 of 64 iterations per thread (1 element each)");
+}
+
+/* A column walk whose columns outgrow the shared memory: the first iterations kept. */
+static void test_host_columns_partial(void **state)
+{
+    Fixture *f = *state;
+    const int64_t dims[4] = {64, 32, 32, 16};
+    build_norm(f->g, dims, 3, ASTITCH_F32);
+    check_host(f, "carry: phase 0 keeps for phase 2, across the global barrier, x at its first");
+}
+
+/* bf16 activations NCHW: the carried x is kept as bf16, in runs of 8. */
+static void test_host_bf16_rows(void **state)
+{
+    Fixture *f = *state;
+    const int64_t dims[4] = {16, 4, 32, 32};
+    build_norm(f->g, dims, 1, ASTITCH_BF16);
+    check_host(f, "(8 elements each)");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        FIXTURE_TEST(test_h100_plans),
+        FIXTURE_TEST(test_nothing_to_carry),
+        FIXTURE_TEST(test_host_split_rows),
+        FIXTURE_TEST(test_host_row_runs_partial),
+        FIXTURE_TEST(test_host_columns),
+        FIXTURE_TEST(test_host_columns_partial),
+        FIXTURE_TEST(test_host_bf16_rows),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
