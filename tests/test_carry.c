@@ -3,7 +3,8 @@
  * lib/passes/carry.c, lib/codegen/emit_carry.c). On the H100 model the batch norms of the suite
  * carry what the plan says (the activation, or the masked gradient of a relu's backward),
  * within the shared memory their residency leaves free and never at the cost of a resident
- * block, and count the bytes they no longer read. On the host target, which runs the same
+ * block, and count the bytes they no longer read; a re-read the L2 holds is left alone, and
+ * the public view shows the CARRY buffers where the text plan says so. On the host target, which runs the same
  * kernels, graphs whose host plans carry every iteration or only the first ones (a streamed
  * row in 16-byte runs, a column walk, NCHW and NHWC, f32 and bf16) match the reference on
  * fresh random inputs, and their outputs are bit for bit those of the plan without the option.
@@ -144,6 +145,52 @@ static void test_nothing_to_carry(void **state)
     assert_false(plan_text_has(f->p, "carry:"));
 }
 
+/* CARRY buffers of kernel 0 of p through the public view: their count, each in the shared
+ * memory after the kernel's other buffers, alive from the keeping phase to the reading one. */
+static int carry_buffers(const astitch_plan *p, int from, int to)
+{
+    astitch_kernel_info k;
+    assert_int_equal(astitch_plan_kernel_info(p, 0, &k), ASTITCH_OK);
+    int n = 0;
+    for (int b = 0; b < k.num_buffers; b++) {
+        astitch_buffer_info bi;
+        assert_int_equal(astitch_plan_buffer_info(p, 0, b, &bi), ASTITCH_OK);
+        if (bi.kind != ASTITCH_BUFFER_CARRY)
+            continue;
+        n++;
+        assert_int_equal(bi.first_phase, from);
+        assert_int_equal(bi.last_phase, to);
+        assert_true(bi.offset % 16 == 0 && bi.offset + bi.bytes <= k.shared_bytes);
+        assert_false(bi.zero_init);
+    }
+    assert_string_equal(astitch_buffer_kind_name(ASTITCH_BUFFER_CARRY), "carry");
+    return n;
+}
+
+/* A re-read the L2 holds is left alone: softmax_32k's 4 MB of logits carry on a model that
+ * does not know its L2 (the host's, l2_bytes 0) and not on the H100's (50 MB); the buffers
+ * are what the plan text says. */
+static void test_small_rereads_left_alone(void **state)
+{
+    Fixture *f = *state;
+    load(f, "bench/graphs/softmax_32k.json");
+    astitch_plan_options o;
+    astitch_plan_options_default(&o);
+    astitch_device d = device("h100");
+    astitch_plan *p = fixture_plan(f, &d, &o);
+    assert_false(plan_text_has(p, "carry:"));
+    assert_int_equal(carry_buffers(p, 0, 1), 0);
+    d.l2_bytes = 0;
+    p = fixture_plan(f, &d, &o);
+    assert_true(plan_text_has(p, "carry: phase 0 keeps for phase 1, across the global barrier, "
+                                 "logits at its first 1 of 1 iterations per thread"));
+    assert_int_equal(carry_buffers(p, 0, 1), 1);
+    o.carry = false;
+    p = fixture_plan(f, &d, &o);
+    assert_int_equal(carry_buffers(p, 0, 1), 0);
+    assert_true(plan_text_has(p, ", carry off"));
+}
+
 /* Runs x on `inputs` into freshly allocated outputs (one per graph output, *sizes their
  * bytes); the caller frees them. */
 static void **run_outputs(astitch_graph *g, astitch_executable *x, const void *const *inputs,
@@ -263,6 +310,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         FIXTURE_TEST(test_h100_plans),
         FIXTURE_TEST(test_nothing_to_carry),
+        FIXTURE_TEST(test_small_rereads_left_alone),
         FIXTURE_TEST(test_host_split_rows),
         FIXTURE_TEST(test_host_row_runs_partial),
         FIXTURE_TEST(test_host_columns),
