@@ -154,7 +154,7 @@ static int64_t input_bytes(const astitch_graph *g, const PlanKernel *k, int32_t 
     return bytes;
 }
 
-/* The best set found so far. */
+/* The set chosen, and what the walk offers it. */
 typedef struct Choice {
     int32_t node[CARRY_SET_MAX];
     int n;
@@ -162,61 +162,53 @@ typedef struct Choice {
     double saved;          /* bytes per element saved, times the share of iterations kept */
 } Choice;
 
-astitch_status pass_carry(Planner *pl, PlanKernel *k)
+typedef struct Walks {
+    int32_t from, to;      /* phases; -1 when the kernel has no such pair */
+    int v;                 /* elements per iteration */
+    int64_t iterations;    /* the most one thread takes */
+    int64_t free_bytes;    /* shared bytes per block left for the carried values */
+    int64_t per_slot;      /* elements of one iteration of every thread of the block */
+} Walks;
+
+/* The first pair of walks of k that can carry (phase from, the first later phase to with the
+ * same walk after a global barrier), with the shared memory its residency leaves free. */
+static Walks find_walks(const astitch_plan *p, const PlanKernel *k)
 {
-    const astitch_plan *p = pl->p;
-    const astitch_graph *g = pl->g;
-    const astitch_device *d = &p->dev;
-    k->carry = (PlanCarry){.from = -1, .to = -1};
-    if (!p->opt.carry || !k->persistent || k->global_barriers == 0 || k->blocks_per_sm < 1)
-        return ASTITCH_OK;
-    int32_t a = -1, b = -1;
-    for (int32_t i = 0; i < k->nphase && b < 0; i++) {
+    Walks w = {.from = -1, .to = -1};
+    for (int32_t i = 0; i < k->nphase && w.to < 0; i++) {
         if (!walk_phase(k, i) || walk_vector(p, k, i) < 1)
             continue;
-        for (int32_t j = i + 1; j < k->nphase && b < 0; j++)
+        for (int32_t j = i + 1; j < k->nphase && w.to < 0; j++)
             if (walk_phase(k, j) && sched_map_equal(&k->phase[i].map, &k->phase[j].map) &&
                 barrier_between(k, i, j) && walk_vector(p, k, j) == walk_vector(p, k, i)) {
-                a = i;
-                b = j;
+                w.from = i;
+                w.to = j;
             }
     }
-    if (b < 0)
-        return ASTITCH_OK;
-    const astitch_mapping *m = &k->phase[a].map;
-    int v = walk_vector(p, k, a);
+    if (w.to < 0)
+        return w;
+    const astitch_device *d = &p->dev;
+    const astitch_mapping *m = &k->phase[w.from].map;
+    w.v = walk_vector(p, k, w.from);
     int64_t len = m->split > 1 ? m->split_len : m->row_len;
-    int64_t step = (int64_t)m->threads_per_row * v;
-    int64_t iterations = (len + step - 1) / step;
+    int64_t step = (int64_t)m->threads_per_row * w.v;
+    w.iterations = (len + step - 1) / step;
     int64_t per_block = d->shared_per_sm / k->blocks_per_sm - CARRY_SHARED_RESERVE;
     if (per_block > d->shared_per_block)
         per_block = d->shared_per_block;
-    int64_t base = align16(k->shared_bytes), free_bytes = per_block - base;
-    int64_t per_slot = (int64_t)m->block * v; /* elements of one slot of every thread */
-    if (free_bytes < per_slot)
-        return ASTITCH_OK;
+    w.free_bytes = per_block - align16(k->shared_bytes);
+    w.per_slot = (int64_t)m->block * w.v;
+    return w;
+}
 
-    Shape space = plan_mapping_space(m);
-    int64_t elements = shape_elements(&space);
-    bool *in_a = calloc((size_t)g->nnode, sizeof *in_a);
-    bool *in_b = calloc((size_t)g->nnode, sizeof *in_b);
-    bool *seen = calloc((size_t)g->nnode, sizeof *seen);
-    int32_t *stack = malloc(((size_t)g->nnode + 1) * sizeof *stack);
-    int32_t *visited = malloc(((size_t)g->nnode + 1) * sizeof *visited);
-    astitch_status st = ASTITCH_OK;
-    if (!in_a || !in_b || !seen || !stack || !visited) {
-        st = ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
-        goto out;
-    }
-    mark_at_element(g, k, a, &space, in_a, stack);
-    mark_at_element(g, k, b, &space, in_b, stack);
-    int32_t cand[CARRY_CANDIDATES_MAX];
-    int nc = 0;
-    for (int32_t x = 0; x < g->nnode && nc < CARRY_CANDIDATES_MAX; x++)
-        if (in_a[x] && in_b[x])
-            cand[nc++] = x;
-    int64_t reads = input_bytes(g, k, b, elements, NULL, 0, seen, stack, visited);
-    Choice best = {0};
+/* The set of one or two of the candidates (nc of them) that saves walk w.to the most bytes,
+ * into *best (n 0: none saves enough). */
+static void choose(const astitch_graph *g, const astitch_device *d, const PlanKernel *k,
+                   const Walks *w, const int32_t *cand, int nc, int64_t elements, bool *seen,
+                   int32_t *stack, int32_t *visited, Choice *best)
+{
+    *best = (Choice){0};
+    int64_t reads = input_bytes(g, k, w->to, elements, NULL, 0, seen, stack, visited);
     for (int i = 0; i < nc; i++)
         for (int j = i; j < nc; j++) { /* j == i: the one candidate alone */
             int32_t set[CARRY_SET_MAX] = {cand[i], cand[j]};
@@ -224,46 +216,79 @@ astitch_status pass_carry(Planner *pl, PlanKernel *k)
             int64_t bytes = 0;
             for (int s = 0; s < n; s++)
                 bytes += (int64_t)astitch_dtype_size(gnode(g, set[s])->dtype);
-            int64_t slots = (free_bytes - 16 * n) / (per_slot * bytes);
-            if (slots > iterations)
-                slots = iterations;
+            int64_t slots = (w->free_bytes - 16 * n) / (w->per_slot * bytes);
+            if (slots > w->iterations)
+                slots = w->iterations;
             if (slots < 1)
                 continue;
-            int64_t left = input_bytes(g, k, b, elements, set, n, seen, stack, visited);
-            double saved = (double)(reads - left) * (double)slots / (double)iterations;
+            int64_t left = input_bytes(g, k, w->to, elements, set, n, seen, stack, visited);
+            double saved = (double)(reads - left) * (double)slots / (double)w->iterations;
             if ((double)elements * saved < (double)(d->l2_bytes / CARRY_L2_SHARE))
                 continue;
-            if (saved > best.saved || (saved == best.saved && saved > 0 && bytes < best.bytes)) {
-                best = (Choice){.n = n, .slots = slots, .bytes = bytes, .saved = saved};
+            if (saved > best->saved || (saved == best->saved && saved > 0 && bytes < best->bytes)) {
+                *best = (Choice){.n = n, .slots = slots, .bytes = bytes, .saved = saved};
                 for (int s = 0; s < n; s++)
-                    best.node[s] = set[s];
+                    best->node[s] = set[s];
             }
         }
-    if (best.n == 0)
-        goto out;
+}
+
+/* A CARRY buffer per node of c after k's shared buffers, and k->carry; false when out of
+ * memory. */
+static bool add_buffers(const astitch_graph *g, PlanKernel *k, const Walks *w, const Choice *c)
+{
     int32_t cap = k->nbuf;
-    int64_t at = base;
-    for (int s = 0; s < best.n; s++) {
-        const Node *node = gnode(g, best.node[s]);
-        PlanBuffer buf = {.kind = ASTITCH_BUFFER_CARRY, .node = best.node[s],
-                          .dtype = node->dtype, .elements = best.slots * per_slot,
-                          .offset = at, .first_phase = a, .last_phase = b};
+    int64_t at = align16(k->shared_bytes);
+    for (int s = 0; s < c->n; s++) {
+        const Node *node = gnode(g, c->node[s]);
+        PlanBuffer buf = {.kind = ASTITCH_BUFFER_CARRY, .node = c->node[s],
+                          .dtype = node->dtype, .elements = c->slots * w->per_slot,
+                          .offset = at, .first_phase = w->from, .last_phase = w->to};
         buf.bytes = align16(buf.elements * (int64_t)astitch_dtype_size(node->dtype));
-        if (!ARRAY_RESERVE(k->buf, k->nbuf, cap, 8)) {
-            st = ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
-            goto out;
-        }
+        if (!ARRAY_RESERVE(k->buf, k->nbuf, cap, 8))
+            return false;
         k->buf[k->nbuf++] = buf;
         at += buf.bytes;
     }
     k->shared_bytes = at;
-    k->carry = (PlanCarry){.from = a, .to = b, .vector = v, .slots = best.slots,
-                           .iterations = iterations};
-out:
+    k->carry = (PlanCarry){.from = w->from, .to = w->to, .vector = w->v, .slots = c->slots,
+                           .iterations = w->iterations};
+    return true;
+}
+
+astitch_status pass_carry(Planner *pl, PlanKernel *k)
+{
+    const astitch_plan *p = pl->p;
+    const astitch_graph *g = pl->g;
+    k->carry = (PlanCarry){.from = -1, .to = -1};
+    if (!p->opt.carry || !k->persistent || k->global_barriers == 0 || k->blocks_per_sm < 1)
+        return ASTITCH_OK;
+    Walks w = find_walks(p, k);
+    if (w.to < 0 || w.free_bytes < w.per_slot)
+        return ASTITCH_OK;
+    Shape space = plan_mapping_space(&k->phase[w.from].map);
+    bool *in_a = calloc((size_t)g->nnode, sizeof *in_a);
+    bool *in_b = calloc((size_t)g->nnode, sizeof *in_b);
+    bool *seen = calloc((size_t)g->nnode, sizeof *seen);
+    int32_t *stack = malloc(((size_t)g->nnode + 1) * sizeof *stack);
+    int32_t *visited = malloc(((size_t)g->nnode + 1) * sizeof *visited);
+    bool ok = in_a && in_b && seen && stack && visited;
+    if (ok) {
+        mark_at_element(g, k, w.from, &space, in_a, stack);
+        mark_at_element(g, k, w.to, &space, in_b, stack);
+        int32_t cand[CARRY_CANDIDATES_MAX];
+        int nc = 0;
+        for (int32_t x = 0; x < g->nnode && nc < CARRY_CANDIDATES_MAX; x++)
+            if (in_a[x] && in_b[x])
+                cand[nc++] = x;
+        Choice best;
+        choose(g, &p->dev, k, &w, cand, nc, shape_elements(&space), seen, stack, visited, &best);
+        ok = best.n == 0 || add_buffers(g, k, &w, &best);
+    }
     free(in_a);
     free(in_b);
     free(seen);
     free(stack);
     free(visited);
-    return st;
+    return ok ? ASTITCH_OK : ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
 }
