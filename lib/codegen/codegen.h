@@ -227,6 +227,7 @@ void ptxas_report_free(PtxasReport *r); /* accepts NULL; leaves *r empty */
  *   emit.c         the module, each kernel's arguments and its phases in order
  *   emit_phase.c   a phase's thread-mapping loops and stores of its roots
  *   emit_reduce.c  a reduce phase: the lanes' walk over rows, their combine, the results
+ *   emit_combine.c the combine of a row's lanes: shuffles, shared memory across warps
  *   emit_column.c  the vector form of a column reduce phase: runs of adjacent rows per thread
  *   emit_row.c     the vector form of a streamed row reduce phase: runs of a row per lane
  *   emit_online.c  a streamed row's max and sum of exp(x - max) in one walk (online softmax)
@@ -477,6 +478,12 @@ void emit_space_index(Emit *e, const astitch_mapping *m, const Shape *space, LLV
  * where its thread takes enough of its row and reads few tensors per element (the rule and
  * its measurements: emit_reduce.c). */
 int emit_elements_per_iteration(Emit *e, const PlanPhase *p);
+/* Stores sum, the result of reduce root `root` at row `row` of mapping m, to its destinations
+ * (a split row: combined with the other split blocks', emit_split_store). */
+void emit_reduce_store(Emit *e, const astitch_mapping *m, int32_t root, LLVMValueRef row,
+                       LLVMValueRef sum);
+
+/* emit_combine.c */
 /* How emit_combine_lanes folds the values of a row's lanes: n of them at once (a reduce: one;
  * the online softmax's pair: two), value i kept through the REDUCE buffer of root[i] (its
  * accumulator dtype, emit_acc_dtype), combine folding in[0 .. n) into acc[0 .. n). */
@@ -486,7 +493,7 @@ struct LaneFold {
     int n;
     int32_t root[LANE_FOLD_MAX];
     LLVMValueRef identity[LANE_FOLD_MAX]; /* constants: what the other lanes end with */
-    astitch_reduce_kind kind;             /* of a single reduce (combine_reduce) */
+    astitch_reduce_kind kind;             /* of a single reduce (emit_combine_reduce) */
     astitch_dtype dtype;
     void (*combine)(Emit *e, const LaneFold *f, LLVMValueRef *acc, const LLVMValueRef *in);
 };
@@ -497,14 +504,14 @@ struct LaneFold {
  * between two block barriers). */
 void emit_combine_lanes(Emit *e, const astitch_mapping *m, const LaneFold *f, LLVMValueRef *val,
                         LLVMValueRef row_in_tile);
+/* Combines acc, reduce root's lane value, across the lanes of each row of m; the row's lane 0
+ * ends with the result (emit_combine_lanes). */
+LLVMValueRef emit_combine_reduce(Emit *e, const astitch_mapping *m, int32_t root,
+                                 LLVMValueRef acc, LLVMValueRef row_in_tile);
 /* Shuffles v (any register type) by xor mask across the warp. */
 LLVMValueRef emit_shfl_xor(Emit *e, LLVMValueRef v, int mask);
 /* The type reduction accumulators of dtype t are kept in: f32 for floats, else t. */
 astitch_dtype emit_acc_dtype(astitch_dtype t);
-/* Stores sum, the result of reduce root `root` at row `row` of mapping m, to its destinations
- * (a split row: combined with the other split blocks', emit_split_store). */
-void emit_reduce_store(Emit *e, const astitch_mapping *m, int32_t root, LLVMValueRef row,
-                       LLVMValueRef sum);
 
 /* emit_column.c */
 /* The roots of p at the run of v rows from row (a multiple of v) at reduced index j: each
