@@ -88,9 +88,7 @@ static void fold_runs(Emit *e, const PlanPhase *pm, const Shape *space, LLVMValu
 void emit_online(Emit *e, const PlanPhase *pm, const PlanPhase *ps, LLVMValueRef tile_iv)
 {
     const astitch_mapping *m = &pm->map;
-    Shape space = {.rank = m->rank};
-    for (int i = 0; i < m->rank; i++)
-        space.dim[i] = m->dims[i];
+    Shape space = plan_mapping_space(m);
     int32_t max = pm->root[0], sum = ps->root[0];
     int v = plan_row_vector(e->plan, e->k, pm);
     int tpr = m->threads_per_row, rpb = m->rows_per_block;

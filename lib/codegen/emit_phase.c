@@ -152,9 +152,7 @@ static bool same_elements(const Emit *e, int32_t n, const Shape *space)
 static void emit_elementwise(Emit *e, const PlanPhase *p)
 {
     const astitch_mapping *m = &p->map;
-    Shape space = {.rank = m->rank};
-    for (int i = 0; i < m->rank; i++)
-        space.dim[i] = m->dims[i];
+    Shape space = plan_mapping_space(m);
     int v = elementwise_vector(e, p, &space);
     int64_t step = (int64_t)m->rows_per_block * v;
     LLVMValueRef first = LLVMBuildMul(e->b, e->ctaid, ev_int(e, m->chunk), "");
@@ -232,9 +230,7 @@ static void emit_elementwise(Emit *e, const PlanPhase *p)
 static void emit_rows(Emit *e, const PlanPhase *p, const astitch_mapping *r, LLVMValueRef tile_iv)
 {
     const astitch_mapping *m = &p->map;
-    Shape space = {.rank = m->rank};
-    for (int i = 0; i < m->rank; i++)
-        space.dim[i] = m->dims[i];
+    Shape space = plan_mapping_space(m);
     LLVMValueRef in_chunk = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, tile_iv,
                                          ev_int(e, r->rows_per_block), ""), e->tid, "");
     LLVMValueRef row = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, e->ctaid, ev_int(e, m->chunk), ""),

@@ -293,9 +293,7 @@ void emit_reduce_store(Emit *e, const astitch_mapping *m, int32_t root, LLVMValu
 void emit_reduce(Emit *e, const PlanPhase *p, LLVMValueRef tile_iv)
 {
     const astitch_mapping *m = &p->map;
-    Shape space = {.rank = m->rank};
-    for (int i = 0; i < m->rank; i++)
-        space.dim[i] = m->dims[i];
+    Shape space = plan_mapping_space(m);
     bool column = m->kind == ASTITCH_MAP_COLUMN_REDUCE;
     int tpr = m->threads_per_row, rpb = m->rows_per_block;
     /* a column thread takes the run of v rows from row_in_tile, a row lane runs of v elements

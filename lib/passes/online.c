@@ -20,13 +20,8 @@ static bool row_reduce_of(const astitch_graph *g, int32_t n, astitch_reduce_kind
     if (r->op != ASTITCH_OP_REDUCE || r->attr.reduce != kind || r->dtype != ASTITCH_F32 ||
         r->attr.axes != m->reduce_axes)
         return false;
-    const Shape *s = &gnode(g, goperand(g, n, 0))->shape;
-    if (s->rank != m->rank)
-        return false;
-    for (int i = 0; i < m->rank; i++)
-        if (s->dim[i] != m->dims[i])
-            return false;
-    return true;
+    Shape space = plan_mapping_space(m);
+    return shape_equal(&gnode(g, goperand(g, n, 0))->shape, &space);
 }
 
 bool plan_online_pair(const astitch_plan *p, const PlanKernel *k, int32_t ph)
