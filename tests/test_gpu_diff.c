@@ -550,6 +550,66 @@ static astitch_graph *load_example(astitch_context *ctx, const char *name)
     return g;
 }
 
+/* The lean form (docs/codegen.md, *Targets*) on the GPU: with the switch force_lean every
+ * kernel whose grid must be resident loads in it, reports it, and matches the reference (four
+ * on the H100: the two batch norms of resnet50 and batchnorm_train, which carry values across
+ * their barrier, and fig7's split combine; batchnorm_train_small takes a block per tile and
+ * stays as it is). */
+static void test_lean_form(void **state)
+{
+    (void)state;
+    static const char *const files[] = {
+        "examples/batchnorm_train.json", "examples/fig7_subgraph.json",
+        "bench/graphs/small/batchnorm_train_small.json",
+        "bench/graphs/small/resnet50_train_fwd_bn_relu_small.json",
+        "bench/graphs/small/resnet50_train_bwd_relu_bn_small.json"};
+    const char *root = getenv("ASTITCH_SOURCE_ROOT");
+    int lean = 0, failures = 0;
+    for (size_t f = 0; f < sizeof files / sizeof *files && !context_lost; f++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", root ? root : ".", files[f]);
+        astitch_context *ctx;
+        astitch_graph *g;
+        assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
+        if (astitch_graph_load_json(ctx, path, &g) != ASTITCH_OK)
+            fail_msg("%s: %s", path, astitch_last_error(ctx));
+        DiffRef *d;
+        if (diff_ref_create(g, 5, true, &d) != ASTITCH_OK)
+            fail_msg("%s: reference: %s", path, astitch_last_error(ctx));
+        assert_int_equal(astitch_context_set_option(ctx, "force_lean", "1"), ASTITCH_OK);
+        astitch_compile_options o;
+        astitch_compile_options_default(&o);
+        o.target = ASTITCH_TARGET_CUDA;
+        astitch_executable *x;
+        if (astitch_compile(g, &o, &x) != ASTITCH_OK)
+            fail_msg("%s: compile: %s", path, astitch_last_error(ctx));
+        const astitch_plan *p = astitch_executable_plan(x);
+        for (int k = 0; k < astitch_plan_num_kernels(p); k++) {
+            astitch_kernel_info info;
+            astitch_loaded_kernel lk;
+            assert_int_equal(astitch_plan_kernel_info(p, k, &info), ASTITCH_OK);
+            assert_int_equal(astitch_executable_loaded_kernel(x, k, &lk), ASTITCH_OK);
+            bool resident = info.persistent || info.global_barriers > 0;
+            assert_true(lk.lean == resident);
+            lean += lk.lean;
+        }
+        DiffResult r = {.ok = false};
+        if (diff_ref_check(d, x, &r) != ASTITCH_OK || !r.ok) {
+            printf("FAIL %s (lean): %s\n", files[f], r.ok ? astitch_last_error(ctx) : r.message);
+            failures++;
+        }
+        astitch_executable_destroy(x);
+        diff_ref_destroy(d);
+        astitch_graph_destroy(g);
+        astitch_context_destroy(ctx);
+    }
+    printf("lean form: %zu graphs, %d kernels lean, %d failures\n",
+           sizeof files / sizeof *files, lean, failures);
+    assert_false(context_lost);
+    assert_true(lean >= 4);
+    assert_int_equal(failures, 0);
+}
+
 /* Graphs compiled with caller_workspace run through astitch_execute_device_workspace on a
  * workspace the test allocates and fills with all-ones bits first (whatever a run needs
  * initialized it must initialize itself), first plainly, then captured into a CUDA graph and
@@ -856,6 +916,7 @@ int main(void)
         cmocka_unit_test(test_caller_workspace),
         cmocka_unit_test(test_graph_capture_compute_op),
         cmocka_unit_test(test_view_outputs),
+        cmocka_unit_test(test_lean_form),
         cmocka_unit_test(test_random_graphs),
     };
     /* a shard runs its random graphs; shard 0 also the split combines */

@@ -794,6 +794,11 @@ static void test_context_options(void **state)
     assert_true(config_host_compute(&ctx->config));
     assert_int_equal(astitch_context_set_option(ctx, "host_compute", "0"), ASTITCH_OK);
     assert_false(config_host_compute(&ctx->config));
+    assert_false(config_force_lean(&ctx->config));
+    assert_int_equal(astitch_context_set_option(ctx, "force_lean", "1"), ASTITCH_OK);
+    assert_true(config_force_lean(&ctx->config));
+    assert_int_equal(astitch_context_set_option(ctx, "force_lean", NULL), ASTITCH_OK);
+    assert_false(config_force_lean(&ctx->config));
     assert_int_equal(astitch_context_set_option(ctx, "dump_plan", "after:memory"), ASTITCH_OK);
     assert_string_equal(config_dump_plan(&ctx->config), "after:memory");
     assert_int_equal(astitch_context_set_option(ctx, "dump_plan", "0"), ASTITCH_OK);
@@ -806,7 +811,8 @@ static void test_context_options(void **state)
     assert_false(config_cache_dir(&ctx->config, dir, sizeof dir));
     assert_int_equal(astitch_context_set_option(ctx, "ASTITCH_CACHE", "0"), ASTITCH_ERR_ARGUMENT);
     assert_non_null(strstr(astitch_last_error(ctx), "no switch named 'ASTITCH_CACHE'"));
-    assert_non_null(strstr(astitch_last_error(ctx), "dump_plan, force_parts, cache, cache_dir, host_compute"));
+    assert_non_null(strstr(astitch_last_error(ctx),
+                           "dump_plan, force_parts, cache, cache_dir, host_compute, force_lean"));
     assert_int_equal(astitch_context_set_option(ctx, NULL, "1"), ASTITCH_ERR_ARGUMENT);
     assert_int_equal(astitch_context_set_option(NULL, "cache", "1"), ASTITCH_ERR_ARGUMENT);
     assert_null(astitch_context_option(ctx, "nothing"));

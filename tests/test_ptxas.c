@@ -234,6 +234,98 @@ static void test_libdevice_pieces(void **state)
     astitch_context_destroy(ctx);
 }
 
+/* The spills of kernel `name` in ptx, by ptxas (-1 when it fails or misses the kernel). */
+static int spill_bytes(astitch_context *ctx, const char *ptx, const char *name)
+{
+    PtxasReport r = {0};
+    int bytes = -1;
+    if (ptxas_run(ctx, ptx, 90, &r) == ASTITCH_OK) {
+        const PtxasKernel *a = ptxas_kernel(&r, name);
+        bytes = a ? a->spill_store_bytes + a->spill_load_bytes : -1;
+    }
+    ptxas_report_free(&r);
+    return bytes;
+}
+
+/* The suite's graphs and the examples as the cuda runtime loads them (exec_cuda.c,
+ * lean_spills): a kernel whose grid must be resident and that spills at its bound is compiled
+ * again in its lean form, which must not spill. A kernel of a block per tile that spills gets a
+ * higher bound instead (not checked here). */
+static void test_resident_lean(void **state)
+{
+    (void)state;
+    const char *root = getenv("ASTITCH_SOURCE_ROOT");
+    const char *dirs[] = {"bench/graphs", "examples"};
+    int graphs = 0, resident = 0, lean = 0, failures = 0;
+    astitch_device dev;
+    astitch_device_builtin("h100", &dev);
+    for (int di = 0; di < 2; di++) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s/%s", root ? root : ".", dirs[di]);
+        DIR *d = opendir(dir);
+        assert_non_null(d);
+        struct dirent *ent;
+        while ((ent = readdir(d))) {
+            size_t n = strlen(ent->d_name);
+            if (n < 6 || strcmp(ent->d_name + n - 5, ".json") != 0)
+                continue;
+            char path[8192];
+            snprintf(path, sizeof path, "%s/%s", dir, ent->d_name);
+            astitch_context *ctx;
+            astitch_graph *g;
+            astitch_plan *p = NULL;
+            astitch_plan_options po;
+            astitch_plan_options_default(&po);
+            char *ptx = NULL;
+            assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
+            if (astitch_graph_load_json(ctx, path, &g) != ASTITCH_OK ||
+                astitch_plan_create(g, &dev, &po, &p) != ASTITCH_OK ||
+                compile_ptx(ctx, p, 90, false, &ptx) != ASTITCH_OK)
+                fail_msg("%s: %s", path, astitch_last_error(ctx));
+            graphs++;
+            bool *want = calloc((size_t)p->nkernel + 1, sizeof *want), any = false;
+            assert_non_null(want);
+            for (int k = 0; k < p->nkernel; k++) {
+                char name[64];
+                compile_kernel_name(p, k, -1, name, sizeof name);
+                assert_false(compile_ptx_is_lean(ptx, name));
+                if (!p->kernel[k].persistent && p->kernel[k].global_barriers == 0)
+                    continue;
+                resident++;
+                any |= want[k] = spill_bytes(ctx, ptx, name) != 0;
+            }
+            char *leaner = NULL;
+            if (any && compile_ptx_lean(ctx, p, 90, want, &leaner) != ASTITCH_OK)
+                fail_msg("%s: lean: %s", path, astitch_last_error(ctx));
+            for (int k = 0; any && k < p->nkernel; k++) {
+                char name[64];
+                compile_kernel_name(p, k, -1, name, sizeof name);
+                assert_true(compile_ptx_is_lean(leaner, name) == want[k]);
+                if (!want[k])
+                    continue;
+                lean++;
+                int bytes = spill_bytes(ctx, leaner, name);
+                if (bytes != 0) {
+                    printf("FAIL %s kernel %s: lean form spills %d bytes\n", ent->d_name, name,
+                           bytes);
+                    failures++;
+                }
+            }
+            free(leaner);
+            free(want);
+            free(ptx);
+            astitch_plan_destroy(p);
+            astitch_graph_destroy(g);
+            astitch_context_destroy(ctx);
+        }
+        closedir(d);
+    }
+    printf("resident kernels: %d graphs, %d kernels with a resident grid, %d spilled and went "
+           "lean, %d failures\n", graphs, resident, lean, failures);
+    assert_true(graphs >= 50 && resident > 0);
+    assert_int_equal(failures, 0);
+}
+
 int main(void)
 {
     char *ptxas = ptxas_find();
@@ -247,6 +339,7 @@ int main(void)
         cmocka_unit_test(test_libdevice_pieces),
         cmocka_unit_test(test_examples),
         cmocka_unit_test(test_random_graphs),
+        cmocka_unit_test(test_resident_lean),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

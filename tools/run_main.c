@@ -274,6 +274,10 @@ static void note_loaded_kernels(const astitch_executable *x)
             fprintf(stderr, "astitch-run: note: kernel %s spilled at the planned %d registers; "
                             "runs with a bound of %d (%d used, %d blocks per SM)\n",
                     info.name, lk.planned_bound, lk.bound, lk.regs, lk.blocks_per_sm);
+        if (lk.lean)
+            fprintf(stderr, "astitch-run: note: kernel %s spilled at its %d registers, which "
+                            "its resident grid needs; runs in its lean form (one element per "
+                            "iteration)\n", info.name, lk.bound);
         if (lk.local_bytes > 0)
             fprintf(stderr, "astitch-run: note: kernel %s spills %ld bytes per thread at %d "
                             "registers\n", info.name, lk.local_bytes, lk.regs);

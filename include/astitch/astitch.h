@@ -114,6 +114,8 @@ ASTITCH_API void astitch_context_destroy(astitch_context *ctx);
  *   "host_compute" "1": on the cuda target every compute op (dot, custom) runs on the host
  *                  through the reference interpreter and cuBLASLt is never opened; else the
  *                  dots cuBLASLt can take run on the GPU (docs/codegen.md, *Compute ops*)
+ *   "force_lean"   "1": on the cuda target every kernel whose grid must be resident runs in
+ *                  its lean form, as one that spills does (docs/codegen.md, *Targets*)
  * ASTITCH_ERR_ARGUMENT (naming the switches) for another name, ASTITCH_ERR_MEMORY. */
 ASTITCH_API astitch_status astitch_context_set_option(astitch_context *ctx, const char *name,
                                                       const char *value);

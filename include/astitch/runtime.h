@@ -118,13 +118,16 @@ ASTITCH_API astitch_status astitch_executable_variant(const astitch_executable *
 
 /* What the cuda target loaded for kernel k of x's plan. The plan's register bound is an
  * assumption: a kernel of a block per tile whose compiled form spills at it is loaded again with
- * a higher bound (docs/codegen.md, *Targets*), and `bound` says which one it runs with. */
+ * a higher bound, and `bound` says which one it runs with; a kernel whose grid must be resident
+ * (persistent, or with global barriers) keeps its bound and is emitted again in its lean form
+ * instead, one element per iteration of its walks (docs/codegen.md, *Targets*). */
 typedef struct astitch_loaded_kernel {
     int regs;           /* registers per thread, as compiled */
     int bound;          /* the register bound it was compiled with (the plan's, or relaxed) */
     int planned_bound;  /* the plan's (astitch_kernel_info.regs) */
     long local_bytes;   /* local memory per thread (spills): 0 unless even the last bound spilled */
     int blocks_per_sm;  /* resident blocks per SM at that register count */
+    bool lean;          /* emitted in its lean form, since the first form spilled */
 } astitch_loaded_kernel;
 
 /* Fills *out for kernel k of a cuda executable. ASTITCH_ERR_ARGUMENT for a NULL argument or a

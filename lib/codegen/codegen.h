@@ -253,6 +253,8 @@ typedef struct EmitOptions {
                                * cvt.rn.bf16.f32); else by integer arithmetic, same rounding */
     int64_t spill_gap;        /* parts form: bytes left free before each SHARED buffer kept in
                                * scratch (the host's redzones between them); 0 on NVPTX */
+    const bool *lean;         /* per kernel, or NULL for none: its walks take one element (or
+                               * run) per iteration, never a group (compile_ptx_lean) */
 } EmitOptions;
 
 /* The argument list of kernel k of plan p, as emitted: its input tensors (plan order), its

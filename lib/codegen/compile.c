@@ -1,5 +1,6 @@
 /* compile.c: plans to runnable code: emission (emit.c) followed by a lowering (host or NVPTX).
  * Each call uses its own LLVM context, so separate graphs compile independently. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,8 +97,38 @@ void host_kernels_destroy(HostKernels *hk)
     free(hk);
 }
 
-astitch_status compile_ptx(astitch_context *ctx, const astitch_plan *p, int sm, bool as_parts,
-                           char **ptx)
+/* The line that marks kernel `name` lean in PTX text (a comment to ptxas). */
+static int lean_mark(char *buf, size_t len, const char *name)
+{
+    return snprintf(buf, len, "\n// astitch lean %s\n", name);
+}
+
+/* ptx with a mark appended for every kernel k with lean[k] (ptx is consumed). */
+static astitch_status mark_lean(astitch_context *ctx, const astitch_plan *p, const bool *lean,
+                                char **ptx)
+{
+    size_t len = strlen(*ptx), more = 0;
+    char name[64], line[128];
+    for (int k = 0; k < p->nkernel; k++)
+        if (lean[k])
+            more += (size_t)lean_mark(line, sizeof line,
+                                      emit_kernel_name(p, k, -1, name, sizeof name));
+    char *out = realloc(*ptx, len + more + 1);
+    if (!out) {
+        free(*ptx);
+        *ptx = NULL;
+        return ctx_fail(ctx, ASTITCH_ERR_MEMORY, "out of memory");
+    }
+    for (int k = 0; k < p->nkernel; k++)
+        if (lean[k])
+            len += (size_t)lean_mark(out + len, sizeof line,
+                                     emit_kernel_name(p, k, -1, name, sizeof name));
+    *ptx = out;
+    return ASTITCH_OK;
+}
+
+static astitch_status lower_ptx(astitch_context *ctx, const astitch_plan *p, int sm,
+                                bool as_parts, const bool *lean, char **ptx)
 {
     *ptx = NULL;
     int nfn = 0;
@@ -105,7 +136,7 @@ astitch_status compile_ptx(astitch_context *ctx, const astitch_plan *p, int sm, 
         nfn += as_parts ? emit_kernel_num_parts(p, k) : 1;
     LLVMContextRef c = LLVMContextCreate();
     EmitOptions o = {.const_addrspace = 1, .as_parts = as_parts, .tensor_align = COMPILE_TENSOR_ALIGN,
-                     .native_bf16 = (sm ? sm : 90) >= 80};
+                     .native_bf16 = (sm ? sm : 90) >= 80, .lean = lean};
     LLVMModuleRef m;
     astitch_status s = emit_plan(ctx, p, c, &o, &m);
     NvptxKernel *ks = calloc((size_t)nfn + 1, sizeof *ks);
@@ -131,7 +162,28 @@ astitch_status compile_ptx(astitch_context *ctx, const astitch_plan *p, int sm, 
     free(ks);
     free(names);
     LLVMContextDispose(c);
+    if (s == ASTITCH_OK && lean)
+        s = mark_lean(ctx, p, lean, ptx);
     return s;
+}
+
+astitch_status compile_ptx(astitch_context *ctx, const astitch_plan *p, int sm, bool as_parts,
+                           char **ptx)
+{
+    return lower_ptx(ctx, p, sm, as_parts, NULL, ptx);
+}
+
+astitch_status compile_ptx_lean(astitch_context *ctx, const astitch_plan *p, int sm,
+                                const bool *lean, char **ptx)
+{
+    return lower_ptx(ctx, p, sm, false, lean, ptx);
+}
+
+bool compile_ptx_is_lean(const char *ptx, const char *name)
+{
+    char line[128];
+    lean_mark(line, sizeof line, name);
+    return strstr(ptx, line) != NULL;
 }
 
 /* Where the number of kernel name's .maxnreg directive starts in ptx, or NULL. */

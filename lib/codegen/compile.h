@@ -55,6 +55,15 @@ void host_kernels_destroy(HostKernels *hk); /* accepts NULL */
 astitch_status compile_ptx(astitch_context *ctx, const astitch_plan *p, int sm, bool as_parts,
                            char **ptx);
 
+/* As compile_ptx (whole kernels), with kernel k in its lean form where lean[k]: every walk of
+ * its elements takes one element, or one run, per iteration instead of a group of them, the
+ * form that keeps the fewest values live. For a kernel that spills at a register bound its
+ * launch cannot leave (a grid that must be resident). The PTX marks each lean kernel. */
+astitch_status compile_ptx_lean(astitch_context *ctx, const astitch_plan *p, int sm,
+                                const bool *lean, char **ptx);
+/* Whether kernel `name` of PTX text ptx (from compile_ptx_lean) is in its lean form. */
+bool compile_ptx_is_lean(const char *ptx, const char *name);
+
 /* A copy of PTX text ptx (from compile_ptx) in which kernel `name` is bounded to `regs`
  * registers per thread (its .maxnreg directive rewritten): malloc'd, or NULL when the kernel
  * or its directive is not there or memory runs out. */

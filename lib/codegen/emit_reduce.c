@@ -90,6 +90,8 @@ static int element_loads(const Emit *e, const PlanPhase *p, int32_t n, bool *see
 
 int emit_elements_per_iteration(Emit *e, const PlanPhase *p)
 {
+    if (e->opt.lean && e->opt.lean[e->k - e->plan->kernel])
+        return 1;
     if (p->map.kind != ASTITCH_MAP_COLUMN_REDUCE &&
         astitch_mapping_elements_per_thread(&p->map) < ROW_UNROLL_MIN_ELEMENTS)
         return 1;
@@ -262,6 +264,14 @@ static void walk_elements(Emit *e, const PlanPhase *p, const Shape *space, LLVMV
     }
     e->carry_start = start;
     e->carry_step = tpr;
+    if (e->k->carry.slots >= e->k->carry.iterations) {
+        /* every iteration kept: one loop, none for the others (it would never run) */
+        e->carry_mode = carry;
+        walk_range(e, p, space, row, v, unroll, lo, hi, unit, last, tpr, step, nacc, nred, red,
+                   init, acc, next);
+        e->carry_mode = CARRY_NONE;
+        return;
+    }
     LLVMValueRef slots = ev_int(e, e->k->carry.slots);
     LLVMValueRef kept = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSLT, n, slots, ""), n,
                                         slots, "kept");

@@ -12,6 +12,7 @@ static const char *const names[CONFIG_SWITCHES][2] = {
     [CONFIG_CACHE] = {"cache", "ASTITCH_CACHE"},
     [CONFIG_CACHE_DIR] = {"cache_dir", "ASTITCH_CACHE_DIR"},
     [CONFIG_HOST_COMPUTE] = {"host_compute", "ASTITCH_HOST_COMPUTE"},
+    [CONFIG_FORCE_LEAN] = {"force_lean", "ASTITCH_FORCE_LEAN"},
 };
 
 /* True for a value that switches a flag off: empty, "0" or "off". */
@@ -92,6 +93,8 @@ static const char *switch_set(const Config *c, ConfigSwitch s)
 const char *config_dump_plan(const Config *c) { return switch_set(c, CONFIG_DUMP_PLAN); }
 
 bool config_force_parts(const Config *c) { return switch_set(c, CONFIG_FORCE_PARTS) != NULL; }
+
+bool config_force_lean(const Config *c) { return switch_set(c, CONFIG_FORCE_LEAN) != NULL; }
 
 bool config_host_compute(const Config *c) { return switch_set(c, CONFIG_HOST_COMPUTE) != NULL; }
 

@@ -11,6 +11,9 @@
  *   ASTITCH_FORCE_PARTS  (force_parts) runtime: every kernel with global barriers runs as its
  *                        parts, as when its blocks cannot all be resident; unset, empty or
  *                        "0": off
+ *   ASTITCH_FORCE_LEAN   (force_lean) runtime: every kernel whose grid must be resident runs
+ *                        in its lean form, as when it spills (docs/codegen.md, *Targets*);
+ *                        unset, empty or "0": off
  *   ASTITCH_CACHE        (cache) "0" or "off": no compile cache (memory or disk)
  *   ASTITCH_CACHE_DIR    (cache_dir) the disk cache's directory; empty, "0" or "off": no disk
  *                        cache; unset: $XDG_CACHE_HOME/astitch (an absolute XDG_CACHE_HOME),
@@ -45,6 +48,7 @@ typedef enum ConfigSwitch {
     CONFIG_CACHE,
     CONFIG_CACHE_DIR,
     CONFIG_HOST_COMPUTE,
+    CONFIG_FORCE_LEAN,
     CONFIG_SWITCHES
 } ConfigSwitch;
 
@@ -68,6 +72,7 @@ bool config_set(Config *c, ConfigSwitch sw, const char *value);
 /* dump_plan's value when it asks for a dump, else NULL. */
 const char *config_dump_plan(const Config *c);
 bool config_force_parts(const Config *c);
+bool config_force_lean(const Config *c);
 bool config_host_compute(const Config *c);
 bool config_cache_on(const Config *c);
 /* Writes the disk cache's directory into dir (len bytes); false when the disk cache is off, no

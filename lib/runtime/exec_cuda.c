@@ -28,6 +28,7 @@ struct ExecCuda {
     CudaModule *parts_mod;  /* parts of the kernels that need the fallback, or NULL */
     CudaKernel *kern;       /* per plan kernel */
     int *bound;             /* per plan kernel: the register bound its PTX was loaded with */
+    bool *lean;             /* per plan kernel: loaded in its lean form (compile_ptx_lean) */
     bool *as_parts;            /* per plan kernel: runs as parts */
     CudaKernel **part;      /* per plan kernel run as parts: its parts */
     int nkernel;
@@ -87,6 +88,7 @@ void exec_cuda_close(ExecCuda *c)
     free(c->io);
     free(c->kern);
     free(c->bound);
+    free(c->lean);
     free(c->as_parts);
     cuda_device_close(c->dev);
     free(c);
@@ -143,6 +145,7 @@ static astitch_status load_whole(astitch_executable *x, ExecCuda *c, const char 
         s = cuda_kernel_get(x->ctx, c->mod, name, p->kernel[k].block,
                             (size_t)p->kernel[k].shared_bytes, &c->kern[k]);
         c->bound[k] = compile_ptx_maxnreg(ptx, name);
+        c->lean[k] = compile_ptx_is_lean(ptx, name);
     }
     return s;
 }
@@ -195,6 +198,34 @@ static astitch_status relax_spills(astitch_executable *x, ExecCuda *c, char **pt
     return ASTITCH_OK;
 }
 
+/* A kernel that spills at a bound it cannot leave (persistent, or with grid barriers: its grid
+ * counts on the planned residency), or with `force` any such kernel, is emitted again in its
+ * lean form, and the module loaded again, once. *ptx becomes the PTX loaded; *changed says
+ * whether it differs. */
+static astitch_status lean_spills(astitch_executable *x, ExecCuda *c, int sm, bool force,
+                                  char **ptx, bool *changed)
+{
+    const astitch_plan *p = x->plan;
+    bool *lean = calloc((size_t)p->nkernel + 1, sizeof *lean), any = false;
+    if (!lean)
+        return ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory");
+    for (int k = 0; k < p->nkernel; k++) {
+        const PlanKernel *pk = &p->kernel[k];
+        lean[k] = c->lean[k] || ((pk->persistent || pk->global_barriers > 0) &&
+                                 (force || c->kern[k].local_bytes > 0));
+        any |= lean[k] && !c->lean[k];
+    }
+    char *next = NULL;
+    astitch_status s = any ? compile_ptx_lean(x->ctx, p, sm, lean, &next) : ASTITCH_OK;
+    free(lean);
+    if (s != ASTITCH_OK || !any)
+        return s;
+    free(*ptx);
+    *ptx = next;
+    *changed = true;
+    return load_whole(x, c, *ptx);
+}
+
 void exec_cuda_loaded_kernel(const astitch_executable *x, int k, astitch_loaded_kernel *out)
 {
     const ExecCuda *c = x->cuda;
@@ -202,7 +233,7 @@ void exec_cuda_loaded_kernel(const astitch_executable *x, int k, astitch_loaded_
     *out = (astitch_loaded_kernel){.regs = ck->regs, .bound = c->bound[k],
                                    .planned_bound = x->plan->kernel[k].regs,
                                    .local_bytes = (long)ck->local_bytes,
-                                   .blocks_per_sm = ck->blocks_per_sm};
+                                   .blocks_per_sm = ck->blocks_per_sm, .lean = c->lean[k]};
 }
 
 astitch_status exec_cuda_prepare(astitch_executable *x)
@@ -216,7 +247,8 @@ astitch_status exec_cuda_prepare(astitch_executable *x)
     c->as_parts = calloc((size_t)p->nkernel + 1, sizeof *c->as_parts);
     c->part = calloc((size_t)p->nkernel + 1, sizeof *c->part);
     c->bound = calloc((size_t)p->nkernel + 1, sizeof *c->bound);
-    if (!c->kern || !c->as_parts || !c->part || !c->bound) {
+    c->lean = calloc((size_t)p->nkernel + 1, sizeof *c->lean);
+    if (!c->kern || !c->as_parts || !c->part || !c->bound || !c->lean) {
         s = ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory");
         goto out;
     }
@@ -228,9 +260,13 @@ astitch_status exec_cuda_prepare(astitch_executable *x)
         goto out;
     s = load_whole(x, c, ptx);
     bool relaxed = false;
+    bool force_lean = config_force_lean(&x->ctx->config);
+    if (s == ASTITCH_OK)
+        s = lean_spills(x, c, sm, force_lean, &ptx, &relaxed);
     if (s == ASTITCH_OK)
         s = relax_spills(x, c, &ptx, &relaxed);
-    if (s == ASTITCH_OK && relaxed) /* the next compile of this plan loads the relaxed PTX */
+    /* the next compile of this plan loads the relaxed or lean PTX (not a forced lean form) */
+    if (s == ASTITCH_OK && relaxed && !force_lean)
         compile_cache_replace(p, sm, false, ptx);
     free(ptx);
     bool any_parts = false;
