@@ -176,6 +176,97 @@ static void test_cross_entropy_one_read(void **state)
     check_host_values(f->g);
 }
 
+/* The lanes per row of op `name`'s phase in plan p of g. */
+static int lanes_of(const astitch_plan *p, const astitch_graph *g, const char *name)
+{
+    astitch_op_info o = op_info(p, g, name);
+    astitch_phase_info ph;
+    assert_int_equal(astitch_plan_phase_info(p, o.kernel, o.phase, &ph), ASTITCH_OK);
+    return ph.mapping.threads_per_row;
+}
+
+/* A cross-entropy over [rows, vocab] logits without label smoothing (the suite's Llama-2 loss):
+ * max, the sum of exponentials, log-sum-exp and the target's logit. */
+static astitch_graph *hard_cross_entropy(astitch_context *ctx, int64_t rows, int64_t vocab)
+{
+    astitch_graph *g;
+    assert_int_equal(astitch_graph_create(ctx, &g), ASTITCH_OK);
+    int64_t s[2] = {rows, vocab}, last = 1, keep = 0, all = 0;
+    astitch_node x = astitch_parameter(g, "logits", ASTITCH_F32, 2, s);
+    astitch_node t = astitch_parameter(g, "target", ASTITCH_I32, 1, &rows);
+    astitch_node m = named(g, astitch_reduce(g, ASTITCH_REDUCE_MAX, x, 1, &last), "max");
+    astitch_node e = astitch_unary(g, ASTITCH_OP_EXP, astitch_binary(g, ASTITCH_OP_SUB, x,
+                                   astitch_broadcast_in_dim(g, m, 2, s, &keep)));
+    astitch_node se = astitch_reduce(g, ASTITCH_REDUCE_SUM, e, 1, &last);
+    astitch_node lse = named(g, astitch_binary(g, ASTITCH_OP_ADD,
+                                               astitch_unary(g, ASTITCH_OP_LOG, se), m), "lse");
+    astitch_node hit = astitch_binary(g, ASTITCH_OP_EQ, astitch_iota(g, ASTITCH_I32, 2, s, 1),
+                                      astitch_broadcast_in_dim(g, t, 2, s, &keep));
+    astitch_node picked = astitch_reduce(g, ASTITCH_REDUCE_SUM,
+                                         astitch_select(g, hit, x, scalar(g, ASTITCH_F32, 0, 2, s)),
+                                         1, &last);
+    astitch_node loss = astitch_binary(
+        g, ASTITCH_OP_DIV,
+        astitch_reduce(g, ASTITCH_REDUCE_SUM, astitch_binary(g, ASTITCH_OP_SUB, lse, picked), 1,
+                       &all),
+        constant(g, (double)rows));
+    assert_int_equal(astitch_add_output(g, named(g, loss, "loss")), ASTITCH_OK);
+    assert_int_equal(astitch_add_output(g, lse), ASTITCH_OK);
+    return g;
+}
+
+static astitch_plan *plan_on(astitch_graph *g, const char *device, bool online)
+{
+    astitch_device d;
+    assert_int_equal(astitch_device_builtin(device, &d), ASTITCH_OK);
+    astitch_plan_options o;
+    astitch_plan_options_default(&o);
+    o.online_softmax = online;
+    astitch_plan *p = NULL;
+    if (astitch_plan_create(g, &d, &o, &p) != ASTITCH_OK)
+        fail_msg("%s", astitch_last_error(astitch_graph_context(g)));
+    return p;
+}
+
+/* A streamed row takes a warp where the rows give at least half the warps of a wave one each
+ * and its tile run walks it once (lib/passes/mapping.c, STREAM_WARP_SHARE,
+ * mapping_stream_rewalks): a Llama-2 batch of 4096 tokens over its 32000 logits on the H100,
+ * 16 rows a block, no block barrier between rows. A block's lanes each where the run walks the
+ * rows twice (the online form off; label smoothing, whose sum of the logits shares the max's
+ * walk) and the rows of a wave's warps outgrow the L2, and where 512 rows leave most warps
+ * without one. The values on the host, whose model has few SMs, come from the warp-per-row
+ * form (512 rows of 16384 there). */
+static void test_streamed_rows_take_a_warp(void **state)
+{
+    Fixture *f = *state;
+    astitch_context *ctx = astitch_graph_context(f->g);
+    astitch_graph *big = hard_cross_entropy(ctx, 4096, 32000);
+    astitch_plan *p = plan_on(big, "h100", true);
+    assert_int_equal(lanes_of(p, big, "max"), 32);
+    astitch_phase_info ph;
+    astitch_op_info mx = op_info(p, big, "max");
+    assert_int_equal(astitch_plan_phase_info(p, mx.kernel, mx.phase, &ph), ASTITCH_OK);
+    assert_int_equal(ph.mapping.rows_per_block * 32, ph.mapping.block);
+    astitch_plan_destroy(p);
+    p = plan_on(big, "h100", false);
+    assert_true(lanes_of(p, big, "max") > 32);
+    astitch_plan_destroy(p);
+    astitch_graph_destroy(big);
+
+    build_cross_entropy(f->g, 4096, 32000);
+    assert_true(lanes_of(plan(f), f->g, "max") > 32);
+
+    astitch_graph *small = hard_cross_entropy(ctx, 512, 16384);
+    p = plan_on(small, "h100", true);
+    assert_true(lanes_of(p, small, "max") > 32);
+    astitch_plan_destroy(p);
+    p = plan_on(small, "host", true);
+    assert_int_equal(lanes_of(p, small, "max"), 32);
+    astitch_plan_destroy(p);
+    check_host_values(small);
+    astitch_graph_destroy(small);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -183,6 +274,7 @@ int main(void)
         FIXTURE_TEST(test_per_sample_factor_spreads),
         FIXTURE_TEST(test_scale_from_reduction_made_once),
         FIXTURE_TEST(test_cross_entropy_one_read),
+        FIXTURE_TEST(test_streamed_rows_take_a_warp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

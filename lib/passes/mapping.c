@@ -60,6 +60,13 @@ enum { LANE_ELEMENTS_MAX = 32, LANE_ELEMENTS_GOAL = PLAN_LANE_ELEMENTS_GOAL,
  * rmsnorm_bf16, 256 lanes per row at 64 registers, 38.7 -> 32.0 us with a row per block
  * instead of two; other resident graphs within 1%). */
 enum { RESIDENT_BLOCKS_PER_SM = 4 };
+/* A streamed row takes one warp when the rows give at least 1/STREAM_WARP_SHARE of a wave's
+ * warps one each: its lanes combine by shuffles alone, with no block barrier between rows
+ * (measured on the H100: llama2_7b_fwd_cross_entropy, 4096 rows of 32000 bf16, 118.1 -> 99.8
+ * us). Unless its tile run walks the row again (mapping_stream_rewalks): the rows of a wave's
+ * warps outgrow the L2 where those of a wave's blocks fit (the same loss with two walks,
+ * 122.0 -> 184.6). */
+enum { STREAM_WARP_SHARE = 2 };
 
 /* The register bound a resident row of e elements per lane, u tiles at once, is planned with:
  * the e x u values of about two live row-shaped values in f32 registers, plus indices and
@@ -127,6 +134,8 @@ static void map_row(astitch_mapping *m, const MapCtx *c, int64_t min_bytes)
         t = pow2_ceil(k > 1 ? k : 1);
     else if (k <= warp)
         t = pow2_ceil(k > 1 ? k : 1);
+    else if (c->stream_warp && m->rows * warp * STREAM_WARP_SHARE >= (int64_t)c->wave * c->block)
+        t = warp;
     else
         t = pow2_floor(ceil_div(k, 4)) > warp ? pow2_floor(ceil_div(k, 4)) : warp;
     if (t > c->block)
@@ -259,12 +268,49 @@ static int64_t assumed_regs(const astitch_graph *g, const PlanKernel *k, const M
     return regs;
 }
 
+/* Bytes of one element of mapping m's space that kernel k reads: its inputs of that many
+ * elements (4 when none). */
+static int64_t space_read_bytes(const astitch_graph *g, const PlanKernel *k, const astitch_mapping *m)
+{
+    int64_t n = m->rows * m->row_len, bytes = 0;
+    for (int32_t i = 0; i < k->ninput; i++) {
+        const Node *x = gnode(g, k->input[i]);
+        if (shape_elements(&x->shape) == n)
+            bytes += astitch_dtype_size(x->dtype);
+    }
+    return bytes ? bytes : 4;
+}
+
+bool mapping_stream_rewalks(const Planner *pl, const PlanKernel *k)
+{
+    const astitch_device *dev = &pl->p->dev;
+    int64_t warp = dev->warp_size;
+    for (int32_t i = 0; i < k->nphase; i++) {
+        const PlanPhase *ph = &k->phase[i];
+        const astitch_mapping *m = &ph->map;
+        if (m->kind != ASTITCH_MAP_ROW_REDUCE || ph->resident || m->threads_per_row != warp ||
+            m->row_len <= warp || ph->run_first != i)
+            continue;
+        int walks = 0;
+        for (int32_t j = i; j < k->nphase && k->phase[j].run_first == i; j++)
+            walks += sched_map_equal(&k->phase[j].map, m) &&
+                     !(j > i && plan_online_pair(pl->p, k, j - 1));
+        int64_t wave = (int64_t)dev->sm_count * (dev->max_threads_per_sm / m->block);
+        int64_t warps = (m->grid < wave ? m->grid : wave) * (m->block / warp);
+        int64_t rows = m->rows < warps ? m->rows : warps;
+        if (walks > 1 && (dev->l2_bytes <= 0 ||
+                          rows * m->row_len * space_read_bytes(pl->g, k, m) > dev->l2_bytes / 2))
+            return true;
+    }
+    return false;
+}
+
 astitch_status pass_mapping(Planner *pl, PlanKernel *k)
 {
     const astitch_graph *g = pl->g;
     const astitch_device *dev = &pl->p->dev;
     MapCtx c = {dev, dev->warp_size, 0, pl->p->opt.packing, k->persistent, pl->p->opt.wide_rows,
-             k->ngroup == 1};
+             k->ngroup == 1, !k->stream_by_block};
     bool elementwise = true;
     for (int32_t i = 0; i < k->ngroup; i++) {
         astitch_mapping m;

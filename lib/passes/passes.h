@@ -228,6 +228,7 @@ typedef struct MapCtx {
     bool persistent; /* the grid is at most one wave; else a block per tile */
     bool wide_rows;  /* astitch_plan_options.wide_rows */
     bool alone;      /* the kernel has one group */
+    bool stream_warp; /* a streamed row may take one warp (not k->stream_by_block) */
 } MapCtx;
 /* packing.c. Sets m's block, grid, chunk, tasks_per_block and split_len for `tiles` tiles of
  * tile_rows rows each (m->split, rows_per_block set): split tiles a block per part; else a
@@ -250,6 +251,11 @@ astitch_status pass_dominant(Planner *pl, PlanKernel *k);
 /* mapping.c: each group's thread mapping from its dominant, within k->wave_limit when set;
  * invalidates the phases (propagate makes them again). */
 astitch_status pass_mapping(Planner *pl, PlanKernel *k);
+/* mapping.c: true when a streamed row that the mapping gave one warp is walked more than once
+ * by its tile run (an online max and sum counting once) while the rows of a wave's warps hold
+ * more than half the device's L2 (any, where the model knows no L2): the later walks would read
+ * DRAM again. The mapping is then made again with k->stream_by_block. */
+bool mapping_stream_rewalks(const Planner *pl, const PlanKernel *k);
 /* mapping.c: true when a reduction over `axes` of a tensor of shape s could keep its rows in
  * registers (trailing axes, a row no longer than a resident row may be). */
 bool mapping_rows_may_reside(const Shape *s, uint32_t axes);

@@ -235,6 +235,10 @@ static astitch_status schedule(Planner *pl, PlanKernel *k)
         pass_tiles(pl->g, k);
         st = step(pl, k, "tiles", PLAN_STAGE_PHASES, ASTITCH_OK);
     }
+    if (!st && !k->stream_by_block && mapping_stream_rewalks(pl, k)) {
+        k->stream_by_block = true; /* once: the mapping below takes no warp rows */
+        return schedule(pl, k);
+    }
     if (!st)
         st = step(pl, k, "memory", PLAN_STAGE_MEMORY, pass_memory(pl, k));
     return st;
@@ -256,6 +260,7 @@ static astitch_status plan_shape(Planner *pl, PlanKernel *k)
     const astitch_device *d = &pl->p->dev;
     astitch_status st = ASTITCH_OK;
     k->wave_limit = 0;
+    k->stream_by_block = false;
     for (int attempt = 0;; attempt++) {
         bool smaller_wave = false;
         pl->shared_cap = d->shared_per_block;

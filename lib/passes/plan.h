@@ -144,6 +144,8 @@ typedef struct PlanKernel {
     int32_t blocks_per_sm;
     int32_t blocks_per_wave;
     int32_t wave_limit;        /* blocks per wave the thread mapping was made for */
+    bool stream_by_block;      /* streamed rows take a block's lanes, never a warp each: a warp
+                                * per row would walk them again beyond the L2 (mapping.c) */
     int64_t shared_bytes;
     int64_t scratch_bytes;
     int32_t block_barriers;
