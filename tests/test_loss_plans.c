@@ -123,11 +123,11 @@ static void test_scale_from_reduction_made_once(void **state)
     check_host_values(f->g);
 }
 
-/* The forward of a cross-entropy with label smoothing 0.1 over [rows, vocab] f32 logits and
- * i32 targets: per row the max, the sum of the logits, the target's logit (one-hot by an iota
- * compare; planned as a gather, one_hot.c), log-sum-exp; the mean loss
- * 0.9 (lse - picked) + 0.1 (lse - sum / vocab). */
-static void build_cross_entropy(astitch_graph *g, int64_t rows, int64_t vocab)
+/* The forward of a cross-entropy over [rows, vocab] f32 logits and i32 targets: per row the
+ * max, the target's logit (one-hot by an iota compare; planned as a gather, one_hot.c),
+ * log-sum-exp; the mean loss of lse - picked, or with label smoothing 0.1 (`smooth`, which also
+ * sums the logits) 0.9 (lse - picked) + 0.1 (lse - sum / vocab). */
+static void cross_entropy(astitch_graph *g, int64_t rows, int64_t vocab, bool smooth)
 {
     int64_t s[2] = {rows, vocab}, last = 1, keep = 0, all = 0;
     astitch_node x = astitch_parameter(g, "logits", ASTITCH_F32, 2, s);
@@ -143,19 +143,27 @@ static void build_cross_entropy(astitch_graph *g, int64_t rows, int64_t vocab)
     astitch_node picked = named(g, astitch_reduce(g, ASTITCH_REDUCE_SUM,
                                 astitch_select(g, hit, x, scalar(g, ASTITCH_F32, 0, 2, s)),
                                 1, &last), "picked");
-    astitch_node xsum = named(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, x, 1, &last), "xsum");
-    astitch_node smooth = astitch_binary(g, ASTITCH_OP_SUB, lse, astitch_binary(g, ASTITCH_OP_DIV,
-                                         xsum, scalar(g, ASTITCH_F32, (double)vocab, 1, &rows)));
-    astitch_node hard = astitch_binary(g, ASTITCH_OP_SUB, lse, picked);
-    astitch_node nll = astitch_binary(
-        g, ASTITCH_OP_ADD,
-        astitch_binary(g, ASTITCH_OP_MUL, scalar(g, ASTITCH_F32, 0.9, 1, &rows), hard),
-        astitch_binary(g, ASTITCH_OP_MUL, scalar(g, ASTITCH_F32, 0.1, 1, &rows), smooth));
+    astitch_node nll = astitch_binary(g, ASTITCH_OP_SUB, lse, picked);
+    if (smooth) {
+        astitch_node xsum = named(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, x, 1, &last), "xsum");
+        astitch_node loss_s = astitch_binary(
+            g, ASTITCH_OP_SUB, lse,
+            astitch_binary(g, ASTITCH_OP_DIV, xsum, scalar(g, ASTITCH_F32, (double)vocab, 1, &rows)));
+        nll = astitch_binary(
+            g, ASTITCH_OP_ADD,
+            astitch_binary(g, ASTITCH_OP_MUL, scalar(g, ASTITCH_F32, 0.9, 1, &rows), nll),
+            astitch_binary(g, ASTITCH_OP_MUL, scalar(g, ASTITCH_F32, 0.1, 1, &rows), loss_s));
+    }
     astitch_node loss = astitch_binary(g, ASTITCH_OP_DIV,
                                        astitch_reduce(g, ASTITCH_REDUCE_SUM, nll, 1, &all),
                                        constant(g, (double)rows));
     assert_int_equal(astitch_add_output(g, named(g, loss, "loss")), ASTITCH_OK);
     assert_int_equal(astitch_add_output(g, lse), ASTITCH_OK);
+}
+
+static void build_cross_entropy(astitch_graph *g, int64_t rows, int64_t vocab)
+{
+    cross_entropy(g, rows, vocab, true);
 }
 
 /* 512 rows of 16384 (no split across blocks; streamed, not held in registers): the pass with
@@ -185,33 +193,12 @@ static int lanes_of(const astitch_plan *p, const astitch_graph *g, const char *n
     return ph.mapping.threads_per_row;
 }
 
-/* A cross-entropy over [rows, vocab] logits without label smoothing (the suite's Llama-2 loss):
- * max, the sum of exponentials, log-sum-exp and the target's logit. */
+/* A cross-entropy without label smoothing (the suite's Llama-2 loss), in a graph of its own. */
 static astitch_graph *hard_cross_entropy(astitch_context *ctx, int64_t rows, int64_t vocab)
 {
     astitch_graph *g;
     assert_int_equal(astitch_graph_create(ctx, &g), ASTITCH_OK);
-    int64_t s[2] = {rows, vocab}, last = 1, keep = 0, all = 0;
-    astitch_node x = astitch_parameter(g, "logits", ASTITCH_F32, 2, s);
-    astitch_node t = astitch_parameter(g, "target", ASTITCH_I32, 1, &rows);
-    astitch_node m = named(g, astitch_reduce(g, ASTITCH_REDUCE_MAX, x, 1, &last), "max");
-    astitch_node e = astitch_unary(g, ASTITCH_OP_EXP, astitch_binary(g, ASTITCH_OP_SUB, x,
-                                   astitch_broadcast_in_dim(g, m, 2, s, &keep)));
-    astitch_node se = astitch_reduce(g, ASTITCH_REDUCE_SUM, e, 1, &last);
-    astitch_node lse = named(g, astitch_binary(g, ASTITCH_OP_ADD,
-                                               astitch_unary(g, ASTITCH_OP_LOG, se), m), "lse");
-    astitch_node hit = astitch_binary(g, ASTITCH_OP_EQ, astitch_iota(g, ASTITCH_I32, 2, s, 1),
-                                      astitch_broadcast_in_dim(g, t, 2, s, &keep));
-    astitch_node picked = astitch_reduce(g, ASTITCH_REDUCE_SUM,
-                                         astitch_select(g, hit, x, scalar(g, ASTITCH_F32, 0, 2, s)),
-                                         1, &last);
-    astitch_node loss = astitch_binary(
-        g, ASTITCH_OP_DIV,
-        astitch_reduce(g, ASTITCH_REDUCE_SUM, astitch_binary(g, ASTITCH_OP_SUB, lse, picked), 1,
-                       &all),
-        constant(g, (double)rows));
-    assert_int_equal(astitch_add_output(g, named(g, loss, "loss")), ASTITCH_OK);
-    assert_int_equal(astitch_add_output(g, lse), ASTITCH_OK);
+    cross_entropy(g, rows, vocab, false);
     return g;
 }
 
