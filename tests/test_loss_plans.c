@@ -234,9 +234,12 @@ static void test_streamed_rows_take_a_warp(void **state)
     astitch_op_info mx = op_info(p, big, "max");
     assert_int_equal(astitch_plan_phase_info(p, mx.kernel, mx.phase, &ph), ASTITCH_OK);
     assert_int_equal(ph.mapping.rows_per_block * 32, ph.mapping.block);
+    assert_false(plan_text_has(p, "streamed rows:"));
     astitch_plan_destroy(p);
     p = plan_on(big, "h100", false);
     assert_true(lanes_of(p, big, "max") > 32);
+    assert_true(plan_text_has(p, "streamed rows: a block's lanes each; a warp each would walk "
+                                 "them again beyond half the L2"));
     astitch_plan_destroy(p);
     astitch_graph_destroy(big);
 

@@ -141,6 +141,7 @@ static json_t *kernel_json(const astitch_plan *p, const PlanKernel *k)
          put(j, "block_barriers", json_integer(k->block_barriers)) &&
          put(j, "global_barriers", json_integer(k->global_barriers)) &&
          put(j, "persistent", json_boolean(k->persistent)) &&
+         put(j, "stream_by_block", json_boolean(k->stream_by_block)) &&
          put(j, "min_bytes", json_integer(k->min_bytes)) &&
          put(j, "moved_bytes", json_integer(k->moved_bytes)) &&
          put(j, "inputs", names(p, k->input, k->ninput)) &&

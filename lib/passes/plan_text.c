@@ -55,6 +55,9 @@ void plan_kernel_text(FILE *f, const astitch_plan *p, const PlanKernel *k)
                 (long long)k->carry.slots, (long long)k->carry.iterations, (int)k->carry.vector,
                 k->carry.vector == 1 ? "" : "s");
     }
+    if (k->stream_by_block)
+        fputs("  streamed rows: a block's lanes each; a warp each would walk them again beyond "
+              "half the L2\n", f);
     fputs("  inputs: ", f);
     list(f, p, k->input, k->ninput);
     fputs("\n  outputs: ", f);
