@@ -241,6 +241,83 @@ static void test_capture_refuses_compute_op(void **state)
     astitch_graph_destroy(g);
 }
 
+/* Whether the last error of f's context holds `needle`. */
+static bool error_has(const Fake *f, const char *needle)
+{
+    bool has = strstr(astitch_last_error(f->ctx), needle) != NULL;
+    if (!has)
+        printf("# last error: %s\n", astitch_last_error(f->ctx));
+    return has;
+}
+
+/* An output whose memory overlaps an input's or another output's is refused before anything
+ * runs, naming both (kernels read their inputs while they write their outputs), on device
+ * pointers and on host buffers, whatever the target; an empty tensor takes no memory, and
+ * adjacent tensors do not overlap. The reference target refuses a NULL input (it has no
+ * slots to look a size up in). */
+static void test_overlapping_buffers(void **state)
+{
+    const Fake *f = *state;
+    astitch_graph *g;
+    expect_ok(f, astitch_graph_create(f->ctx, &g));
+    int64_t d = 256, none = 0;
+    astitch_node a = astitch_parameter(g, "a", ASTITCH_F32, 1, &d);
+    astitch_node b = astitch_parameter(g, "b", ASTITCH_F32, 1, &d);
+    astitch_node e = astitch_parameter(g, "e", ASTITCH_F32, 1, &none);
+    astitch_node sum = astitch_binary(g, ASTITCH_OP_ADD, a, b);
+    astitch_node prod = astitch_binary(g, ASTITCH_OP_MUL, a, b);
+    astitch_node empty = astitch_binary(g, ASTITCH_OP_ADD, e, e);
+    expect_ok(f, astitch_set_name(g, sum, "sum"));
+    expect_ok(f, astitch_set_name(g, prod, "prod"));
+    expect_ok(f, astitch_set_name(g, empty, "empty"));
+    expect_ok(f, astitch_add_output(g, sum));
+    expect_ok(f, astitch_add_output(g, prod));
+    expect_ok(f, astitch_add_output(g, empty));
+    astitch_executable *x = compile_for_fake(f, g, false);
+    uint64_t A = 0x200000000000ull, B = 0x210000000000ull, O = 0x300000000000ull;
+    uint64_t in[3] = {A, B, A};
+    uint64_t out[3] = {A + 64, O + 1024, A};
+    assert_int_equal(astitch_execute_device(x, in, out, f->stream), ASTITCH_ERR_ARGUMENT);
+    assert_true(error_has(f, "astitch_execute_device: output 0 ('sum') overlaps input 0 ('a')"));
+    out[0] = O;
+    out[1] = O + 1008;
+    assert_int_equal(astitch_execute_device(x, in, out, f->stream), ASTITCH_ERR_ARGUMENT);
+    assert_true(error_has(f, "output 1 ('prod') overlaps output 0 ('sum')"));
+    out[1] = B + 1024; /* right after b; the empty output at a's address */
+    expect_ok(f, astitch_execute_device(x, in, out, f->stream));
+
+    static float pool[4 * 256];
+    float *ha = pool, *hb = pool + 256, *hs = pool + 512, *hp = pool + 768;
+    const void *hin[3] = {ha, hb, ha};
+    void *hout[3] = {hs, hb + 255, ha};
+    static const astitch_target targets[] = {ASTITCH_TARGET_CUDA, ASTITCH_TARGET_HOST,
+                                             ASTITCH_TARGET_REFERENCE};
+    for (int t = 0; t < 3; t++) {
+        astitch_executable *y = x;
+        if (t > 0) {
+            astitch_compile_options o;
+            astitch_compile_options_default(&o);
+            o.target = targets[t];
+            expect_ok(f, astitch_compile(g, &o, &y));
+        }
+        hout[1] = hb + 255;
+        assert_int_equal(astitch_execute(y, hin, hout), ASTITCH_ERR_ARGUMENT);
+        assert_true(error_has(f, "astitch_execute: output 1 ('prod') overlaps input 1 ('b')"));
+        hout[1] = hp;
+        if (targets[t] != ASTITCH_TARGET_CUDA) {
+            expect_ok(f, astitch_execute(y, hin, hout));
+            assert_true(hs[0] == ha[0] + hb[0]);
+            const void *missing[3] = {ha, NULL, ha};
+            assert_int_equal(astitch_execute(y, missing, hout), ASTITCH_ERR_ARGUMENT);
+            assert_true(error_has(f, "input 1 ('b') is NULL"));
+        }
+        if (y != x)
+            astitch_executable_destroy(y);
+    }
+    astitch_executable_destroy(x);
+    astitch_graph_destroy(g);
+}
+
 /* An executable compiled with caller_workspace runs only through
  * astitch_execute_device_workspace, on a workspace of at least the size it reports, 16-byte
  * aligned; a captured run on it queues exactly what the plan says (split reductions' fills,
@@ -677,6 +754,7 @@ int main(void)
         cmocka_unit_test(test_capture_bert_dots),
         cmocka_unit_test(test_custom_on_gpu),
         cmocka_unit_test(test_caller_workspace),
+        cmocka_unit_test(test_overlapping_buffers),
     };
     return cmocka_run_group_tests(tests, fake_setup, fake_teardown);
 }

@@ -159,7 +159,9 @@ ASTITCH_API astitch_status astitch_executable_view_copy(const astitch_executable
                                                         const void *input, void *dst);
 
 /* Runs x on host buffers (inputs[i]: parameter i, outputs[i]: output i, dense row-major) and
- * returns when the outputs are written. For cuda, copies through device memory. */
+ * returns when the outputs are written. For cuda, copies through device memory. No output may
+ * overlap an input or another output (ASTITCH_ERR_ARGUMENT naming both; empty tensors take no
+ * memory). */
 ASTITCH_API astitch_status astitch_execute(astitch_executable *x, const void *const *inputs,
                                            void *const *outputs);
 
@@ -170,7 +172,9 @@ ASTITCH_API astitch_status astitch_execute(astitch_executable *x, const void *co
 /* cuda only: runs x on device pointers (CUdeviceptr values) in `stream` (a CUstream, NULL for
  * the default stream) of the device's primary context, asynchronously: it returns after the
  * launches are queued. Every non-empty input and output must be ASTITCH_TENSOR_ALIGN-aligned
- * (ASTITCH_ERR_ARGUMENT, naming the tensor, otherwise).
+ * (ASTITCH_ERR_ARGUMENT, naming the tensor, otherwise), and no output may overlap an input or
+ * another output (kernels read their inputs while they write their outputs: ASTITCH_ERR_ARGUMENT
+ * naming both).
  *
  * CUDA graphs: a run may be captured (cuStreamBeginCapture on `stream`, in any mode; this call;
  * cuStreamEndCapture) and the graph replayed with the same results. The run queues only

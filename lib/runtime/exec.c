@@ -381,6 +381,48 @@ astitch_status astitch_executable_loaded_kernel(const astitch_executable *x, int
     return ASTITCH_OK;
 }
 
+/* Bytes of node n's value, dense (every target lays values out so; the reference target has
+ * no slots). */
+static size_t value_bytes(const astitch_graph *g, int32_t n)
+{
+    return (size_t)shape_elements(&g->node[n].shape) * astitch_dtype_size(g->node[n].dtype);
+}
+
+/* The address of tensor i of a run: host[i] where host is given, else dev[i]. */
+static uint64_t run_address(const void *const *host, const uint64_t *dev, int32_t i)
+{
+    return host ? (uint64_t)(uintptr_t)host[i] : dev[i];
+}
+
+/* Refuses an output whose memory overlaps an input's or another output's (host addresses in
+ * hin/hout, else device ones in din/dout): kernels read their inputs while they write their
+ * outputs, so an overlap would give wrong values, not an error. Empty tensors take no memory.
+ * fn names the API call in the message. */
+static astitch_status check_disjoint(astitch_executable *x, const void *const *hin,
+                                     const void *const *hout, const uint64_t *din,
+                                     const uint64_t *dout, const char *fn)
+{
+    const astitch_graph *g = x->g;
+    for (int32_t o = 0; o < g->noutput; o++) {
+        uint64_t a = run_address(hout, dout, o);
+        size_t an = value_bytes(g, g->output[o]);
+        for (int32_t i = 0; an && i < g->nparam + o; i++) {
+            bool input = i < g->nparam;
+            int32_t j = input ? i : i - g->nparam, n = input ? g->param[j] : g->output[j];
+            uint64_t b = input ? run_address(hin, din, j) : run_address(hout, dout, j);
+            size_t bn = value_bytes(g, n);
+            if (bn && a < b + bn && b < a + an)
+                return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT,
+                                "%s: output %d ('%s') overlaps %s %d ('%s'); every output needs "
+                                "memory of its own",
+                                fn, views_caller_index(x->views, o), g->node[g->output[o]].name,
+                                input ? "input" : "output",
+                                input ? (int)j : views_caller_index(x->views, j), g->node[n].name);
+        }
+    }
+    return ASTITCH_OK;
+}
+
 astitch_status astitch_execute(astitch_executable *x, const void *const *inputs,
                                void *const *outputs)
 {
@@ -393,11 +435,11 @@ astitch_status astitch_execute(astitch_executable *x, const void *const *inputs,
     void *const *caller_outputs = outputs;
     outputs = views_host_outputs(x->views, outputs);
     for (int32_t i = 0; i < x->g->nparam; i++)
-        if (!inputs[i] && x->slot[x->g->param[i]].bytes)
+        if (!inputs[i] && value_bytes(x->g, x->g->param[i]))
             return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT, "astitch_execute: input %d ('%s') is NULL",
                             i, x->g->node[x->g->param[i]].name);
     for (int32_t i = 0; i < x->g->noutput; i++)
-        if (!outputs[i] && x->slot[x->g->output[i]].bytes)
+        if (!outputs[i] && value_bytes(x->g, x->g->output[i]))
             return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT,
                             "astitch_execute: output %d ('%s') is NULL",
                             views_caller_index(x->views, i), x->g->node[x->g->output[i]].name);
@@ -405,6 +447,9 @@ astitch_status astitch_execute(astitch_executable *x, const void *const *inputs,
         return ctx_fail(x->ctx, ASTITCH_ERR_ARGUMENT,
                         "astitch_execute: the executable was compiled with caller_workspace: "
                         "run it with astitch_execute_device_workspace");
+    if ((s = check_disjoint(x, inputs, (const void *const *)outputs, NULL, NULL,
+                            "astitch_execute")) != ASTITCH_OK)
+        return s;
     if ((s = exec_variant_settle_host(x, inputs)) != ASTITCH_OK)
         return s;
     switch (x->target) {
@@ -419,7 +464,7 @@ astitch_status astitch_execute(astitch_executable *x, const void *const *inputs,
 }
 
 /* The checks of a run on device pointers: x runs on cuda, every non-empty tensor is given and
- * aligned. fn names the API call in messages. */
+ * aligned, no output overlaps another tensor. fn names the API call in messages. */
 static astitch_status check_device_run(astitch_executable *x, const uint64_t *inputs,
                                        const uint64_t *outputs, const char *fn)
 {
@@ -445,7 +490,7 @@ static astitch_status check_device_run(astitch_executable *x, const uint64_t *in
                             "tensors with vector loads and stores)",
                             fn, what, index, name, (unsigned long long)ptr, ASTITCH_TENSOR_ALIGN);
     }
-    return ASTITCH_OK;
+    return check_disjoint(x, NULL, NULL, inputs, outputs, fn);
 }
 
 astitch_status astitch_execute_device(astitch_executable *x, const uint64_t *inputs,
