@@ -4,7 +4,9 @@
  *   exec.c         the public executable API (astitch/runtime.h): compile, target dispatch,
  *                  where every value lives during a run, split-reduction initial values
  *   exec_host.c    running an executable's steps on the host SIMT runtime
- *   exec_cuda.c    running them on a GPU: PTX modules, device buffers, launches, fallback
+ *   exec_cuda.c    running them on a GPU: device buffers, launches, fallback
+ *   exec_cuda_load.c     its PTX loaded, with the register feedback (relaxed bounds, lean
+ *                        forms) and the parts of kernels that cannot be resident
  *   exec_cuda_compute.c  its compute steps: cuBLASLt, custom device forms, or the host
  *   exec_cuda_fill.c     the fills before a kernel (identities, counters) in one launch
  *   exec_dot.c     dots on the GPU through cuBLASLt (cublaslt.h), over the GEMM each is
@@ -206,7 +208,7 @@ astitch_status exec_cuda_run_timed(astitch_executable *x, const uint64_t *inputs
 astitch_status exec_cuda_run_device(astitch_executable *x, const uint64_t *inputs,
                                     const uint64_t *outputs, void *stream);
 void exec_cuda_close(ExecCuda *c); /* accepts NULL */
-/* Kernel k as loaded (k in range of a prepared executable). */
+/* exec_cuda_load.c: kernel k as loaded (k in range of a prepared executable). */
 void exec_cuda_loaded_kernel(const astitch_executable *x, int k, astitch_loaded_kernel *out);
 
 #endif

@@ -1,0 +1,187 @@
+/* exec_cuda_load.c: a CUDA executable's kernels from its plan to loaded modules. The PTX
+ * (through the compile cache) is loaded whole; the register feedback follows (a kernel that
+ * spills at its planned bound: a higher bound, or where its grid must stay resident its lean
+ * form; docs/codegen.md, *Targets*), and the kernels whose grids cannot all be resident load
+ * again as their parts. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "compile_cache.h"
+#include "exec_cuda.h"
+#include "exec_cuda_fill.h"
+#include "ir/config.h"
+#include "passes/passes.h"
+#include "runtime.h"
+
+static astitch_status load_parts(astitch_executable *x, ExecCuda *c)
+{
+    const astitch_plan *p = x->plan;
+    char *ptx;
+    astitch_status s = cached_compile_ptx(x->ctx, p,
+                                          c->dev->info.cc_major * 10 + c->dev->info.cc_minor,
+                                          true, &ptx);
+    if (s != ASTITCH_OK)
+        return s;
+    s = cuda_module_load(x->ctx, c->dev, ptx, "kernel parts", &c->parts_mod);
+    free(ptx);
+    for (int k = 0; s == ASTITCH_OK && k < p->nkernel; k++) {
+        if (!c->as_parts[k])
+            continue;
+        int parts = compile_kernel_num_parts(p, k);
+        if (!(c->part[k] = calloc((size_t)parts, sizeof **c->part)))
+            return ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory");
+        for (int i = 0; s == ASTITCH_OK && i < parts; i++) {
+            char name[64];
+            compile_kernel_name(p, k, i, name, sizeof name);
+            s = cuda_kernel_get(x->ctx, c->parts_mod, name, p->kernel[k].block,
+                                (size_t)p->kernel[k].shared_bytes, &c->part[k][i]);
+        }
+    }
+    return s;
+}
+
+/* Loads the whole kernels from ptx (replacing a module loaded before) and prepares each,
+ * noting the register bound its PTX gives it (a relaxed one from the compile cache, say); the
+ * fill kernel joins the module where a kernel may need several fills. */
+static astitch_status load_whole(astitch_executable *x, ExecCuda *c, const char *ptx)
+{
+    const astitch_plan *p = x->plan;
+    cuda_module_unload(c->mod);
+    c->mod = NULL;
+    c->has_fill = false;
+    bool fill = exec_cuda_fill_needed(p);
+    char *text = fill ? exec_cuda_fill_append(ptx) : NULL;
+    if (fill && !text)
+        return ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory");
+    astitch_status s =
+        cuda_module_load(x->ctx, c->dev, text ? text : ptx, "stitch kernels", &c->mod);
+    free(text);
+    if (s == ASTITCH_OK && fill && !(c->has_fill = exec_cuda_fill_get(x->ctx, c->mod, &c->fill)))
+        s = ASTITCH_ERR_COMPILE;
+    for (int k = 0; s == ASTITCH_OK && k < p->nkernel; k++) {
+        char name[64];
+        compile_kernel_name(p, k, -1, name, sizeof name);
+        s = cuda_kernel_get(x->ctx, c->mod, name, p->kernel[k].block,
+                            (size_t)p->kernel[k].shared_bytes, &c->kern[k]);
+        c->bound[k] = compile_ptx_maxnreg(ptx, name);
+        c->lean[k] = compile_ptx_is_lean(ptx, name);
+    }
+    return s;
+}
+
+/* The register bound for compiled kernel k that gives up the fewest resident blocks per SM and
+ * still raises its registers, or 0 when none does. */
+static int relaxed_bound(const astitch_device *d, const CudaKernel *k)
+{
+    for (int bps = k->blocks_per_sm - 1; bps >= 1; bps--) {
+        int64_t r = launch_regs_for(d, k->block, bps);
+        if (r > k->regs)
+            return (int)r;
+    }
+    return 0;
+}
+
+/* Assume-relax-apply, checked: a kernel of a block per tile that spills at the register bound
+ * the plan assumed (the plan cannot see how many values the code keeps live) gets the bound of
+ * one block fewer per SM, and the module is loaded again, RELAX_ROUNDS times at most. A kernel
+ * with grid barriers keeps its bound: its grid counts on the planned residency. *ptx becomes
+ * the PTX finally loaded; *relaxed says whether it differs. */
+enum { RELAX_ROUNDS = 3 };
+
+static astitch_status relax_spills(astitch_executable *x, ExecCuda *c, char **ptx, bool *relaxed)
+{
+    const astitch_plan *p = x->plan;
+    for (int round = 0; round < RELAX_ROUNDS; round++) {
+        bool again = false;
+        for (int k = 0; k < p->nkernel; k++) {
+            const PlanKernel *pk = &p->kernel[k];
+            int regs = relaxed_bound(&p->dev, &c->kern[k]);
+            if (pk->persistent || pk->global_barriers > 0 || c->kern[k].local_bytes == 0 || !regs)
+                continue;
+            char name[64];
+            char *next = compile_ptx_with_maxnreg(*ptx, compile_kernel_name(p, k, -1, name, sizeof name),
+                                                  regs);
+            if (!next)
+                continue;
+            free(*ptx);
+            *ptx = next;
+            again = true;
+        }
+        if (!again)
+            return ASTITCH_OK;
+        *relaxed = true;
+        astitch_status s = load_whole(x, c, *ptx);
+        if (s != ASTITCH_OK)
+            return s;
+    }
+    return ASTITCH_OK;
+}
+
+/* A kernel that spills at a bound it cannot leave (persistent, or with grid barriers: its grid
+ * counts on the planned residency), or with `force` any such kernel, is emitted again in its
+ * lean form, and the module loaded again, once. *ptx becomes the PTX loaded; *changed says
+ * whether it differs. */
+static astitch_status lean_spills(astitch_executable *x, ExecCuda *c, int sm, bool force,
+                                  char **ptx, bool *changed)
+{
+    const astitch_plan *p = x->plan;
+    bool *lean = calloc((size_t)p->nkernel + 1, sizeof *lean), any = false;
+    if (!lean)
+        return ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory");
+    for (int k = 0; k < p->nkernel; k++) {
+        const PlanKernel *pk = &p->kernel[k];
+        lean[k] = c->lean[k] || ((pk->persistent || pk->global_barriers > 0) &&
+                                 (force || c->kern[k].local_bytes > 0));
+        any |= lean[k] && !c->lean[k];
+    }
+    char *next = NULL;
+    astitch_status s = any ? compile_ptx_lean(x->ctx, p, sm, lean, &next) : ASTITCH_OK;
+    free(lean);
+    if (s != ASTITCH_OK || !any)
+        return s;
+    free(*ptx);
+    *ptx = next;
+    *changed = true;
+    return load_whole(x, c, *ptx);
+}
+
+void exec_cuda_loaded_kernel(const astitch_executable *x, int k, astitch_loaded_kernel *out)
+{
+    const ExecCuda *c = x->cuda;
+    const CudaKernel *ck = &c->kern[k];
+    *out = (astitch_loaded_kernel){.regs = ck->regs, .bound = c->bound[k],
+                                   .planned_bound = x->plan->kernel[k].regs,
+                                   .local_bytes = (long)ck->local_bytes,
+                                   .blocks_per_sm = ck->blocks_per_sm, .lean = c->lean[k]};
+}
+
+astitch_status exec_cuda_load(astitch_executable *x, ExecCuda *c)
+{
+    const astitch_plan *p = x->plan;
+    char *ptx;
+    int sm = c->dev->info.cc_major * 10 + c->dev->info.cc_minor;
+    astitch_status s = cached_compile_ptx(x->ctx, p, sm, false, &ptx);
+    if (s != ASTITCH_OK)
+        return s;
+    s = load_whole(x, c, ptx);
+    bool relaxed = false;
+    bool force_lean = config_force_lean(&x->ctx->config);
+    if (s == ASTITCH_OK)
+        s = lean_spills(x, c, sm, force_lean, &ptx, &relaxed);
+    if (s == ASTITCH_OK)
+        s = relax_spills(x, c, &ptx, &relaxed);
+    /* the next compile of this plan loads the relaxed or lean PTX (not a forced lean form) */
+    if (s == ASTITCH_OK && relaxed && !force_lean)
+        compile_cache_replace(p, sm, false, ptx);
+    free(ptx);
+    bool any_parts = false;
+    for (int k = 0; s == ASTITCH_OK && k < p->nkernel; k++) {
+        const PlanKernel *pk = &p->kernel[k];
+        if (pk->global_barriers > 0 && (c->force_parts || pk->grid > c->kern[k].max_coresident))
+            c->as_parts[k] = any_parts = true;
+    }
+    if (s == ASTITCH_OK && any_parts)
+        s = load_parts(x, c);
+    c->scratch_need = (size_t)(any_parts ? compile_parts_scratch_bytes(p, false) : p->scratch_bytes) + 256;
+    return s;
+}
