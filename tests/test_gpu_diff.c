@@ -315,8 +315,9 @@ static void test_two_streams(void **state)
     astitch_context_destroy(ctx);
 }
 
-/* Device tensors that are not ASTITCH_TENSOR_ALIGN-aligned, or NULL, are refused with a
- * message naming the tensor, before anything is launched; the aligned run still works. */
+/* Device tensors that are not ASTITCH_TENSOR_ALIGN-aligned, or NULL, or an output over an
+ * input, are refused with a message naming the tensor, before anything is launched; the aligned
+ * run still works. */
 static void test_misaligned_pointers(void **state)
 {
     (void)state;
@@ -346,6 +347,9 @@ static void test_misaligned_pointers(void **state)
     out = 0;
     assert_int_equal(astitch_execute_device(x, &in, &out, NULL), ASTITCH_ERR_ARGUMENT);
     assert_non_null(strstr(astitch_last_error(ctx), "is NULL"));
+    out = din + 16; /* the softmax written over its own input */
+    assert_int_equal(astitch_execute_device(x, &in, &out, NULL), ASTITCH_ERR_ARGUMENT);
+    assert_non_null(strstr(astitch_last_error(ctx), "overlaps input 0 ('x')"));
     out = dout + 16;
     if (astitch_execute_device(x, &in, &out, NULL) != ASTITCH_OK)
         fail_msg("aligned run: %s", astitch_last_error(ctx));
