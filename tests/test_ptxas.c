@@ -103,15 +103,18 @@ static int check_graph(astitch_graph *g, const char *what, int *kernels)
     return failures;
 }
 
-static void test_examples(void **state)
+/* Calls check on every graph of ASTITCH_SOURCE_ROOT/subdir (its .json files), each loaded in a context of
+ * its own; returns the failures check counted and adds the graphs to *count. */
+static int for_each_graph(const char *subdir,
+                          int (*check)(astitch_graph *g, const char *file, void *user),
+                          void *user, int *count)
 {
-    (void)state;
     const char *root = getenv("ASTITCH_SOURCE_ROOT");
     char dir[4096];
-    snprintf(dir, sizeof dir, "%s/examples", root ? root : ".");
+    snprintf(dir, sizeof dir, "%s/%s", root ? root : ".", subdir);
     DIR *d = opendir(dir);
     assert_non_null(d);
-    int failures = 0, count = 0, kernels = 0;
+    int failures = 0;
     struct dirent *ent;
     while ((ent = readdir(d))) {
         size_t n = strlen(ent->d_name);
@@ -124,12 +127,25 @@ static void test_examples(void **state)
         assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
         if (astitch_graph_load_json(ctx, path, &g) != ASTITCH_OK)
             fail_msg("%s: %s", path, astitch_last_error(ctx));
-        failures += check_graph(g, ent->d_name, &kernels);
-        count++;
+        failures += check(g, ent->d_name, user);
+        (*count)++;
         astitch_graph_destroy(g);
         astitch_context_destroy(ctx);
     }
     closedir(d);
+    return failures;
+}
+
+static int check_example(astitch_graph *g, const char *file, void *kernels)
+{
+    return check_graph(g, file, kernels);
+}
+
+static void test_examples(void **state)
+{
+    (void)state;
+    int count = 0, kernels = 0;
+    int failures = for_each_graph("examples", check_example, &kernels, &count);
     printf("examples: %d graphs x 3 fusions x 2, %d kernels, %d failures; %d modules with the "
            "fill kernel\n", count, kernels, failures, fill_modules);
     assert_true(count >= 10);
@@ -247,82 +263,74 @@ static int spill_bytes(astitch_context *ctx, const char *ptx, const char *name)
     return bytes;
 }
 
-/* The suite's graphs and the examples as the cuda runtime loads them (exec_cuda.c,
+typedef struct LeanCount {
+    int resident, lean;
+} LeanCount;
+
+/* check of test_resident_lean for graph g (file): its resident kernels that spill, compiled
+ * again lean, spill nothing; returns the failures. */
+static int check_resident_lean(astitch_graph *g, const char *file, void *user)
+{
+    LeanCount *c = user;
+    astitch_context *ctx = astitch_graph_context(g);
+    astitch_device dev;
+    astitch_device_builtin("h100", &dev);
+    astitch_plan *p = NULL;
+    astitch_plan_options po;
+    astitch_plan_options_default(&po);
+    char *ptx = NULL;
+    if (astitch_plan_create(g, &dev, &po, &p) != ASTITCH_OK ||
+        compile_ptx(ctx, p, 90, false, &ptx) != ASTITCH_OK)
+        fail_msg("%s: %s", file, astitch_last_error(ctx));
+    bool *want = calloc((size_t)p->nkernel + 1, sizeof *want), any = false;
+    assert_non_null(want);
+    for (int k = 0; k < p->nkernel; k++) {
+        char name[64];
+        compile_kernel_name(p, k, -1, name, sizeof name);
+        assert_false(compile_ptx_is_lean(ptx, name));
+        if (!p->kernel[k].persistent && p->kernel[k].global_barriers == 0)
+            continue;
+        c->resident++;
+        any |= want[k] = spill_bytes(ctx, ptx, name) != 0;
+    }
+    char *leaner = NULL;
+    if (any && compile_ptx_lean(ctx, p, 90, want, &leaner) != ASTITCH_OK)
+        fail_msg("%s: lean: %s", file, astitch_last_error(ctx));
+    int failures = 0;
+    for (int k = 0; any && k < p->nkernel; k++) {
+        char name[64];
+        compile_kernel_name(p, k, -1, name, sizeof name);
+        assert_true(compile_ptx_is_lean(leaner, name) == want[k]);
+        if (!want[k])
+            continue;
+        c->lean++;
+        int bytes = spill_bytes(ctx, leaner, name);
+        if (bytes != 0) {
+            printf("FAIL %s kernel %s: lean form spills %d bytes\n", file, name, bytes);
+            failures++;
+        }
+    }
+    free(leaner);
+    free(want);
+    free(ptx);
+    astitch_plan_destroy(p);
+    return failures;
+}
+
+/* The suite's graphs and the examples as the cuda runtime loads them (exec_cuda_load.c,
  * lean_spills): a kernel whose grid must be resident and that spills at its bound is compiled
  * again in its lean form, which must not spill. A kernel of a block per tile that spills gets a
  * higher bound instead (not checked here). */
 static void test_resident_lean(void **state)
 {
     (void)state;
-    const char *root = getenv("ASTITCH_SOURCE_ROOT");
-    const char *dirs[] = {"bench/graphs", "examples"};
-    int graphs = 0, resident = 0, lean = 0, failures = 0;
-    astitch_device dev;
-    astitch_device_builtin("h100", &dev);
-    for (int di = 0; di < 2; di++) {
-        char dir[4096];
-        snprintf(dir, sizeof dir, "%s/%s", root ? root : ".", dirs[di]);
-        DIR *d = opendir(dir);
-        assert_non_null(d);
-        struct dirent *ent;
-        while ((ent = readdir(d))) {
-            size_t n = strlen(ent->d_name);
-            if (n < 6 || strcmp(ent->d_name + n - 5, ".json") != 0)
-                continue;
-            char path[8192];
-            snprintf(path, sizeof path, "%s/%s", dir, ent->d_name);
-            astitch_context *ctx;
-            astitch_graph *g;
-            astitch_plan *p = NULL;
-            astitch_plan_options po;
-            astitch_plan_options_default(&po);
-            char *ptx = NULL;
-            assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
-            if (astitch_graph_load_json(ctx, path, &g) != ASTITCH_OK ||
-                astitch_plan_create(g, &dev, &po, &p) != ASTITCH_OK ||
-                compile_ptx(ctx, p, 90, false, &ptx) != ASTITCH_OK)
-                fail_msg("%s: %s", path, astitch_last_error(ctx));
-            graphs++;
-            bool *want = calloc((size_t)p->nkernel + 1, sizeof *want), any = false;
-            assert_non_null(want);
-            for (int k = 0; k < p->nkernel; k++) {
-                char name[64];
-                compile_kernel_name(p, k, -1, name, sizeof name);
-                assert_false(compile_ptx_is_lean(ptx, name));
-                if (!p->kernel[k].persistent && p->kernel[k].global_barriers == 0)
-                    continue;
-                resident++;
-                any |= want[k] = spill_bytes(ctx, ptx, name) != 0;
-            }
-            char *leaner = NULL;
-            if (any && compile_ptx_lean(ctx, p, 90, want, &leaner) != ASTITCH_OK)
-                fail_msg("%s: lean: %s", path, astitch_last_error(ctx));
-            for (int k = 0; any && k < p->nkernel; k++) {
-                char name[64];
-                compile_kernel_name(p, k, -1, name, sizeof name);
-                assert_true(compile_ptx_is_lean(leaner, name) == want[k]);
-                if (!want[k])
-                    continue;
-                lean++;
-                int bytes = spill_bytes(ctx, leaner, name);
-                if (bytes != 0) {
-                    printf("FAIL %s kernel %s: lean form spills %d bytes\n", ent->d_name, name,
-                           bytes);
-                    failures++;
-                }
-            }
-            free(leaner);
-            free(want);
-            free(ptx);
-            astitch_plan_destroy(p);
-            astitch_graph_destroy(g);
-            astitch_context_destroy(ctx);
-        }
-        closedir(d);
-    }
+    LeanCount c = {0};
+    int graphs = 0;
+    int failures = for_each_graph("bench/graphs", check_resident_lean, &c, &graphs) +
+                   for_each_graph("examples", check_resident_lean, &c, &graphs);
     printf("resident kernels: %d graphs, %d kernels with a resident grid, %d spilled and went "
-           "lean, %d failures\n", graphs, resident, lean, failures);
-    assert_true(graphs >= 50 && resident > 0);
+           "lean, %d failures\n", graphs, c.resident, c.lean, failures);
+    assert_true(graphs >= 50 && c.resident > 0);
     assert_int_equal(failures, 0);
 }
 
