@@ -103,8 +103,8 @@ static int check_graph(astitch_graph *g, const char *what, int *kernels)
     return failures;
 }
 
-/* Calls check on every graph of ASTITCH_SOURCE_ROOT/subdir (its .json files), each loaded in a context of
- * its own; returns the failures check counted and adds the graphs to *count. */
+/* Calls check on every graph of ASTITCH_SOURCE_ROOT/subdir (its .json files), each loaded in a
+ * context of its own; returns the failures check counted and adds the graphs to *count. */
 static int for_each_graph(const char *subdir,
                           int (*check)(astitch_graph *g, const char *file, void *user),
                           void *user, int *count)

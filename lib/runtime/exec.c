@@ -37,6 +37,13 @@ void astitch_compile_options_default(astitch_compile_options *o)
     o->variant_search = true;
 }
 
+/* Bytes of node n's value, dense (every target lays values out so; the reference target has
+ * no slots). */
+static size_t value_bytes(const astitch_graph *g, int32_t n)
+{
+    return (size_t)shape_elements(&g->node[n].shape) * astitch_dtype_size(g->node[n].dtype);
+}
+
 /* Values that cross a step boundary get a slot: parameters are the caller's inputs, graph
  * outputs the caller's outputs, everything else a range of the temporary arena. */
 static astitch_status layout(astitch_executable *x)
@@ -70,7 +77,7 @@ static astitch_status layout(astitch_executable *x)
     size_t at = 0;
     for (int32_t n = 0; n < g->nnode; n++) {
         Slot *sl = &x->slot[n];
-        sl->bytes = (size_t)shape_elements(&g->node[n].shape) * astitch_dtype_size(g->node[n].dtype);
+        sl->bytes = value_bytes(g, n);
         if (sl->kind == SLOT_NONE && crosses[n]) {
             sl->kind = SLOT_TEMP;
             sl->offset = at;
@@ -379,13 +386,6 @@ astitch_status astitch_executable_loaded_kernel(const astitch_executable *x, int
                         x->plan->nkernel - 1);
     exec_cuda_loaded_kernel(x, k, out);
     return ASTITCH_OK;
-}
-
-/* Bytes of node n's value, dense (every target lays values out so; the reference target has
- * no slots). */
-static size_t value_bytes(const astitch_graph *g, int32_t n)
-{
-    return (size_t)shape_elements(&g->node[n].shape) * astitch_dtype_size(g->node[n].dtype);
 }
 
 /* The address of tensor i of a run: host[i] where host is given, else dev[i]. */
