@@ -1,4 +1,5 @@
 /* gen_graph.c: random valid graphs (see gen_graph.h). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -386,8 +387,25 @@ void gen_options_default(gen_options *o)
     o->discontinuous = false;
 }
 
+void gen_options_cycled(gen_options *o, uint64_t seed)
+{
+    gen_options_default(o);
+    o->half = seed % 3 == 0;
+    o->max_dim = seed % 4 == 0 ? 64 : 8;
+    o->nodes = 10 + (int)(seed % 40);
+    o->percent_custom = seed % 5 == 0 ? 5 : 0;
+}
+
 uint64_t gen_fresh_seed(void)
 {
+    const char *replay = getenv("ASTITCH_FRESH_SEED");
+    if (replay && *replay) {
+        char *end;
+        unsigned long long v = strtoull(replay, &end, 10);
+        if (*end == '\0')
+            return v;
+        fprintf(stderr, "ASTITCH_FRESH_SEED=%s is not a number; using the clock\n", replay);
+    }
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000003u ^ (uint64_t)ts.tv_nsec;

@@ -104,11 +104,7 @@ static void random_graphs(int total)
         checked++;
         uint64_t seed = i == total - 1 ? fresh : (uint64_t)i + 1;
         gen_options o;
-        gen_options_default(&o);
-        o.half = seed % 3 == 0;
-        o.max_dim = seed % 4 == 0 ? 64 : 8;
-        o.nodes = 10 + (int)(seed % 40);
-        o.percent_custom = seed % 5 == 0 ? 5 : 0;
+        gen_options_cycled(&o, seed);
         astitch_context *ctx;
         assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
         astitch_register_custom(ctx, "gen_custom", gen_custom, NULL);

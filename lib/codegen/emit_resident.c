@@ -167,21 +167,18 @@ static LLVMValueRef tree(Emit *e, const Node *red, LLVMValueRef *vals, int n)
     return vals[0];
 }
 
-/* Stores the values vals (one per element of the lane) of root n, a root of the space's shape:
- * the output tensor one vector per slot, a buffer element by element. */
-static void store_space_root(Emit *e, Resident *r, int32_t n, LLVMValueRef *vals)
+/* Stores vals (one per element of slot s of the lane) of root n, a root of the space's shape:
+ * the output tensor with one vector, a buffer element by element. */
+static void store_space_slot(Emit *e, Resident *r, int32_t n, int s, LLVMValueRef *vals)
 {
     const PlanOp *op = plan_kernel_op(e->k, n);
     astitch_dtype t = gnode(e->g, n)->dtype;
-    for (int s = 0; s < r->slots; s++) {
-        LLVMBasicBlockRef merge = if_begin(e, resident_slot_valid(e, r, s));
-        for (int u = 0; u < r->vector; u++)
-            ev_store_root_buffer(e, n, &r->ix[s * r->vector + u], vals[s * r->vector + u]);
-        if (op->output && e->tensor[n])
-            ev_store_vector(e, e->tensor[n], t, r->ix[s * r->vector].lin, r->vector,
-                            &vals[s * r->vector]);
-        if_end(e, merge);
-    }
+    LLVMBasicBlockRef merge = if_begin(e, resident_slot_valid(e, r, s));
+    for (int u = 0; u < r->vector; u++)
+        ev_store_root_buffer(e, n, &r->ix[s * r->vector + u], vals[u]);
+    if (op->output && e->tensor[n])
+        ev_store_vector(e, e->tensor[n], t, r->ix[s * r->vector].lin, r->vector, vals);
+    if_end(e, merge);
 }
 
 /* Stores v, the value of root n (row-shaped) at the lane's row, where it is needed beyond the
@@ -214,49 +211,96 @@ static void row_phase(Emit *e, Resident *r, const PlanPhase *p)
     }
 }
 
-/* A reduce phase: each reduce root over the lane's elements, then across the row's lanes; each
- * other root at every element of the lane. */
+/* Root n of a reduce phase at element k = s * vector + u of the lane: a root of the space's
+ * shape into vals[k]; one of another shape of as many elements computed and stored at the
+ * element's linear index. */
+static void element_root(Emit *e, Resident *r, int32_t n, int s, int u, LLVMValueRef *vals)
+{
+    int k = s * r->vector + u;
+    const Node *node = gnode(e->g, n);
+    resident_at_element(e, r, k);
+    if (shape_equal(&node->shape, &r->space)) {
+        vals[k] = ev_value(e, n, &r->ix[k]);
+        return;
+    }
+    Index own = {.shape = &node->shape, .lin = r->ix[k].lin};
+    LLVMValueRef v = ev_value(e, n, &own);
+    LLVMBasicBlockRef merge = if_begin(e, resident_slot_valid(e, r, s));
+    ev_store_root(e, n, &own, v);
+    if_end(e, merge);
+}
+
+/* Whether root n of a reduce phase is the row reduction of the run's mapping. */
+static bool row_reduce_root(Emit *e, const Resident *r, int32_t n)
+{
+    const Node *node = gnode(e->g, n);
+    return node->op == ASTITCH_OP_REDUCE && node->attr.axes == r->m->reduce_axes &&
+           shape_equal(&gnode(e->g, goperand(e->g, n, 0))->shape, &r->space);
+}
+
+/* Root n, a row reduction: over the lane's elements, then across the row's lanes. */
+static void row_reduce(Emit *e, Resident *r, int32_t n, LLVMValueRef *vals)
+{
+    const Node *node = gnode(e->g, n);
+    for (int k = 0; k < r->n; k++) {
+        resident_at_element(e, r, k);
+        LLVMValueRef v = ev_value(e, goperand(e->g, n, 0), &r->ix[k]);
+        LLVMValueRef ok = r->slot_ok[k / r->vector];
+        vals[k] = ok ? LLVMBuildSelect(e->b, ok, v,
+                                       ev_reduce_identity(e, node->attr.reduce, node->dtype), "")
+                     : v;
+    }
+    LLVMValueRef total = combine_row(e, r, n, tree(e, node, vals, r->n));
+    store_row_root(e, r, n, total);
+    e->rowval[n] = total;
+}
+
+/* A reduce phase: its row reductions, and its other roots at every element of the lane. One
+ * such root is computed at all the elements before it is stored a slot at a time (with each
+ * slot's store between, gpt2_bwd_layernorm spills 12 bytes at 80 registers). Several go a
+ * slot at a time after the row reductions, every root at the slot's elements before the next
+ * slot, so a slot's values die once stored; all the elements of one root after another kept
+ * every element of every root live (a graph whose roots were sin, erf and a select of the sin
+ * spilled 552 bytes at 128 registers; a slot at a time, 84 registers and no spill). */
 static void reduce_phase(Emit *e, Resident *r, const PlanPhase *p, LLVMValueRef *vals)
 {
     /* the column sums first, while little else is live (ptxas on bert_base_bwd_layernorm: 80
      * registers, against 128 with them after the row sums) */
-    for (int i = 0; i < p->nroot; i++)
-        if (plan_reduce_across(e->g, r->m, p->root[i]))
-            emit_across_tile(e, r, p->root[i], vals);
+    int elementwise = 0;
+    for (int i = 0; i < p->nroot; i++) {
+        int32_t n = p->root[i];
+        if (plan_reduce_across(e->g, r->m, n))
+            emit_across_tile(e, r, n, vals);
+        else
+            elementwise += !row_reduce_root(e, r, n);
+    }
+    bool by_slot = elementwise > 1;
     for (int i = 0; i < p->nroot; i++) {
         int32_t n = p->root[i];
         if (plan_reduce_across(e->g, r->m, n))
             continue;
-        const Node *node = gnode(e->g, n);
-        bool reduce = node->op == ASTITCH_OP_REDUCE && node->attr.axes == r->m->reduce_axes &&
-                      shape_equal(&gnode(e->g, goperand(e->g, n, 0))->shape, &r->space);
-        bool space = shape_equal(&node->shape, &r->space);
-        for (int k = 0; k < r->n; k++) {
-            resident_at_element(e, r, k);
-            if (reduce) {
-                LLVMValueRef v = ev_value(e, goperand(e->g, n, 0), &r->ix[k]);
-                LLVMValueRef ok = r->slot_ok[k / r->vector];
-                vals[k] = ok ? LLVMBuildSelect(e->b, ok, v,
-                                               ev_reduce_identity(e, node->attr.reduce, node->dtype), "")
-                             : v;
-            } else if (space) {
-                vals[k] = ev_value(e, n, &r->ix[k]);
-            } else { /* another shape of as many elements: at the same linear index */
-                Index own = {.shape = &node->shape, .lin = r->ix[k].lin};
-                LLVMValueRef v = ev_value(e, n, &own);
-                LLVMBasicBlockRef merge = if_begin(e, resident_slot_valid(e, r, k / r->vector));
-                ev_store_root(e, n, &own, v);
-                if_end(e, merge);
-            }
+        if (row_reduce_root(e, r, n)) {
+            row_reduce(e, r, n, vals);
+            continue;
         }
-        if (reduce) {
-            LLVMValueRef total = combine_row(e, r, n, tree(e, node, vals, r->n));
-            store_row_root(e, r, n, total);
-            e->rowval[n] = total;
-        } else if (space) {
-            store_space_root(e, r, n, vals);
-        }
+        if (by_slot)
+            continue;
+        for (int k = 0; k < r->n; k++)
+            element_root(e, r, n, k / r->vector, k % r->vector, vals);
+        if (shape_equal(&gnode(e->g, n)->shape, &r->space))
+            for (int s = 0; s < r->slots; s++)
+                store_space_slot(e, r, n, s, &vals[s * r->vector]);
     }
+    for (int s = 0; by_slot && s < r->slots; s++)
+        for (int i = 0; i < p->nroot; i++) {
+            int32_t n = p->root[i];
+            if (plan_reduce_across(e->g, r->m, n) || row_reduce_root(e, r, n))
+                continue;
+            for (int u = 0; u < r->vector; u++)
+                element_root(e, r, n, s, u, vals);
+            if (shape_equal(&gnode(e->g, n)->shape, &r->space))
+                store_space_slot(e, r, n, s, &vals[s * r->vector]);
+        }
 }
 
 /* Allocates r's arrays for n elements per lane; false when out of memory. */
