@@ -234,8 +234,11 @@ void ptxas_report_free(PtxasReport *r); /* accepts NULL; leaves *r empty */
  *   emit_carry.c   values a walk keeps in shared memory for a later walk across a global
  *                  barrier
  *   emit_resident.c  a resident tile run: rows kept in registers across its phases
- *   emit_value.c   the value of an op at an element: index propagation, element-wise math,
- *                  loads from kernel inputs and from earlier phases' buffers
+ *   emit_value.c   the value of an op at an element: index propagation, a walk over the
+ *                  operands on a stack of frames of its own
+ *   emit_ops.c     the arithmetic of one element: element-wise ops, reductions' combines
+ *   emit_memory.c  loads and stores: f16/bf16 conversions, vectors, buffers, materialized
+ *                  values, dense constants, the stores of a phase's roots
  */
 typedef struct astitch_plan astitch_plan;
 
@@ -348,9 +351,6 @@ LLVMValueRef ev_value(Emit *e, int32_t n, Index *ix);
 /* Empties the value cache and makes *ix its element: the values ev_value computes at it are
  * kept until the next call. */
 void ev_begin_element(Emit *e, const Index *ix);
-/* Element-wise op n (convert and select included) applied to its operands' values arg[0 ..
- * nin), in register types. */
-LLVMValueRef ev_apply(Emit *e, int32_t n, LLVMValueRef *arg);
 /* The element walks' stacks of frames (emit_value.c, emit_vector.c): *frames holds *n of *cap
  * frames of `size` bytes, in `local` (the walk's own array) or on the heap. Returns frame *n,
  * the new top (*n grows by one), doubling the frames first when full (moving them to the heap
@@ -389,6 +389,7 @@ void ev_vector_begin(Emit *e, const Index *ix);
  * axis is a multiple of v in a shape whose innermost dimension v divides, into out[0 .. v). */
 void ev_vector(Emit *e, int32_t n, Index *ix, int v, LLVMValueRef *out);
 
+/* emit_memory.c */
 /* Stores v, the value of root n at *ix, wherever the plan wants it (buffer, output tensor).
  * Inside a resident run, a SHARED buffer read only by the run's phases is not written: they
  * find the value in registers. */
@@ -411,6 +412,21 @@ void ev_load_vector(Emit *e, LLVMValueRef base, astitch_dtype t, LLVMValueRef li
 void ev_check_shared(Emit *e, const PlanBuffer *buf, LLVMValueRef lin);
 /* The address of buffer buf of the kernel (shared or scratch), as a generic pointer. */
 LLVMValueRef ev_buffer_base(Emit *e, const PlanBuffer *buf);
+/* Rounds an f32 register value to the precision of t (f16, bf16); other types unchanged. */
+LLVMValueRef ev_round_to(Emit *e, astitch_dtype t, LLVMValueRef v);
+/* The value of node n at *ix where an earlier phase materialized it (op, its plan entry) or,
+ * op NULL, of a kernel input. */
+LLVMValueRef ev_load_materialized(Emit *e, int32_t n, const PlanOp *op, Index *ix);
+/* Dense constant n's table as a module global (in the options' address space), as a generic
+ * pointer. */
+LLVMValueRef ev_constant_table(Emit *e, int32_t n);
+
+/* emit_ops.c */
+/* Element-wise op n (convert and select included) applied to its operands' values arg[0 ..
+ * nin), in register types. */
+LLVMValueRef ev_apply(Emit *e, int32_t n, LLVMValueRef *arg);
+/* A constant of dtype t holding v, in its register type. */
+LLVMValueRef ev_const(Emit *e, astitch_dtype t, double v);
 /* Reduction helpers: the identity and the combination of kind k in register type of t. */
 LLVMValueRef ev_reduce_identity(Emit *e, astitch_reduce_kind k, astitch_dtype t);
 /* Where an accumulator over rows of len elements starts: the identity, or for len 0 the result
@@ -418,6 +434,8 @@ LLVMValueRef ev_reduce_identity(Emit *e, astitch_reduce_kind k, astitch_dtype t)
 LLVMValueRef ev_reduce_start(Emit *e, astitch_reduce_kind k, astitch_dtype t, int64_t len);
 LLVMValueRef ev_reduce_combine(Emit *e, astitch_reduce_kind k, astitch_dtype t, LLVMValueRef a,
                                LLVMValueRef b);
+
+/* emit_value.c */
 /* Records a failure (the first one is kept) and returns an undefined value of type ty. */
 LLVMValueRef ev_fail(Emit *e, LLVMTypeRef ty, astitch_status s, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
