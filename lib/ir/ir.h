@@ -4,7 +4,8 @@
  *   ops.c        the op, dtype and class tables (from astitch/ops.h), names, lookups
  *   context.c    context, error messages, custom-op registry, status names, version
  *   graph.c      graph storage, names, outputs, inspection
- *   build.c      builders: shape and dtype inference for every op
+ *   build.c      builders: checks, the node appended and named; node copies for rewrites
+ *   infer.c      the type rules: dtype and shape of every op from its operands
  *   verify.c     whole-graph verifier
  *   graph_meta.c graph name and comment (carried by graph.json)
  *   json_read.c  graph.json -> graph (jansson): top level, names, topological order, errors
@@ -228,6 +229,7 @@ astitch_node graph_name_derived(astitch_graph *g, const astitch_graph *src, asti
  * <the builder's message>". */
 astitch_status graph_copy_finish(astitch_graph *g, const astitch_graph *src, const int32_t *map,
                                  const char *what);
+/* infer.c */
 /* Checks a declared shape: rank 0..8, dims >= 0, element count <= MAX_ELEMENTS. On failure
  * writes a reason into why (at least 128 bytes) and returns false. */
 bool shape_check(const Shape *s, char *why, size_t len);
