@@ -273,16 +273,22 @@ astitch_status diff_ref_check(const DiffRef *d, astitch_executable *x, DiffResul
 astitch_status diff_run(astitch_graph *g, astitch_target target, astitch_fusion fusion,
                         uint64_t seed, DiffResult *r)
 {
-    memset(r, 0, sizeof *r);
-    DiffRef *d = NULL;
-    astitch_executable *x = NULL;
     astitch_compile_options o;
     astitch_compile_options_default(&o);
     o.target = target;
     o.plan.fusion = fusion;
+    return diff_run_with(g, &o, seed, r);
+}
+
+astitch_status diff_run_with(astitch_graph *g, const astitch_compile_options *o, uint64_t seed,
+                             DiffResult *r)
+{
+    memset(r, 0, sizeof *r);
+    DiffRef *d = NULL;
+    astitch_executable *x = NULL;
     astitch_status s = diff_ref_create(g, seed, true, &d);
     if (s == ASTITCH_OK)
-        s = astitch_compile(g, &o, &x);
+        s = astitch_compile(g, o, &x);
     if (s == ASTITCH_OK)
         s = diff_ref_check(d, x, r);
     else

@@ -29,6 +29,10 @@ typedef struct DiffResult {
  * whether the numbers matched). */
 astitch_status diff_run(astitch_graph *g, astitch_target target, astitch_fusion fusion,
                         uint64_t seed, DiffResult *r);
+/* diff_run with every compile option given (a device model other than the target's own, plan
+ * options). */
+astitch_status diff_run_with(astitch_graph *g, const astitch_compile_options *o, uint64_t seed,
+                             DiffResult *r);
 
 /* The reference side of a check, computed once and compared against many executables (the
  * benchmark verifies every fusion mode of a graph against one reference run). */

@@ -2,7 +2,10 @@
  * example and many random graphs, under fusion none, xla and stitch, against the reference
  * interpreter (tolerances in diff_check.h), with outputs poisoned before each run.
  * ASTITCH_DIFF_GRAPHS sets the number of random graphs (default 500: fixed seeds 1..N-1 and one
- * fresh seed, printed). The examples and 100 graphs run once more split at global barriers.
+ * fresh seed, printed; ASTITCH_FRESH_SEED replays one). ASTITCH_DIFF_MODEL_GRAPHS more (default
+ * 120) are planned for the h100 model, as the GPU runs them, under fusion xla and stitch with
+ * and without persistent grids. The examples and 100 graphs run once more split at global
+ * barriers.
  * ASTITCH_DIFF_SHARD=K/N runs only the K-th of N shares of the examples and random graphs (and
  * the split-combine test in share 0), so that meson runs the shares in parallel. */
 #include <dirent.h>
@@ -45,6 +48,34 @@ static int check_graph(astitch_graph *g, const char *what, uint64_t seed)
             failures++;
         }
     }
+    return failures;
+}
+
+/* check_graph for g planned for the GPU model `model` instead of the host's, so that its
+ * kernels take the GPU's launch shapes (resident rows, warps per row, grid barriers): fusion
+ * xla and stitch, each with blocks per tile and with persistent grids. */
+static int check_graph_model(astitch_graph *g, const char *what, uint64_t seed, const char *model)
+{
+    astitch_device dev;
+    assert_int_equal(astitch_device_builtin(model, &dev), ASTITCH_OK);
+    int failures = 0;
+    for (int f = 1; f < 3; f++)
+        for (int persistent = 0; persistent < 2; persistent++) {
+            astitch_compile_options o;
+            astitch_compile_options_default(&o);
+            o.target = ASTITCH_TARGET_HOST;
+            o.device = &dev;
+            o.plan.fusion = fusions[f];
+            o.plan.persistent = persistent;
+            DiffResult r;
+            diff_run_with(g, &o, seed, &r);
+            if (!r.ok) {
+                printf("FAIL %s (%s model) fusion=%s%s seed=%llu: %s\n", what, model,
+                       astitch_fusion_name(fusions[f]), persistent ? " persistent" : "",
+                       (unsigned long long)seed, r.message);
+                failures++;
+            }
+        }
     return failures;
 }
 
@@ -92,11 +123,14 @@ static astitch_status gen_custom(void *user, int n, const astitch_tensor_view *i
     return ASTITCH_OK;
 }
 
-static void random_graphs(int total)
+/* Random graphs: seeds 1..total-1 and a fresh one, planned for the host's model (model NULL) or
+ * for the named GPU model. */
+static void random_graphs(int total, const char *model)
 {
     uint64_t fresh = gen_fresh_seed();
-    printf("random graphs: %d (seeds 1..%d and fresh seed %llu)\n", total, total - 1,
-           (unsigned long long)fresh);
+    printf("random graphs%s%s: %d (seeds 1..%d and fresh seed %llu; rerun it with "
+           "ASTITCH_FRESH_SEED=%llu)\n", model ? " for the model " : "", model ? model : "",
+           total, total - 1, (unsigned long long)fresh, (unsigned long long)fresh);
     int failures = 0, checked = 0;
     for (int i = 0; i < total; i++) {
         if (!mine(i))
@@ -105,6 +139,7 @@ static void random_graphs(int total)
         uint64_t seed = i == total - 1 ? fresh : (uint64_t)i + 1;
         gen_options o;
         gen_options_cycled(&o, seed);
+        o.discontinuous = model && seed % 2;
         astitch_context *ctx;
         assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
         astitch_register_custom(ctx, "gen_custom", gen_custom, NULL);
@@ -114,11 +149,12 @@ static void random_graphs(int total)
                      astitch_last_error(ctx));
         char what[64];
         snprintf(what, sizeof what, "random graph %d", i);
-        failures += check_graph(g, what, seed);
+        failures += model ? check_graph_model(g, what, seed, model) : check_graph(g, what, seed);
         astitch_graph_destroy(g);
         astitch_context_destroy(ctx);
     }
-    printf("random graphs: %d of %d x 3 fusions, %d failures\n", checked, total, failures);
+    printf("random graphs: %d of %d x %s, %d failures\n", checked, total,
+           model ? "2 fusions x 2 grids" : "3 fusions", failures);
     assert_int_equal(failures, 0);
 }
 
@@ -126,7 +162,15 @@ static void test_random_graphs(void **state)
 {
     (void)state;
     const char *env = getenv("ASTITCH_DIFF_GRAPHS");
-    random_graphs(env ? atoi(env) : 500);
+    random_graphs(env ? atoi(env) : 500, NULL);
+}
+
+/* The kernels the GPU runs, on the host: random graphs planned for the h100 model. */
+static void test_random_graphs_h100(void **state)
+{
+    (void)state;
+    const char *env = getenv("ASTITCH_DIFF_MODEL_GRAPHS");
+    random_graphs(env ? atoi(env) : 120, "h100");
 }
 
 /* Every kernel with global barriers run as its parts cut at the barriers (the fallback when
@@ -136,7 +180,7 @@ static void test_split_fallback(void **state)
     setenv("ASTITCH_FORCE_PARTS", "1", 1);
     printf("split at global barriers:\n");
     test_examples(state);
-    random_graphs(100);
+    random_graphs(100, NULL);
     unsetenv("ASTITCH_FORCE_PARTS");
 }
 
@@ -160,6 +204,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_examples),
         cmocka_unit_test(test_random_graphs),
+        cmocka_unit_test(test_random_graphs_h100),
         cmocka_unit_test(test_split_fallback),
         cmocka_unit_test(test_split_combines),
     };
