@@ -461,8 +461,11 @@ static void test_vector_runs(void **state)
 /* Layer normalization: sum, mean (a phase over the rows), centered square sum, rstd (over the
  * rows), output. Every phase reads the earlier ones at its own rows, so the whole kernel runs
  * as one walk over each block's tiles (emit_phase.c): several tiles per block when it is
- * persistent, one otherwise. */
-static void tile_run(bool persistent)
+ * persistent, one otherwise. With `reshaped` the output is reshaped to [3, 100, 96] (a layer's
+ * [batch, seq, hidden]), which is read at the same linear index and so stays in the run. With
+ * device "h100" the rows are resident: the run keeps them in registers and the kernel moves
+ * its minimal bytes (once, the reshaped output's phase read x from memory again). */
+static void tile_run_with(bool persistent, bool reshaped, const char *device)
 {
     Piece t;
     piece_begin(&t);
@@ -475,25 +478,35 @@ static void tile_run(bool persistent)
     astitch_node var = astitch_binary(t.g, ASTITCH_OP_MUL, inv_n,
         astitch_reduce(t.g, ASTITCH_REDUCE_SUM, astitch_binary(t.g, ASTITCH_OP_MUL, c, c), 1, &axis));
     astitch_node rstd = astitch_unary(t.g, ASTITCH_OP_RSQRT, var);
-    astitch_add_output(t.g, astitch_binary(t.g, ASTITCH_OP_MUL, c, broadcast_rows(t.g, rstd, d)));
-    piece_compile_with(&t, true, persistent, NULL);
+    astitch_node y = astitch_binary(t.g, ASTITCH_OP_MUL, c, broadcast_rows(t.g, rstd, d));
+    astitch_add_output(t.g, reshaped ? astitch_reshape(t.g, y, 3, (int64_t[]){3, 100, 96}) : y);
+    piece_compile_with(&t, true, persistent, device);
     assert_int_equal(astitch_plan_num_kernels(t.plan), 1);
     const PlanKernel *k = &t.plan->kernel[0];
     assert_true(k->nphase >= 3);
-    if (persistent)
+    if (device) /* 10 tiles of 32 resident rows: one per block */
+        assert_int_equal(k->phase[0].map.tasks_per_block, 1);
+    else if (persistent)
         assert_true(k->phase[0].map.tasks_per_block > 1); /* several tiles per block */
     else
         assert_true(k->grid > k->blocks_per_wave);
-    for (int32_t ph = 0; ph < k->nphase; ph++)
+    for (int32_t ph = 0; ph < k->nphase; ph++) {
         assert_int_equal(k->phase[ph].run_first, 0);
-    piece_check_and_end(&t, "tile run");
+        assert_true(k->phase[ph].resident || !device);
+    }
+    if (device)
+        assert_int_equal(k->moved_bytes, k->min_bytes);
+    char what[64];
+    snprintf(what, sizeof what, "tile run%s%s%s", persistent ? ", persistent" : "",
+             reshaped ? ", reshaped output" : "", device ? ", h100 model" : "");
+    piece_check_and_end(&t, what);
 }
 
 static void test_tile_run(void **state)
 {
     (void)state;
-    tile_run(false);
-    tile_run(true);
+    for (int i = 0; i < 8; i++)
+        tile_run_with(i & 1, i & 2, i & 4 ? "h100" : NULL);
 }
 
 /* The second reduction reads the first one's result of the next row (a rotation by slice and

@@ -167,8 +167,8 @@ static LLVMValueRef tree(Emit *e, const Node *red, LLVMValueRef *vals, int n)
     return vals[0];
 }
 
-/* Stores vals (one per element of slot s of the lane) of root n, a root of the space's shape:
- * the output tensor with one vector, a buffer element by element. */
+/* Stores vals (one per element of slot s of the lane) of root n, a root of the space's
+ * elements (space_root): the output tensor with one vector, a buffer element by element. */
 static void store_space_slot(Emit *e, Resident *r, int32_t n, int s, LLVMValueRef *vals)
 {
     const PlanOp *op = plan_kernel_op(e->k, n);
@@ -211,23 +211,31 @@ static void row_phase(Emit *e, Resident *r, const PlanPhase *p)
     }
 }
 
-/* Root n of a reduce phase at element k = s * vector + u of the lane: a root of the space's
- * shape into vals[k]; one of another shape of as many elements computed and stored at the
- * element's linear index. */
+/* Whether root n has the space's elements: the space's shape, or another of as many elements
+ * (a reshape of it), whose element at the space element's linear index it computes and
+ * stores there. */
+static bool space_root(Emit *e, const Resident *r, int32_t n)
+{
+    return shape_elements(&gnode(e->g, n)->shape) == shape_elements(&r->space);
+}
+
+/* Root n of a reduce phase, of the space's elements (space_root), at element k = s * vector +
+ * u of the lane, into vals[k]. */
 static void element_root(Emit *e, Resident *r, int32_t n, int s, int u, LLVMValueRef *vals)
 {
     int k = s * r->vector + u;
     const Node *node = gnode(e->g, n);
-    resident_at_element(e, r, k);
-    if (shape_equal(&node->shape, &r->space)) {
-        vals[k] = ev_value(e, n, &r->ix[k]);
+    if (!space_root(e, r, n)) {
+        vals[k] = ev_fail_node(e, n, ev_type(e, node->dtype), ASTITCH_ERR_INTERNAL,
+                               "%s: root %d '%s' of resident phase %d has %lld elements, its "
+                               "space %lld", e->k->name, n, node->name, e->phase,
+                               (long long)shape_elements(&node->shape),
+                               (long long)shape_elements(&r->space));
         return;
     }
+    resident_at_element(e, r, k);
     Index own = {.shape = &node->shape, .lin = r->ix[k].lin};
-    LLVMValueRef v = ev_value(e, n, &own);
-    LLVMBasicBlockRef merge = if_begin(e, resident_slot_valid(e, r, s));
-    ev_store_root(e, n, &own, v);
-    if_end(e, merge);
+    vals[k] = ev_value(e, n, shape_equal(&node->shape, &r->space) ? &r->ix[k] : &own);
 }
 
 /* Whether root n of a reduce phase is the row reduction of the run's mapping. */
@@ -287,9 +295,8 @@ static void reduce_phase(Emit *e, Resident *r, const PlanPhase *p, LLVMValueRef 
             continue;
         for (int k = 0; k < r->n; k++)
             element_root(e, r, n, k / r->vector, k % r->vector, vals);
-        if (shape_equal(&gnode(e->g, n)->shape, &r->space))
-            for (int s = 0; s < r->slots; s++)
-                store_space_slot(e, r, n, s, &vals[s * r->vector]);
+        for (int s = 0; s < r->slots; s++)
+            store_space_slot(e, r, n, s, &vals[s * r->vector]);
     }
     for (int s = 0; by_slot && s < r->slots; s++)
         for (int i = 0; i < p->nroot; i++) {
@@ -298,8 +305,7 @@ static void reduce_phase(Emit *e, Resident *r, const PlanPhase *p, LLVMValueRef 
                 continue;
             for (int u = 0; u < r->vector; u++)
                 element_root(e, r, n, s, u, vals);
-            if (shape_equal(&gnode(e->g, n)->shape, &r->space))
-                store_space_slot(e, r, n, s, &vals[s * r->vector]);
+            store_space_slot(e, r, n, s, &vals[s * r->vector]);
         }
 }
 

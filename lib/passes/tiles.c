@@ -57,7 +57,9 @@ static bool broadcasts_row(const Check *c, int32_t n)
 }
 
 /* Whether reading node n at an element in mode `mode` touches values of the run only at the
- * element's own row (or own element). */
+ * element's own row (or own element). In SPACE mode n has the space's element count and is
+ * read at the element's linear index: the space's shape, or a reshape of it (a layer's output
+ * reshaped back to [batch, seq, hidden]) on the way. */
 static bool row_local(Check *c, int32_t n, int mode)
 {
     if (!c->reaches[n])
@@ -81,6 +83,8 @@ static bool row_local(Check *c, int32_t n, int mode)
             ok = row_local(c, goperand(c->g, n, i), mode);
     } else if (mode == SPACE && broadcasts_row(c, n)) {
         ok = row_local(c, goperand(c->g, n, 0), ROW);
+    } else if (mode == SPACE && node->op == ASTITCH_OP_RESHAPE) {
+        ok = row_local(c, goperand(c->g, n, 0), SPACE); /* the same linear index */
     } else {
         ok = false; /* another index map on the way to a value of the run */
     }
@@ -151,9 +155,10 @@ static bool joins_run(Check *c, int32_t first, int32_t ph)
             c->reaches[n] = c->reaches[goperand(g, n, j)];
         c->memo[n * MODES + SPACE] = c->memo[n * MODES + ROW] = 0;
     }
-    /* a reduce root reads its operand at each element of the space; any other root is
-     * evaluated at the space's element when it has the space's shape (else at the same linear
-     * index of its own shape: no value of the run may be on that way) */
+    /* a reduce root reads its operand at each element of the space; any other root with the
+     * space's element count is evaluated at the element's linear index (its own shape's
+     * element there); a root of another count, at its own index: no value of the run may be
+     * on that way */
     bool ok = true;
     for (int i = 0; ok && i < p->nroot; i++) {
         int32_t n = p->root[i];
@@ -162,7 +167,7 @@ static bool joins_run(Check *c, int32_t first, int32_t ph)
             ok = shape_equal(&node->shape, &c->kept) ? row_local(c, n, ROW) : !c->reaches[n];
         else if (node->op == ASTITCH_OP_REDUCE)
             ok = row_local(c, goperand(g, n, 0), SPACE);
-        else if (shape_equal(&node->shape, &c->space))
+        else if (shape_elements(&node->shape) == shape_elements(&c->space))
             ok = row_local(c, n, SPACE);
         else
             ok = !c->reaches[n];
