@@ -23,6 +23,13 @@
  *   and [batch, contract, free] (rhs), which is one, and the planner stitches each transpose
  *   into the kernel that makes the operand where it can.
  *
+ * - A float dot that is one GEMM but reads an operand through a reshape that only merges or
+ *   splits the free axes ahead of the contracting ones (x [batch, seq, hidden] as
+ *   [batch * seq, hidden]: reshape_source): it reads the reshape's source instead, which holds
+ *   the same elements at the same places, and its product is reshaped back to the dot's
+ *   shape, so no kernel copies x into a reshaped tensor for the GEMM alone. Only where the
+ *   dot's readers take that reshape as a view: not an output, no compute op.
+ *
  * A transpose or reshape that would change nothing is left out. The rewritten graph is a copy
  * (the caller's graph is never changed): the result keeps the dot's name and place among the
  * outputs; the new nodes are named after it ("<dot>.lhs_t", "<dot>.zeros", ...).
@@ -32,8 +39,73 @@
 #include "passes/dot_gemm.h"
 #include "passes/passes.h"
 
+/* Whether node v is a graph output or an operand of a compute op (dot, custom), which read
+ * it from memory as it lies. */
+static bool read_as_tensor(const astitch_graph *g, int32_t v)
+{
+    for (int32_t i = 0; i < g->noutput; i++)
+        if (g->output[i] == v)
+            return true;
+    for (int32_t u = v + 1; u < g->nnode; u++) {
+        const Node *n = gnode(g, u);
+        for (int i = 0; (n->op == ASTITCH_OP_DOT || n->op == ASTITCH_OP_CUSTOM) && i < n->nin; i++)
+            if (goperand(g, u, i) == v)
+                return true;
+    }
+    return false;
+}
+
+/* The node under operand `side` of float dot v (no batch axes) that the GEMM can read in its
+ * place, or -1: the operand is a reshape (of reshapes) of it that keeps the contracting axes
+ * as the trailing ones of both, in order, and merges or splits only the free axes ahead of
+ * them (x [batch, seq, hidden] read as [batch * seq, hidden]). Row-major, the source then
+ * holds the operand's elements at the same places. */
+static int32_t reshape_source(const astitch_graph *g, int32_t v, int side)
+{
+    const Node *n = gnode(g, v);
+    const astitch_dot_dims *dd = &n->attr.dot;
+    const int64_t *contract = side ? dd->rhs_contract : dd->lhs_contract;
+    int32_t r = goperand(g, v, side);
+    const Shape *rs = &gnode(g, r)->shape;
+    int nc = dd->ncontract;
+    for (int i = 0; i < nc; i++)
+        if (contract[i] != rs->rank - nc + i)
+            return -1;
+    int32_t src = -1;
+    for (int32_t at = r; gnode(g, at)->op == ASTITCH_OP_RESHAPE;) {
+        at = goperand(g, at, 0);
+        const Shape *xs = &gnode(g, at)->shape;
+        bool keeps = xs->rank > nc;
+        for (int i = 0; keeps && i < nc; i++)
+            keeps = xs->dim[xs->rank - nc + i] == rs->dim[rs->rank - nc + i];
+        if (!keeps)
+            break;
+        src = at;
+    }
+    if (src < 0)
+        return -1;
+    /* the output gains the source's free axes in place of the operand's */
+    const Node *other = gnode(g, goperand(g, v, 1 - side));
+    int rank = gnode(g, src)->shape.rank - nc + other->shape.rank - nc;
+    return rank <= MAX_RANK ? src : -1;
+}
+
+/* Whether float dot v, one GEMM over its operands, reads an operand that is a reshape of a
+ * tensor the GEMM can read instead (reshape_source), where v itself is read only by ops that
+ * take the reshape of its output back as a view (not an output, no compute op). */
+static bool through_reshape(const astitch_graph *g, int32_t v)
+{
+    const Node *n = gnode(g, v);
+    if (n->op != ASTITCH_OP_DOT || dtype_is_int(n->dtype) || n->attr.dot.nbatch > 0 ||
+        (reshape_source(g, v, 0) < 0 && reshape_source(g, v, 1) < 0))
+        return false;
+    DotGemm gm;
+    dot_gemm_layout(g, v, &gm);
+    return gm.kind == DOT_GEMM_GEMM && !read_as_tensor(g, v);
+}
+
 /* Whether dot v is rewritten: an empty contraction, an integer dot with room for K, a float
- * dot that is no single GEMM over its operands in memory. */
+ * dot that is no single GEMM over its operands in memory, one that reads through a reshape. */
 static bool lowered(const astitch_graph *g, int32_t v)
 {
     const Node *n = gnode(g, v);
@@ -45,7 +117,7 @@ static bool lowered(const astitch_graph *g, int32_t v)
         return true;
     if (dtype_is_int(n->dtype))
         return n->shape.rank < MAX_RANK;
-    return gm.kind == DOT_GEMM_NONE;
+    return gm.kind == DOT_GEMM_NONE || through_reshape(g, v);
 }
 
 /* x, which stands for dot n in d, named as n. */
@@ -184,6 +256,28 @@ static astitch_node emit_gemm(const astitch_graph *src, astitch_graph *d, int32_
     return named_as(d, out, n);
 }
 
+/* Appends to d src's dot v over the reshape sources of its operands (through_reshape), then
+ * the reshape of that product to v's shape, named as v. */
+static astitch_node emit_through(const astitch_graph *src, astitch_graph *d, int32_t v,
+                                 const int32_t *map)
+{
+    const Node *n = gnode(src, v);
+    astitch_dot_dims nd = n->attr.dot;
+    astitch_node side[2];
+    for (int s = 0; s < 2; s++) {
+        int32_t x = reshape_source(src, v, s);
+        side[s] = map[x >= 0 ? x : goperand(src, v, s)];
+        int64_t *contract = s ? nd.rhs_contract : nd.lhs_contract;
+        for (int i = 0; x >= 0 && i < nd.ncontract; i++) /* the trailing axes, in order */
+            contract[i] = gnode(src, x)->shape.rank - nd.ncontract + i;
+    }
+    astitch_node dot = graph_name_derived(d, src, astitch_dot(d, side[0], side[1], &nd), n->name,
+                                          "source");
+    astitch_node out = dot == ASTITCH_NO_NODE ? ASTITCH_NO_NODE
+                                              : astitch_reshape(d, dot, n->shape.rank, n->shape.dim);
+    return named_as(d, out, n);
+}
+
 static astitch_node emit(const astitch_graph *src, astitch_graph *d, int32_t v,
                          const int32_t *map)
 {
@@ -191,8 +285,9 @@ static astitch_node emit(const astitch_graph *src, astitch_graph *d, int32_t v,
     dot_gemm_layout(src, v, &gm);
     if (gm.kind == DOT_GEMM_ZEROS)
         return emit_zeros(src, d, v);
-    return dtype_is_int(gnode(src, v)->dtype) ? emit_sum(src, d, v, map)
-                                              : emit_gemm(src, d, v, map);
+    if (dtype_is_int(gnode(src, v)->dtype))
+        return emit_sum(src, d, v, map);
+    return gm.kind == DOT_GEMM_GEMM ? emit_through(src, d, v, map) : emit_gemm(src, d, v, map);
 }
 
 astitch_status pass_dot_lower(const astitch_graph *g, astitch_graph **out)

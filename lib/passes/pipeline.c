@@ -5,7 +5,8 @@
  *     |
  *   dot_lower                          the plan's own copy with dots as the targets run them:
  *     |                                integer ones as a product and a row sum, K = 0 as zeros,
- *     |                                operands transposed where no GEMM reads them as they are
+ *     |                                operands transposed where no GEMM reads them as they are,
+ *     |                                read through a reshape of their free axes where it can
  *   prune                              ... without the nodes that feed no output, when there
  *     |                                are any
  *   concat_tree                        ... with each concatenate of more than 64 operands as a
