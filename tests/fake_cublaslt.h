@@ -17,6 +17,7 @@ typedef struct FakeMatmul {
     uint64_t a, b, c, d;         /* the pointers */
     float alpha, beta;
     uint32_t algo_align;         /* the operands' alignment the algorithm was chosen for */
+    int algo_index;              /* its place in the heuristic's answer (FAKE_LT_CANDIDATES) */
     uint64_t workspace;
     size_t workspace_bytes;
 } FakeMatmul;

@@ -448,12 +448,12 @@ static int fake_event_record(void *e, void *s) { return queued("cuEventRecord", 
 static int fake_event_sync(void *e) { return unsafe("cuEventSynchronize"); }
 
 /* Times cuEventElapsedTime gives, in order (fake_cuda_set_elapsed); 0 past the last. */
-static float elapsed_ms[32];
+static float elapsed_ms[64];
 static int elapsed_n, elapsed_next;
 EXPORT void fake_cuda_set_elapsed(const float *ms, int n);
 void fake_cuda_set_elapsed(const float *ms, int n)
 {
-    elapsed_n = n < 0 ? 0 : n > 32 ? 32 : n;
+    elapsed_n = n < 0 ? 0 : n > 64 ? 64 : n;
     for (int i = 0; i < elapsed_n; i++)
         elapsed_ms[i] = ms[i];
     elapsed_next = 0;

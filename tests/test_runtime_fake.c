@@ -259,6 +259,189 @@ static void test_variant_forms(void **state)
     astitch_graph_destroy(g);
 }
 
+/* A plan with a compute step times its forms by their kernel steps alone: column_sums_graph's
+ * dx through a dot, where each form's dot takes far longer than its kernels and varies more
+ * between forms than they do. Form 2's kernels are the fastest, its dot the slowest: the
+ * search keeps form 2, which timing the whole runs would not. */
+static void test_variant_forms_steps(void **state)
+{
+    const Fake *f = *state;
+    expect_ok(f, astitch_context_set_option(f->ctx, "cache", "0"));
+    astitch_graph *g = column_sums_graph(f, 768);
+    int64_t dw[2] = {768, 64};
+    astitch_dot_dims dims = {.ncontract = 1, .lhs_contract = {1}, .rhs_contract = {0}};
+    astitch_node w = astitch_parameter(g, "w", ASTITCH_F32, 2, dw);
+    expect_ok(f, astitch_add_output(g, astitch_dot(g, astitch_graph_output(g, 0), w, &dims)));
+    expect_ok(f, astitch_graph_verify(g));
+    astitch_executable *x = compile_for_fake(f, g, false);
+    const astitch_executable *form[3] = {x, x->alt, x->alt ? x->alt->alt : NULL};
+    assert_non_null(form[2]);
+    assert_int_equal(form[1]->variant.form, 2);
+    /* per run, in turn over the forms for four rounds: every step's time, a kernel 2.0, 1.5 or
+     * 2.5 ms by form, a compute step 0.1 ms but 50 ms in form 2 */
+    float ms[64];
+    int n = 0;
+    for (int run = 0; run < 12; run++) {
+        const astitch_plan *p = form[run % 3]->plan;
+        for (int32_t i = 0; i < p->nstep; i++) {
+            assert_true(n < 64);
+            bool kernel = p->step[i].kind == ASTITCH_STEP_KERNEL;
+            ms[n++] = kernel ? (run % 3 == 1 ? 1.5f : run % 3 == 2 ? 2.5f : 2.0f) / (float)p->nkernel
+                             : (run % 3 == 1 ? 50.0f : 0.1f);
+        }
+    }
+    f->set_elapsed(ms, n);
+    uint64_t in[3] = {0x200000000000ull, 0x240000000000ull, 0x280000000000ull};
+    uint64_t out[3] = {0x300000000000ull, 0x340000000000ull, 0x380000000000ull};
+    expect_ok(f, astitch_execute_device(x, in, out, f->stream));
+    astitch_variant_info v;
+    expect_ok(f, astitch_executable_variant(x, &v));
+    assert_int_equal(v.state, ASTITCH_VARIANT_TIMED);
+    assert_int_equal(v.form, 2);
+    assert_true(v.us[0] > 1990 && v.us[0] < 2010 && v.us[2] > 1490 && v.us[2] < 1510);
+    astitch_executable_destroy(x);
+    /* from host memory, with two candidates for the dot: the forms settle, form 2 is adopted
+     * (its own device buffers), and the dots' search runs on those buffers, as the run after
+     * it does (once, it ran on the buffers the adoption had freed: an illegal address on the
+     * GPU) */
+    setenv("FAKE_LT_CANDIDATES", "2", 1);
+    x = compile_for_fake(f, g, false);
+    form[0] = x, form[1] = x->alt, form[2] = x->alt->alt;
+    n = 0;
+    for (int run = 0; run < 12; run++) {
+        const astitch_plan *p = form[run % 3]->plan;
+        for (int32_t i = 0; i < p->nstep; i++)
+            ms[n++] = p->step[i].kind == ASTITCH_STEP_KERNEL ? (run % 3 == 1 ? 1.5f : 2.0f) : 0.1f;
+    }
+    for (int i = 0; i < 6; i++) /* the dot's two candidates, rounds 2 to 4 */
+        ms[n++] = 1.0f;
+    f->set_elapsed(ms, n);
+    f->matmuls_reset();
+    float *hin[3], *hout[3]; /* none larger than dy's [1024, 768] */
+    for (int i = 0; i < 3; i++) {
+        hin[i] = calloc(1024 * 768, sizeof(float));
+        hout[i] = calloc(1024 * 768, sizeof(float));
+        assert_true(hin[i] && hout[i]);
+    }
+    expect_ok(f, astitch_execute(x, (const void *const *)hin, (void *const *)hout));
+    expect_ok(f, astitch_executable_variant(x, &v));
+    assert_int_equal(v.form, 2);
+    FakeMatmul mm[64];
+    int calls = f->matmuls(mm, 64);
+    /* the forms' 12 runs, then the dot's timings, the search's run and the run */
+    assert_int_equal(calls, 12 + 2 * 4 + 2);
+    for (int i = 12; i < calls; i++)
+        assert_true(mm[i].d == mm[calls - 1].d && mm[i].a == mm[calls - 1].a);
+    for (int i = 0; i < 3; i++) {
+        free(hin[i]);
+        free(hout[i]);
+    }
+    astitch_executable_destroy(x);
+    unsetenv("FAKE_LT_CANDIDATES");
+    expect_ok(f, astitch_context_set_option(f->ctx, "cache", "1")); /* as the tests after expect */
+    compile_cache_reset();
+    astitch_graph_destroy(g);
+}
+
+/* The last cuBLASLt product's algorithm (its place among the candidates) and how many
+ * products were queued since the reset. */
+static int last_algo(const Fake *f, int *calls)
+{
+    FakeMatmul m[64];
+    int n = f->matmuls(m, 64);
+    *calls = n;
+    return n > 0 && n <= 64 ? m[n - 1].algo_index : -1;
+}
+
+/* Times of 3 candidates over 4 rounds (the first round not read): `fast` takes 1 ms, the
+ * others 2 and 3. */
+static void time_three_candidates(const Fake *f, int fast)
+{
+    float ms[9];
+    for (int i = 0; i < 9; i++)
+        ms[i] = i % 3 == fast ? 1.0f : 2.0f + (float)(i % 3);
+    f->set_elapsed(ms, 9);
+}
+
+/* The dots' algorithm search: with three candidates from the heuristic, the first run outside a
+ * capture times them (four rounds of three products), runs once with the fastest and then
+ * runs; later runs queue one product with it. Under a capture nothing is timed and the first
+ * candidate runs; the search waits for the next run outside one. The choice is recorded:
+ * a later compile of the graph runs it without timing. The search off: the first candidate,
+ * never timed. */
+static void test_dot_search(void **state)
+{
+    const Fake *f = *state;
+    if (!f->matmuls)
+        skip();
+    setenv("FAKE_LT_CANDIDATES", "3", 1);
+    expect_ok(f, astitch_context_set_option(f->ctx, "cache", "0"));
+    astitch_graph *g = gen_dot_between(f->ctx, 64, 96, 32);
+    assert_non_null(g);
+    int calls;
+    astitch_executable *x = compile_for_fake(f, g, false);
+    f->matmuls_reset();
+    time_three_candidates(f, 2);
+    run_plain(f, x);
+    assert_int_equal(last_algo(f, &calls), 2);
+    assert_int_equal(calls, 12 + 2); /* the timings, the search's run, the run */
+    astitch_variant_info v;
+    expect_ok(f, astitch_executable_variant(x, &v));
+    assert_true(v.dots_chosen == 1 && v.dots_not_first == 1);
+    f->matmuls_reset();
+    run_plain(f, x);
+    assert_int_equal(last_algo(f, &calls), 2);
+    assert_int_equal(calls, 1);
+    astitch_executable_destroy(x);
+    /* under a capture: untimed, then timed at the next run */
+    x = compile_for_fake(f, g, false);
+    f->matmuls_reset();
+    const CudaDriver *d = &f->dev->drv;
+    uint64_t in[2] = {0x200000000000ull, 0x240000000000ull}, out[2] = {0x300000000000ull, 0};
+    assert_int_equal(d->StreamBeginCapture(f->stream, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    astitch_status s = astitch_execute_device(x, in, out, f->stream);
+    CUgraph graph = NULL;
+    assert_int_equal(d->StreamEndCapture(f->stream, &graph), CUDA_SUCCESS);
+    if (graph)
+        d->GraphDestroy(graph);
+    expect_ok(f, s);
+    assert_int_equal(last_algo(f, &calls), 0);
+    assert_int_equal(calls, 1);
+    time_three_candidates(f, 1);
+    run_plain(f, x);
+    assert_int_equal(last_algo(f, &calls), 1);
+    assert_int_equal(calls, 1 + 12 + 2);
+    astitch_executable_destroy(x);
+    /* recorded in the compile cache */
+    expect_ok(f, astitch_context_set_option(f->ctx, "cache", "1"));
+    compile_cache_reset();
+    x = compile_for_fake(f, g, false);
+    time_three_candidates(f, 1);
+    run_plain(f, x);
+    astitch_executable_destroy(x);
+    x = compile_for_fake(f, g, false);
+    f->matmuls_reset();
+    run_plain(f, x);
+    assert_int_equal(last_algo(f, &calls), 1);
+    assert_int_equal(calls, 1);
+    expect_ok(f, astitch_executable_variant(x, &v));
+    assert_true(v.dots_chosen == 1 && v.dots_not_first == 1);
+    astitch_executable_destroy(x);
+    compile_cache_reset();
+    /* the search off */
+    x = compile_unsearched(f, g);
+    f->matmuls_reset();
+    time_three_candidates(f, 2);
+    run_plain(f, x);
+    assert_int_equal(last_algo(f, &calls), 0);
+    assert_int_equal(calls, 1);
+    expect_ok(f, astitch_executable_variant(x, &v));
+    assert_true(v.dots_chosen == 0 && v.dots_not_first == 0);
+    astitch_executable_destroy(x);
+    unsetenv("FAKE_LT_CANDIDATES");
+    astitch_graph_destroy(g);
+}
+
 int main(void)
 {
     if (!fake_device_built())
@@ -268,6 +451,8 @@ int main(void)
         cmocka_unit_test(test_cublaslt_missing),
         cmocka_unit_test(test_relax_spills),
         cmocka_unit_test(test_variant_forms),
+        cmocka_unit_test(test_variant_forms_steps),
+        cmocka_unit_test(test_dot_search),
     };
     return cmocka_run_group_tests(tests, fake_setup, fake_teardown);
 }

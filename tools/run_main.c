@@ -304,6 +304,10 @@ static void note_variant(const astitch_executable *x)
         fprintf(stderr, "astitch-run: note: variant search: runs %s, as timed before (compile "
                         "cache)\n", form);
     }
+    if (v.dots_chosen > 0)
+        fprintf(stderr, "astitch-run: note: dot algorithm search: %d dots chosen, %d of them "
+                        "run another algorithm than cuBLASLt's first\n", v.dots_chosen,
+                v.dots_not_first);
 }
 
 /* --view-outputs: names each output the kernels leave as a view of an input. */

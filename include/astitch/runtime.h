@@ -106,6 +106,9 @@ typedef struct astitch_variant_info {
                                * NONE or CACHED) */
     double us[ASTITCH_VARIANT_FORMS]; /* TIMED: microseconds of each form by index, the fastest
                                        * of its timed runs; 0 for a form not built or not timed */
+    int dots_chosen;          /* dots on cuBLASLt whose algorithm the search chose among the
+                               * heuristic's first ones (timed, or from the compile cache) */
+    int dots_not_first;       /* of those, the dots that run another than the heuristic's first */
 } astitch_variant_info;
 
 /* The switches form i turns on, as text ("default", "wide rows", "column sums in rows",

@@ -74,7 +74,8 @@ static void build_id_init(void)
 }
 
 /* Fills k with the key of `kind` ("ptx": compiling p for sm, whole or as parts; "variant": the variant
- * search's choice for p on sm); false (k empty) when it cannot be made. */
+ * search's choice for p on sm; "dots": its dots' algorithms); false (k empty) when it cannot be
+ * made. */
 static bool key_make(const char *kind, const astitch_plan *p, int sm, bool as_parts, CacheKey *k)
 {
     *k = (CacheKey){.config = &astitch_plan_graph(p)->ctx->config};
@@ -291,6 +292,45 @@ void compile_cache_set_choice(const astitch_plan *p, int sm, int choice)
         return;
     char text[2] = {(char)('0' + choice), '\n'};
     store(&k, text, 2);
+    free(k.text);
+}
+
+bool compile_cache_dot_choices(const astitch_plan *p, int sm, int *choice, int n)
+{
+    CacheKey k;
+    if (!cache_on(p) || n < 1 || !key_make("dots", p, sm, false, &k))
+        return false;
+    char *text = lookup(&k);
+    free(k.text);
+    const char *at = text;
+    int i = 0;
+    for (; at && i < n; i++) {
+        char *end;
+        long v = strtol(at, &end, 10);
+        if (end == at || v < -1 || v > 99 || (*end != ' ' && *end != '\n'))
+            break;
+        choice[i] = (int)v;
+        at = end + 1;
+    }
+    bool ok = at && i == n && at[-1] == '\n' && *at == '\0';
+    free(text);
+    return ok;
+}
+
+void compile_cache_set_dot_choices(const astitch_plan *p, int sm, const int *choice, int n)
+{
+    CacheKey k;
+    if (!cache_on(p) || n < 1 || !key_make("dots", p, sm, false, &k))
+        return;
+    size_t cap = (size_t)n * 4 + 1, len = 0;
+    char *text = malloc(cap);
+    for (int i = 0; text && i < n; i++)
+        len += (size_t)snprintf(text + len, cap - len, "%d%c",
+                                choice[i] < -1 || choice[i] > 99 ? -1 : choice[i],
+                                i + 1 < n ? ' ' : '\n');
+    if (text)
+        store(&k, text, len);
+    free(text);
     free(k.text);
 }
 

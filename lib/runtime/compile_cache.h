@@ -47,6 +47,13 @@ void compile_cache_replace(const astitch_plan *p, int sm, bool as_parts, const c
 int compile_cache_choice(const astitch_plan *p, int sm);
 void compile_cache_set_choice(const astitch_plan *p, int sm, int choice);
 
+/* The dot algorithm search's choices for plan p on sm (exec_dot.c: per dot in plan order, the
+ * index of its chosen candidate, -1 for none), kind "dots" beside the PTX: true when an entry
+ * of exactly n indices, each -1 to 99, is recorded (into choice); false when none is, it is
+ * malformed, or the cache is off. */
+bool compile_cache_dot_choices(const astitch_plan *p, int sm, int *choice, int n);
+void compile_cache_set_dot_choices(const astitch_plan *p, int sm, const int *choice, int n);
+
 /* What the cache did since the process started or the last compile_cache_reset. */
 typedef struct CompileCacheStats {
     long memory_hits;  /* found in memory */
@@ -68,7 +75,7 @@ typedef struct CacheKey {
     char *text;       /* malloc'd; len > 0 bytes */
     size_t len;
     uint64_t hash[2]; /* cache_hash of text: high, low */
-    const char *kind; /* "ptx" or "variant": the disk file's name prefix */
+    const char *kind; /* "ptx", "variant" or "dots": the disk file's name prefix */
     const Config *config; /* the switches of the plan's context: the disk cache's directory */
 } CacheKey;
 

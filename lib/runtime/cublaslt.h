@@ -4,7 +4,9 @@
  *
  *   cublaslt.c   dlopen of libcublasLt (never linked), its function table, status text
  *   exec_dot.c   the dots of a plan cuBLASLt takes (dot_gemm.h decides which): descriptors and
- *                algorithms chosen at load, one cublasLtMatmul queued per run
+ *                candidate algorithms at load, one cublasLtMatmul queued per run
+ *   exec_dot_search.c  the timed choice among a dot's candidates at the first run outside a
+ *                capture (exec_dot.h between the two)
  *   exec_cuda_compute.c  each compute step of a run on the cuda target: on cuBLASLt, through
  *                a custom op's device form, or (host_compute) on the host
  *
@@ -88,8 +90,9 @@ astitch_status cublaslt_fail(astitch_context *ctx, const CublasLt *lt, cublasSta
 typedef struct ExecDots ExecDots;
 struct astitch_executable;
 /* The dots of x's plan that run through cuBLASLt, prepared on dev (inside cuda_enter): for
- * each f32/f16/bf16 dot step that dot_gemm_layout makes one GEMM, its descriptors and an
- * algorithm for 16-byte-aligned and for element-aligned operands; *ws_bytes: the cuBLASLt
+ * each f32/f16/bf16 dot step that dot_gemm_layout makes one GEMM, its descriptors, the
+ * heuristic's first algorithms for 16-byte-aligned operands (the first runs until the search
+ * chooses) and one for element-aligned operands; *ws_bytes: the cuBLASLt
  * workspace a run needs (0 when none). *out stays NULL when the plan has no such dot or the
  * context's host_compute switch is on (cuBLASLt is then never opened). Fails, naming the dot,
  * when cuBLASLt cannot be opened or finds no algorithm for it. */
@@ -101,9 +104,24 @@ bool exec_dots_on_gpu(const ExecDots *d, int32_t n);
 /* Queues node n's product (exec_dots_on_gpu) on stream: A, B, C are the device addresses of
  * its lhs, rhs and output; ws the cuBLASLt workspace (*ws_bytes of exec_dots_prepare). A dot
  * with an empty output queues nothing. */
-astitch_status exec_dots_run(struct astitch_executable *x, const ExecDots *d, int32_t n,
+astitch_status exec_dots_run(struct astitch_executable *x, ExecDots *d, int32_t n,
                              CUdeviceptr lhs, CUdeviceptr rhs, CUdeviceptr out, CUdeviceptr ws,
                              CUstream stream);
+/* The algorithm search over each dot's candidates (docs/codegen.md, *Variant search*): the
+ * heuristic's first algorithms for 16-byte-aligned operands. Whether some dot has several
+ * candidates and none chosen yet. */
+bool exec_dots_searchable(const ExecDots *d);
+/* Between begin and end (inside cuda_enter; not under a capture), each run's dot with several
+ * candidates and aligned operands times them on its operands before its product, keeps the
+ * fastest, and is chosen from then on. begin allocates a fill of twice the L2 (without it, the
+ * timings start from the L2 as they find it). */
+astitch_status exec_dots_begin_timing(struct astitch_executable *x, ExecDots *d);
+void exec_dots_end_timing(ExecDots *d);
+/* Each dot's chosen candidate, in plan order, -1 where none was chosen: up to max into
+ * choice; returns how many dots there are (d may be NULL: none). apply makes choice[i] dot i's algorithm where it is one of
+ * its candidates (a foreign or stale record is ignored). */
+int exec_dots_choices(const ExecDots *d, int *choice, int max);
+void exec_dots_apply(ExecDots *d, const int *choice, int n);
 
 /* exec_cuda_compute.c */
 /* Whether compute op n of x's plan runs on the GPU: a dot on cuBLASLt (dots, from
@@ -116,7 +134,7 @@ astitch_status cuda_compute_check(struct astitch_executable *x, const ExecDots *
  * output; dot_ws the cuBLASLt workspace. On the GPU it only queues work; on the host it copies
  * and synchronizes. */
 astitch_status cuda_compute_run(struct astitch_executable *x, const CudaDevice *dev,
-                                const ExecDots *dots, int32_t n, const CUdeviceptr *ptr,
+                                ExecDots *dots, int32_t n, const CUdeviceptr *ptr,
                                 CUdeviceptr dot_ws, CUstream st);
 
 #endif

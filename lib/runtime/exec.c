@@ -317,6 +317,7 @@ astitch_status astitch_compile(astitch_graph *g, const astitch_compile_options *
     if (x->target == ASTITCH_TARGET_CUDA && o->variant_search &&
         (s = exec_variant_prepare(x, run_g, &dev, &o->plan)) != ASTITCH_OK)
         goto fail;
+    x->dot_search = x->target == ASTITCH_TARGET_CUDA && o->variant_search;
     *out = x;
     return ASTITCH_OK;
 fail:

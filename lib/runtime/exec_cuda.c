@@ -434,6 +434,32 @@ astitch_status exec_cuda_capturing(astitch_executable *x, void *stream, bool *ca
     return r == CUDA_SUCCESS ? ASTITCH_OK : cuda_fail(x->ctx, d, r, "cuStreamIsCapturing");
 }
 
+/* Whether x's plan has a compute step (a dot, a custom op). */
+static bool has_compute_step(const astitch_executable *x)
+{
+    for (int32_t i = 0; i < x->plan->nstep; i++)
+        if (x->plan->step[i].kind == ASTITCH_STEP_COMPUTE)
+            return true;
+    return false;
+}
+
+/* One timed run of x (exec_cuda_run_timed): its kernel steps' times, summed, into *ms. */
+static astitch_status kernel_steps_ms(astitch_executable *x, const uint64_t *in,
+                                      const uint64_t *out, void *stream, float *ms)
+{
+    double *us = calloc((size_t)x->plan->nstep, sizeof *us);
+    if (!us)
+        return ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory");
+    astitch_status s = exec_cuda_run_timed(x, in, out, stream, us);
+    double sum = 0;
+    for (int32_t i = 0; s == ASTITCH_OK && i < x->plan->nstep; i++)
+        if (x->plan->step[i].kind == ASTITCH_STEP_KERNEL)
+            sum += us[i];
+    free(us);
+    *ms = (float)(sum * 1e-3);
+    return s;
+}
+
 astitch_status exec_cuda_time_forms(astitch_executable *const *x, int n, const uint64_t *in,
                                     const uint64_t *out, void *stream, double *us)
 {
@@ -445,8 +471,13 @@ astitch_status exec_cuda_time_forms(astitch_executable *const *x, int n, const u
     /* The forms run in turn for TIME_ROUNDS rounds; the first round warms up, and each form
      * keeps its fastest of the rest (one timing each, as until 2026-11-25, flipped
      * transformer_residual_layernorm's choice between runs of astitch-bench: its forms differ
-     * by 3%, about the spread of a single timing). */
+     * by 3%, about the spread of a single timing). A plan with compute steps times its
+     * kernel steps alone (an event after each step), since the forms differ only in their
+     * kernels: bert_layer's whole runs, 400 us of matrix products, timed its forms 445.7 and
+     * 445.9 us and took the one whose two layer-norm kernels were 0.6 us slower. */
     enum { TIME_ROUNDS = 4, MOST = ASTITCH_VARIANT_FORMS * TIME_ROUNDS };
+    bool by_steps = has_compute_step(x[0]);
+    float step_ms[MOST] = {0};
     if (n < 1 || n > ASTITCH_VARIANT_FORMS)
         return ctx_fail(x[0]->ctx, ASTITCH_ERR_INTERNAL, "variant search: %d forms to time", n);
     int runs = n * TIME_ROUNDS;
@@ -460,6 +491,11 @@ astitch_status exec_cuda_time_forms(astitch_executable *const *x, int n, const u
     for (int i = 0; s == ASTITCH_OK && i < runs; i++) {
         if (evict)
             s = cuda_memset_u32(x[0]->ctx, dev, evict, (uint32_t)i, flush / 4, (CUstream)stream);
+        if (by_steps) {
+            if (s == ASTITCH_OK)
+                s = kernel_steps_ms(x[i % n], in, out, stream, &step_ms[i]);
+            continue;
+        }
         if (s == ASTITCH_OK)
             s = cuda_event_record(x[0]->ctx, dev, ev[2 * i], (CUstream)stream);
         if (s == ASTITCH_OK)
@@ -469,8 +505,9 @@ astitch_status exec_cuda_time_forms(astitch_executable *const *x, int n, const u
     }
     float ms[ASTITCH_VARIANT_FORMS] = {0};
     for (int i = n; s == ASTITCH_OK && i < runs; i++) {
-        float t;
-        s = cuda_event_elapsed(x[0]->ctx, dev, ev[2 * i], ev[2 * i + 1], &t);
+        float t = step_ms[i];
+        if (!by_steps)
+            s = cuda_event_elapsed(x[0]->ctx, dev, ev[2 * i], ev[2 * i + 1], &t);
         if (s == ASTITCH_OK && (i < 2 * n || t < ms[i % n]))
             ms[i % n] = t;
     }
@@ -483,6 +520,36 @@ astitch_status exec_cuda_time_forms(astitch_executable *const *x, int n, const u
         cuda_free(dev, evict);
     for (int i = 0; i < n; i++)
         us[i] = ms[i] * 1e3;
+    return s;
+}
+
+astitch_status exec_cuda_settle_dots(astitch_executable *x, const uint64_t *in,
+                                     const uint64_t *out, void *stream)
+{
+    ExecCuda *c = x->cuda;
+    if (!c || !exec_dots_searchable(c->dots))
+        return ASTITCH_OK;
+    int n = x->plan->nstep, sm = exec_cuda_sm(x);
+    int *choice = malloc((size_t)n * sizeof *choice);
+    if (!choice)
+        return ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory");
+    int ndot = exec_dots_choices(c->dots, choice, n); /* ndot <= n: a dot is a step */
+    if (compile_cache_dot_choices(x->plan, sm, choice, ndot))
+        exec_dots_apply(c->dots, choice, ndot);
+    astitch_status s = ASTITCH_OK;
+    if (exec_dots_searchable(c->dots) && (s = cuda_enter(x->ctx, c->dev)) == ASTITCH_OK) {
+        s = exec_dots_begin_timing(x, c->dots);
+        if (s == ASTITCH_OK)
+            s = run_steps(x, in, out, (CUstream)stream);
+        if (s == ASTITCH_OK)
+            s = cuda_stream_sync(x->ctx, c->dev, (CUstream)stream);
+        exec_dots_end_timing(c->dots);
+        cuda_leave(c->dev);
+        if (s == ASTITCH_OK)
+            compile_cache_set_dot_choices(x->plan, sm, choice,
+                                          exec_dots_choices(c->dots, choice, n));
+    }
+    free(choice);
     return s;
 }
 

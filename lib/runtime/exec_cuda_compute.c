@@ -127,7 +127,7 @@ static astitch_status run_on_host(astitch_executable *x, const CudaDevice *dev, 
 }
 
 astitch_status cuda_compute_run(astitch_executable *x, const CudaDevice *dev,
-                                const ExecDots *dots, int32_t n, const CUdeviceptr *ptr,
+                                ExecDots *dots, int32_t n, const CUdeviceptr *ptr,
                                 CUdeviceptr dot_ws, CUstream st)
 {
     if (exec_dots_on_gpu(dots, n))

@@ -3,10 +3,11 @@
  *
  * At load, for each f32/f16/bf16 dot step that dot_gemm_layout makes one strided-batched GEMM:
  * a matmul descriptor (compute CUBLAS_COMPUTE_32F, never TF32; scale f32, alpha 1, beta 0),
- * the layouts of its three matrices, and two algorithms from cublasLtMatmulAlgoGetHeuristic:
- * one for operands 16-byte aligned, one for element-aligned ones, with at most
- * DOT_WORKSPACE_MAX bytes of workspace. A run queues one cublasLtMatmul on the caller's stream
- * and nothing else: no allocation, no synchronization, so it can be captured.
+ * the layouts of its three matrices, and algorithms from cublasLtMatmulAlgoGetHeuristic: up to
+ * DOT_CANDIDATES for operands 16-byte aligned (the first runs until exec_dot_search.c times
+ * them), one for element-aligned ones, with at most DOT_WORKSPACE_MAX bytes of workspace. A
+ * run queues one cublasLtMatmul on the caller's stream and nothing else: no allocation, no
+ * synchronization, so it can be captured (the search's run aside).
  *
  * Row-major onto cuBLASLt's column-major. cuBLASLt computes D = op(A) op(B), D of m x n,
  * column-major. Our product is row-major C[M, N] = A[M, K] Bm[K, N] (per batch). A row-major
@@ -32,33 +33,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cublaslt.h"
+#include "exec_dot.h"
 #include "passes/dot_gemm.h"
 #include "ir/config.h"
 #include "runtime.h"
-
-/* The most workspace the heuristic may ask for, per dot; the executable allocates the largest
- * its chosen algorithms need. */
-#define DOT_WORKSPACE_MAX ((uint64_t)32 << 20)
-
-typedef struct GpuDot {
-    int32_t node;
-    DotGemm gm;
-    cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t a, b, c; /* cuBLASLt's A (our rhs), B (our lhs), C and D (output) */
-    cublasLtMatmulAlgo_t algo[2];   /* [0]: operands 16-byte aligned; [1]: element-aligned */
-    bool aligned16;                 /* algo[0] exists and every ld and batch stride keeps
-                                     * 16-byte alignment */
-} GpuDot;
-
-struct ExecDots {
-    const CudaDevice *dev;
-    CublasLt lt;
-    cublasLtHandle_t handle;
-    GpuDot *dot;
-    int ndot;
-    size_t ws_bytes;
-};
 
 static cudaDataType_t data_type(astitch_dtype t)
 {
@@ -77,8 +55,8 @@ static bool takes(const astitch_executable *x, int32_t n, DotGemm *gm)
 }
 
 /* Fails naming dot node n and what cuBLASLt call returned st. */
-static astitch_status dot_fail(astitch_executable *x, const ExecDots *d, int32_t n,
-                               cublasStatus_t st, const char *call)
+astitch_status dot_fail(astitch_executable *x, const ExecDots *d, int32_t n,
+                        cublasStatus_t st, const char *call)
 {
     astitch_status s = cublaslt_fail(x->ctx, &d->lt, st, "dot node %d '%s': %s", (int)n,
                                      gnode(x->g, n)->name, call);
@@ -103,10 +81,10 @@ static astitch_status layout(astitch_executable *x, const ExecDots *d, const Gpu
                                        : dot_fail(x, d, g->node, st, "a matrix layout");
 }
 
-/* The best algorithm of the heuristic for g with operands aligned to `align` bytes: *found
- * false when it has none; *ws the workspace it needs. */
+/* The heuristic's best algorithms for g with operands aligned to `align` bytes, at most max:
+ * algo[i] and ws[i] (the workspace each needs) for i < *found (0 when it has none). */
 static astitch_status heuristic(astitch_executable *x, const ExecDots *d, const GpuDot *g,
-                                uint32_t align, cublasLtMatmulAlgo_t *algo, bool *found,
+                                uint32_t align, int max, cublasLtMatmulAlgo_t *algo, int *found,
                                 size_t *ws)
 {
     const CublasLt *lt = &d->lt;
@@ -121,20 +99,25 @@ static astitch_status heuristic(astitch_executable *x, const ExecDots *d, const 
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
     for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; i++)
         st = lt->MatmulPreferenceSetAttribute(pref, aligns[i], &align, sizeof align);
-    cublasLtMatmulHeuristicResult_t r;
+    cublasLtMatmulHeuristicResult_t r[DOT_CANDIDATES];
     int got = 0;
-    memset(&r, 0, sizeof r);
+    memset(r, 0, sizeof r);
     if (st == CUBLAS_STATUS_SUCCESS)
-        st = lt->MatmulAlgoGetHeuristic(d->handle, g->op, g->a, g->b, g->c, g->c, pref, 1, &r,
+        st = lt->MatmulAlgoGetHeuristic(d->handle, g->op, g->a, g->b, g->c, g->c, pref, max, r,
                                         &got);
     if (pref)
         lt->MatmulPreferenceDestroy(pref);
     /* NOT_SUPPORTED: no algorithm for this case, which the caller decides about */
-    *found = st == CUBLAS_STATUS_SUCCESS && got > 0 && r.state == CUBLAS_STATUS_SUCCESS;
+    *found = 0;
     if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED)
         return dot_fail(x, d, g->node, st, "cublasLtMatmulAlgoGetHeuristic");
-    *algo = r.algo;
-    *ws = r.workspaceSize;
+    for (int i = 0; st == CUBLAS_STATUS_SUCCESS && i < got && i < max; i++) {
+        if (r[i].state != CUBLAS_STATUS_SUCCESS ||
+            (*found > 0 && r[i].workspaceSize > DOT_CANDIDATE_WS))
+            continue;
+        algo[*found] = r[i].algo;
+        ws[(*found)++] = r[i].workspaceSize;
+    }
     return ASTITCH_OK;
 }
 
@@ -172,21 +155,26 @@ static astitch_status prepare_gemm(astitch_executable *x, ExecDots *d, GpuDot *g
     g->aligned16 = (gm->lhs.ld * esize) % 16 == 0 && (gm->rhs.ld * esize) % 16 == 0 &&
                    (gm->n * esize) % 16 == 0 && (gm->lhs.batch_stride * esize) % 16 == 0 &&
                    (gm->rhs.batch_stride * esize) % 16 == 0 && (gm->m * gm->n * esize) % 16 == 0;
-    bool found[2] = {false, false};
-    size_t ws[2] = {0, 0};
+    int found = 0, found1 = 0;
+    size_t ws[DOT_CANDIDATES] = {0}, ws1 = 0;
     if (g->aligned16)
-        s = heuristic(x, d, g, 16, &g->algo[0], &found[0], &ws[0]);
+        s = heuristic(x, d, g, 16, DOT_CANDIDATES, g->cand, &found, ws);
     if (s == ASTITCH_OK)
-        s = heuristic(x, d, g, (uint32_t)esize, &g->algo[1], &found[1], &ws[1]);
+        s = heuristic(x, d, g, (uint32_t)esize, 1, &g->algo[1], &found1, &ws1);
     if (s != ASTITCH_OK)
         return s;
-    if (!found[1])
+    if (!found1)
         return dot_fail(x, d, g->node, CUBLAS_STATUS_NOT_SUPPORTED,
                         "cublasLtMatmulAlgoGetHeuristic found no algorithm");
-    g->aligned16 = found[0];
-    for (int i = 0; i < 2; i++)
-        if (found[i] && ws[i] > d->ws_bytes)
+    g->aligned16 = found > 0;
+    g->ncand = found;
+    if (found)
+        g->algo[0] = g->cand[0];
+    for (int i = 0; i < found; i++)
+        if (ws[i] > d->ws_bytes)
             d->ws_bytes = ws[i];
+    if (ws1 > d->ws_bytes)
+        d->ws_bytes = ws1;
     return ASTITCH_OK;
 }
 
@@ -262,7 +250,8 @@ void exec_dots_destroy(ExecDots *d)
     free(d);
 }
 
-static const GpuDot *find(const ExecDots *d, int32_t n)
+/* Dot node n of d, or NULL. */
+GpuDot *dot_find(const ExecDots *d, int32_t n)
 {
     for (int i = 0; d && i < d->ndot; i++)
         if (d->dot[i].node == n)
@@ -270,24 +259,35 @@ static const GpuDot *find(const ExecDots *d, int32_t n)
     return NULL;
 }
 
-bool exec_dots_on_gpu(const ExecDots *d, int32_t n) { return find(d, n) != NULL; }
+bool exec_dots_on_gpu(const ExecDots *d, int32_t n) { return dot_find(d, n) != NULL; }
 
-astitch_status exec_dots_run(astitch_executable *x, const ExecDots *d, int32_t n,
-                             CUdeviceptr lhs, CUdeviceptr rhs, CUdeviceptr out, CUdeviceptr ws,
-                             CUstream stream)
+/* Queues g's product with algorithm algo. */
+astitch_status dot_matmul(astitch_executable *x, const ExecDots *d, const GpuDot *g,
+                          const cublasLtMatmulAlgo_t *algo, CUdeviceptr lhs, CUdeviceptr rhs,
+                          CUdeviceptr out, CUdeviceptr ws, CUstream stream)
 {
-    const GpuDot *g = find(d, n);
+    const float one = 1.0f, zero = 0.0f;
+    cublasStatus_t st = d->lt.Matmul(d->handle, g->op, &one, (const void *)(uintptr_t)rhs, g->a,
+                                     (const void *)(uintptr_t)lhs, g->b, &zero,
+                                     (const void *)(uintptr_t)out, g->c, (void *)(uintptr_t)out,
+                                     g->c, algo, (void *)(uintptr_t)ws, d->ws_bytes, stream);
+    return st == CUBLAS_STATUS_SUCCESS ? ASTITCH_OK
+                                       : dot_fail(x, d, g->node, st, "cublasLtMatmul");
+}
+
+astitch_status exec_dots_run(astitch_executable *x, ExecDots *d, int32_t n, CUdeviceptr lhs,
+                             CUdeviceptr rhs, CUdeviceptr out, CUdeviceptr ws, CUstream stream)
+{
+    GpuDot *g = dot_find(d, n);
     ASTITCH_ASSERT(g);
     if (g->gm.kind == DOT_GEMM_EMPTY)
         return ASTITCH_OK;
     /* a run may pass pointers less aligned than the 16 bytes algo[0] assumes */
     bool aligned = g->aligned16 && ((lhs | rhs | out) & 15) == 0;
-    const float one = 1.0f, zero = 0.0f;
-    cublasStatus_t st = d->lt.Matmul(d->handle, g->op, &one, (const void *)(uintptr_t)rhs, g->a,
-                                     (const void *)(uintptr_t)lhs, g->b, &zero,
-                                     (const void *)(uintptr_t)out, g->c, (void *)(uintptr_t)out,
-                                     g->c, &g->algo[aligned ? 0 : 1], (void *)(uintptr_t)ws,
-                                     d->ws_bytes, stream);
-    return st == CUBLAS_STATUS_SUCCESS ? ASTITCH_OK
-                                       : dot_fail(x, d, n, st, "cublasLtMatmul");
+    astitch_status s = ASTITCH_OK;
+    if (d->timing && aligned && g->ncand > 1 && !g->timed)
+        s = dot_choose(x, d, g, lhs, rhs, out, ws, stream);
+    return s == ASTITCH_OK ? dot_matmul(x, d, g, &g->algo[aligned ? 0 : 1], lhs, rhs, out, ws, stream)
+                           : s;
 }
+

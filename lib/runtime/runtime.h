@@ -87,6 +87,8 @@ struct astitch_executable {
     astitch_variant_info variant; /* the variant search (variant.c) */
     astitch_executable *alt; /* PENDING: the search's other forms, compiled, not yet run: a
                               * chain through each form's own alt (variant.c) */
+    bool dot_search;       /* cuda, variant search on: the dots' algorithms are still to be
+                            * chosen at the first run outside a capture (variant.c) */
     bool caller_workspace; /* cuda: runs take their workspace from the caller
                             * (astitch_compile_options.caller_workspace) */
     ViewOutputs *views;    /* outputs left as views (view_outputs), or NULL: x->g's outputs
@@ -125,7 +127,8 @@ astitch_status exec_variant_prepare(astitch_executable *x, astitch_graph *g,
                                     const astitch_device *dev, const astitch_plan_options *po);
 /* PENDING: times the forms on these device pointers in `stream` (exec_cuda_time_forms,
  * synchronizing once), keeps the fastest in x and records the choice; on a capturing stream
- * keeps the default untimed (CAPTURED). Otherwise nothing. */
+ * keeps the default untimed (CAPTURED). Then, outside a capture, the dots' algorithm search
+ * of the form kept (x->dot_search, exec_cuda_settle_dots), once. */
 astitch_status exec_variant_settle(astitch_executable *x, const uint64_t *inputs,
                                    const uint64_t *outputs, void *stream);
 /* The same for a run from host memory: the inputs are copied to device buffers for it. */
@@ -182,6 +185,12 @@ int exec_cuda_sm(const astitch_executable *x);
 astitch_status exec_cuda_capturing(astitch_executable *x, void *stream, bool *capturing);
 astitch_status exec_cuda_time_forms(astitch_executable *const *x, int n, const uint64_t *in,
                                     const uint64_t *out, void *stream, double *us);
+/* The dots' algorithm search: where a dot of x has several candidates (exec_dots_searchable),
+ * takes the choices the compile cache recorded for x's plan, or runs x once on these device
+ * pointers with the dots timing their candidates (synchronizing), and records the choices.
+ * The stream must not be capturing. */
+astitch_status exec_cuda_settle_dots(astitch_executable *x, const uint64_t *in,
+                                     const uint64_t *out, void *stream);
 /* The device buffers of x's inputs and outputs that exec_cuda_run_host uses (allocated at the
  * first call, kept in x), with the inputs copied in: *io (malloc'd, free it) holds their
  * pointers, inputs first. */

@@ -16,6 +16,8 @@
 #include <string.h>
 
 #include "compile_cache.h"
+#include "cublaslt.h"
+#include "exec_cuda.h"
 #include "passes/passes.h"
 #include "runtime.h"
 
@@ -163,6 +165,7 @@ static void adopt(astitch_executable *x, astitch_executable *y)
     *y = t;
     x->views = y->views; /* x's outputs as the caller sees them stay x's */
     y->views = NULL;
+    x->dot_search = y->dot_search; /* so does its dots' search */
     astitch_executable_destroy(y);
     astitch_executable_destroy(chain);
 }
@@ -210,7 +213,8 @@ static void drop_forms(astitch_executable *x)
     x->alt = NULL;
 }
 
-astitch_status exec_variant_settle(astitch_executable *x, const uint64_t *inputs,
+/* exec_variant_settle's forms: PENDING timed, CAPTURED freed. */
+static astitch_status settle_forms(astitch_executable *x, const uint64_t *inputs,
                                    const uint64_t *outputs, void *stream)
 {
     if (!x->alt) /* not PENDING, or CAPTURED and the other forms freed */
@@ -258,15 +262,41 @@ astitch_status exec_variant_settle(astitch_executable *x, const uint64_t *inputs
     return ASTITCH_OK;
 }
 
+/* exec_variant_settle's dots: searched once, outside a capture. */
+static astitch_status settle_dots(astitch_executable *x, const uint64_t *inputs,
+                                  const uint64_t *outputs, void *stream)
+{
+    bool capturing;
+    astitch_status s = exec_cuda_capturing(x, stream, &capturing);
+    if (s != ASTITCH_OK || capturing)
+        return s; /* searched at a later run */
+    x->dot_search = false;
+    return exec_cuda_settle_dots(x, inputs, outputs, stream);
+}
+
+astitch_status exec_variant_settle(astitch_executable *x, const uint64_t *inputs,
+                                   const uint64_t *outputs, void *stream)
+{
+    astitch_status s = settle_forms(x, inputs, outputs, stream);
+    return s == ASTITCH_OK && x->dot_search ? settle_dots(x, inputs, outputs, stream) : s;
+}
+
 astitch_status exec_variant_settle_host(astitch_executable *x, const void *const *inputs)
 {
-    if (!x->alt || x->target != ASTITCH_TARGET_CUDA)
+    if (x->target != ASTITCH_TARGET_CUDA)
         return ASTITCH_OK;
-    uint64_t *io = NULL;
-    astitch_status s = exec_cuda_stage_host(x, inputs, &io);
-    if (s == ASTITCH_OK)
-        s = exec_variant_settle(x, io, io + x->g->nparam, NULL);
-    free(io);
+    /* each stage on the device buffers of the form x holds then: a form adopted by the first
+     * frees the buffers it was staged on */
+    astitch_status s = ASTITCH_OK;
+    for (int stage = 0; stage < 2 && s == ASTITCH_OK; stage++) {
+        if (stage == 0 ? !x->alt : !x->dot_search)
+            continue;
+        uint64_t *io = NULL;
+        s = exec_cuda_stage_host(x, inputs, &io);
+        if (s == ASTITCH_OK)
+            s = (stage == 0 ? settle_forms : settle_dots)(x, io, io + x->g->nparam, NULL);
+        free(io);
+    }
     return s;
 }
 
@@ -275,5 +305,15 @@ astitch_status astitch_executable_variant(const astitch_executable *x, astitch_v
     if (!x || !out)
         return ASTITCH_ERR_ARGUMENT;
     *out = x->variant;
+    out->dots_chosen = out->dots_not_first = 0;
+    const ExecDots *dots = x->cuda ? x->cuda->dots : NULL;
+    int n = dots ? exec_dots_choices(dots, NULL, 0) : 0;
+    int *choice = n > 0 ? malloc((size_t)n * sizeof *choice) : NULL;
+    n = choice ? exec_dots_choices(dots, choice, n) : 0;
+    for (int i = 0; i < n; i++) {
+        out->dots_chosen += choice[i] >= 0;
+        out->dots_not_first += choice[i] > 0;
+    }
+    free(choice);
     return ASTITCH_OK;
 }
