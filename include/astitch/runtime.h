@@ -43,8 +43,10 @@ typedef struct astitch_compile_options {
      * forms no rule orders: wide_rows, column_sums_in_rows, with persistent), every form that
      * changes the plan is compiled and the first execution not captured into a CUDA graph
      * times each and keeps the fastest; the choice is kept in the compile cache, so a later
-     * compile of the same graph loads only the chosen form. Off: the planner's default only.
-     * See astitch_executable_variant and docs/codegen.md, *Variant search*. */
+     * compile of the same graph loads only the chosen form. Likewise each dot on cuBLASLt
+     * times the heuristic's first algorithms at that execution and keeps the fastest. Off: the
+     * planner's default and the heuristic's first algorithm only (the same choices in every
+     * process). See astitch_executable_variant and docs/codegen.md, *Variant search*. */
     bool variant_search;
     /* cuda: the executable holds no device memory of its own for runs (temporaries between
      * kernels, scratch, barrier counters); each run takes it from the caller
