@@ -113,15 +113,17 @@ astitch_status exec_dots_run(struct astitch_executable *x, ExecDots *d, int32_t 
 bool exec_dots_searchable(const ExecDots *d);
 /* Between begin and end (inside cuda_enter; not under a capture), each run's dot with several
  * candidates and aligned operands times them on its operands before its product, keeps the
- * fastest, and is chosen from then on. begin allocates a fill of twice the L2 (without it, the
- * timings start from the L2 as they find it). */
-astitch_status exec_dots_begin_timing(struct astitch_executable *x, ExecDots *d);
+ * fastest, and is chosen from then on. begin allocates a fill of twice the L2 (where it
+ * cannot, the timings start from the L2 as they find it). */
+void exec_dots_begin_timing(struct astitch_executable *x, ExecDots *d);
 void exec_dots_end_timing(ExecDots *d);
 /* Each dot's chosen candidate, in plan order, -1 where none was chosen: up to max into
- * choice; returns how many dots there are (d may be NULL: none). apply makes choice[i] dot i's algorithm where it is one of
- * its candidates (a foreign or stale record is ignored). */
+ * choice; returns how many dots there are (d may be NULL: none). apply makes choice[i] dot
+ * i's algorithm where it is one of its candidates (a foreign or stale record is ignored). */
 int exec_dots_choices(const ExecDots *d, int *choice, int max);
 void exec_dots_apply(ExecDots *d, const int *choice, int n);
+/* The dots with a chosen algorithm, and of those the ones not the heuristic's first. */
+void exec_dots_count_chosen(const ExecDots *d, int *chosen, int *not_first);
 
 /* exec_cuda_compute.c */
 /* Whether compute op n of x's plan runs on the GPU: a dot on cuBLASLt (dots, from

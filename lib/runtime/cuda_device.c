@@ -122,6 +122,11 @@ void cuda_device_close(CudaDevice *dev)
     free(dev);
 }
 
+size_t cuda_l2_flush_bytes(const CudaDevice *dev)
+{
+    return 2 * (dev->info.l2_bytes ? dev->info.l2_bytes : ((size_t)64 << 20));
+}
+
 void cuda_device_model(const CudaDevice *dev, astitch_device *out)
 {
     const CudaDeviceInfo *in = &dev->info;

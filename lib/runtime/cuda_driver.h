@@ -188,6 +188,9 @@ astitch_status cuda_device_open(astitch_context *ctx, int ordinal, CudaDevice **
 void cuda_device_close(CudaDevice *dev);
 /* The planner's model of dev (name, SMs, registers, shared memory with opt-in, ...). */
 void cuda_device_model(const CudaDevice *dev, astitch_device *out);
+/* The bytes of a fill that evicts dev's L2 before a timed run: twice the L2 (an L2 of 64 MiB
+ * assumed where the driver gives no size). */
+size_t cuda_l2_flush_bytes(const CudaDevice *dev);
 /* Makes dev's primary context current on this thread (push); pair with cuda_leave. */
 astitch_status cuda_enter(astitch_context *ctx, const CudaDevice *dev);
 /* Restores the context that was current before cuda_enter (pop). */

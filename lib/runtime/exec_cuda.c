@@ -467,7 +467,7 @@ astitch_status exec_cuda_time_forms(astitch_executable *const *x, int n, const u
     /* Each run starts with the inputs out of L2, as in steady use where other work runs
      * between (inputs just copied in would sit in L2 and favour neither form fairly): a fill
      * of twice the L2 before each run, outside the timed interval. */
-    size_t flush = 2 * (dev->info.l2_bytes ? dev->info.l2_bytes : ((size_t)64 << 20));
+    size_t flush = cuda_l2_flush_bytes(dev);
     /* The forms run in turn for TIME_ROUNDS rounds; the first round warms up, and each form
      * keeps its fastest of the rest (one timing each, as until 2026-11-25, flipped
      * transformer_residual_layernorm's choice between runs of astitch-bench: its forms differ
@@ -538,9 +538,8 @@ astitch_status exec_cuda_settle_dots(astitch_executable *x, const uint64_t *in,
         exec_dots_apply(c->dots, choice, ndot);
     astitch_status s = ASTITCH_OK;
     if (exec_dots_searchable(c->dots) && (s = cuda_enter(x->ctx, c->dev)) == ASTITCH_OK) {
-        s = exec_dots_begin_timing(x, c->dots);
-        if (s == ASTITCH_OK)
-            s = run_steps(x, in, out, (CUstream)stream);
+        exec_dots_begin_timing(x, c->dots);
+        s = run_steps(x, in, out, (CUstream)stream);
         if (s == ASTITCH_OK)
             s = cuda_stream_sync(x->ctx, c->dev, (CUstream)stream);
         exec_dots_end_timing(c->dots);

@@ -61,6 +61,15 @@ bool exec_dots_searchable(const ExecDots *d)
     return false;
 }
 
+void exec_dots_count_chosen(const ExecDots *d, int *chosen, int *not_first)
+{
+    *chosen = *not_first = 0;
+    for (int i = 0; d && i < d->ndot; i++) {
+        *chosen += d->dot[i].timed;
+        *not_first += d->dot[i].timed && d->dot[i].chosen > 0;
+    }
+}
+
 int exec_dots_choices(const ExecDots *d, int *choice, int max)
 {
     for (int i = 0; d && i < d->ndot && i < max; i++)
@@ -80,14 +89,12 @@ void exec_dots_apply(ExecDots *d, const int *choice, int n)
     }
 }
 
-astitch_status exec_dots_begin_timing(astitch_executable *x, ExecDots *d)
+void exec_dots_begin_timing(astitch_executable *x, ExecDots *d)
 {
-    size_t l2 = d->dev->info.l2_bytes ? d->dev->info.l2_bytes : ((size_t)64 << 20);
-    d->flush_bytes = 2 * l2;
+    d->flush_bytes = cuda_l2_flush_bytes(d->dev);
     if (cuda_alloc(x->ctx, d->dev, d->flush_bytes, &d->flush) != ASTITCH_OK)
         d->flush = 0; /* short of memory: timed without the fill */
     d->timing = true;
-    return ASTITCH_OK;
 }
 
 void exec_dots_end_timing(ExecDots *d)

@@ -305,15 +305,7 @@ astitch_status astitch_executable_variant(const astitch_executable *x, astitch_v
     if (!x || !out)
         return ASTITCH_ERR_ARGUMENT;
     *out = x->variant;
-    out->dots_chosen = out->dots_not_first = 0;
-    const ExecDots *dots = x->cuda ? x->cuda->dots : NULL;
-    int n = dots ? exec_dots_choices(dots, NULL, 0) : 0;
-    int *choice = n > 0 ? malloc((size_t)n * sizeof *choice) : NULL;
-    n = choice ? exec_dots_choices(dots, choice, n) : 0;
-    for (int i = 0; i < n; i++) {
-        out->dots_chosen += choice[i] >= 0;
-        out->dots_not_first += choice[i] > 0;
-    }
-    free(choice);
+    exec_dots_count_chosen(x->cuda ? x->cuda->dots : NULL, &out->dots_chosen,
+                           &out->dots_not_first);
     return ASTITCH_OK;
 }
