@@ -1003,6 +1003,72 @@ static void test_long_chain(void **state)
     piece_check_and_end(&t, "long chain");
 }
 
+/* The LLVM IR of t's graph for the host target under `device` (NULL: the host's model). */
+static char *piece_llvm(Piece *t, const char *device)
+{
+    astitch_compile_options o;
+    astitch_compile_options_default(&o);
+    o.target = ASTITCH_TARGET_HOST;
+    astitch_device model;
+    if (device) {
+        assert_int_equal(astitch_device_builtin(device, &model), ASTITCH_OK);
+        o.device = &model;
+    }
+    char *text = NULL;
+    if (astitch_emit(t->g, &o, "llvm", &text) != ASTITCH_OK)
+        fail_msg("emit: %s", astitch_last_error(t->ctx));
+    return text;
+}
+
+/* A causal softmax over [2, 3, 24, 24] scores (emit_guard.c): the scores matter only where the
+ * key is at most the query, so a resident row's vector of masked scores is never loaded
+ * (the phis "guarded"). Variants: the scores in the select's true arm, or in its false arm behind
+ * a reshape from [6, 24, 24]; f32 or bf16; and, where the scores are also summed into a second
+ * output, no guard (the masked scores matter there). */
+static void load_guard_with(bool false_arm, astitch_dtype t, bool second_use, const char *device)
+{
+    Piece p;
+    piece_begin(&p);
+    int64_t d[4] = {2, 3, 24, 24}, flat[3] = {6, 24, 24}, axis = 3, keep3[3] = {0, 1, 2};
+    astitch_node x = astitch_parameter(p.g, "scores", t, false_arm ? 3 : 4, false_arm ? flat : d);
+    astitch_node s = false_arm ? astitch_reshape(p.g, x, 4, d) : x;
+    astitch_node scaled = astitch_binary(p.g, ASTITCH_OP_MUL, s,
+                                         astitch_constant(p.g, t, 4, d, (double[]){0.125}, 1));
+    astitch_node causal = astitch_binary(p.g, ASTITCH_OP_LE, astitch_iota(p.g, ASTITCH_I32, 4, d, 3),
+                                         astitch_iota(p.g, ASTITCH_I32, 4, d, 2));
+    astitch_node big = astitch_constant(p.g, t, 4, d, (double[]){-1e4}, 1);
+    astitch_node masked = false_arm
+        ? astitch_select(p.g, astitch_unary(p.g, ASTITCH_OP_NOT, causal), big, scaled)
+        : astitch_select(p.g, causal, scaled, big);
+    astitch_node m = astitch_reduce(p.g, ASTITCH_REDUCE_MAX, masked, 1, &axis);
+    astitch_node ex = astitch_unary(p.g, ASTITCH_OP_EXP, astitch_binary(p.g, ASTITCH_OP_SUB, masked,
+                                    astitch_broadcast_in_dim(p.g, m, 4, d, keep3)));
+    astitch_node sum = astitch_reduce(p.g, ASTITCH_REDUCE_SUM, ex, 1, &axis);
+    astitch_add_output(p.g, astitch_binary(p.g, ASTITCH_OP_DIV, ex,
+                                           astitch_broadcast_in_dim(p.g, sum, 4, d, keep3)));
+    if (second_use)
+        astitch_add_output(p.g, astitch_reduce(p.g, ASTITCH_REDUCE_SUM, s, 1, &axis));
+    char *ir = piece_llvm(&p, device);
+    bool guarded = strstr(ir, "%guarded") != NULL;
+    astitch_free(ir);
+    char what[96];
+    snprintf(what, sizeof what, "load guard: %s arm, %s%s, %s model", false_arm ? "false" : "true",
+             t == ASTITCH_BF16 ? "bf16" : "f32", second_use ? ", scores used twice" : "",
+             device ? device : "host");
+    if (guarded == second_use)
+        fail_msg("%s: %s", what, guarded ? "a load guarded that matters everywhere"
+                                         : "no load guarded");
+    piece_compile_with(&p, true, false, device);
+    piece_check_and_end(&p, what);
+}
+
+static void test_load_guard(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 16; i++)
+        load_guard_with(i & 1, i & 2 ? ASTITCH_BF16 : ASTITCH_F32, i & 4, i & 8 ? "h100" : NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1017,6 +1083,7 @@ int main(void)
         cmocka_unit_test(test_redzone_shared), cmocka_unit_test(test_redzone_partial),
         cmocka_unit_test(test_signed_zero), cmocka_unit_test(test_long_chain),
         cmocka_unit_test(test_diamonds_behind_slice), cmocka_unit_test(test_empty_sum),
+        cmocka_unit_test(test_load_guard),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -234,6 +234,8 @@ void ptxas_report_free(PtxasReport *r); /* accepts NULL; leaves *r empty */
  *   emit_carry.c   values a walk keeps in shared memory for a later walk across a global
  *                  barrier
  *   emit_resident.c  a resident tile run: rows kept in registers across its phases
+ *   emit_guard.c   kernel inputs a select discards where its condition (read from no tensor)
+ *                  fails: their loads are skipped there
  *   emit_value.c   the value of an op at an element: index propagation, a walk over the
  *                  operands on a stack of frames of its own
  *   emit_ops.c     the arithmetic of one element: element-wise ops, reductions' combines
@@ -568,6 +570,13 @@ void emit_row_runs(Emit *e, const PlanPhase *p, const Shape *space, LLVMValueRef
  * row's lanes combine pairs, and the row's lane 0 stores both results where the two phases
  * would have. */
 void emit_online(Emit *e, const PlanPhase *pm, const PlanPhase *ps, LLVMValueRef tile_iv);
+
+/* emit_guard.c */
+/* Kernel input `in` matters only where select *select takes its arm *when (true: operand 1):
+ * every use of it reaches that arm through element-wise ops and reshapes of one use each, none
+ * a graph output, and the select's condition reads no tensor or buffer, so it can be computed
+ * before the load. False when not. */
+bool emit_load_guard(const Emit *e, int32_t in, int32_t *select, bool *when);
 
 /* emit_resident.c */
 /* Emits the resident run [first, end) (PlanPhase.resident): one walk over the block's tiles;

@@ -16,6 +16,7 @@
  * emit_across.c. */
 #define ASTITCH_EMIT_INTERNAL
 #include <stdlib.h>
+#include <string.h>
 
 #include "codegen.h"
 #include "resident.h"
@@ -36,6 +37,40 @@ static void element_axes(Emit *e, const Resident *r, LLVMValueRef row, LLVMValue
     for (int i = 0; i < nkept; i++)
         ix->axis[i] = kept.axis[i];
     ix->has_axes = true;
+}
+
+/* Slot s of kernel input `in`, which matters only where select `sel` takes its arm `when`
+ * (emit_load_guard), into vals: loaded when some element of the slot takes that arm, else
+ * zeros, which the select discards. The condition's values stay in the elements' caches. */
+static void load_guarded(Emit *e, Resident *r, int32_t in, int s, int32_t sel, bool when,
+                         LLVMValueRef *vals)
+{
+    const Node *x = gnode(e->g, in);
+    const Shape *at = &gnode(e->g, sel)->shape;
+    bool space = at->rank == r->space.rank &&
+                 !memcmp(at->dim, r->space.dim, (size_t)at->rank * sizeof at->dim[0]);
+    LLVMValueRef any = NULL;
+    for (int u = 0; u < r->vector; u++) {
+        int k = s * r->vector + u;
+        resident_at_element(e, r, k);
+        Index ix = {.shape = at, .lin = r->ix[k].lin};
+        LLVMValueRef c = ev_value(e, goperand(e->g, sel, 0), space ? &r->ix[k] : &ix);
+        if (!when)
+            c = LLVMBuildNot(e->b, c, "");
+        any = any ? LLVMBuildOr(e->b, any, c, "") : c;
+    }
+    LLVMBasicBlockRef before = LLVMGetInsertBlock(e->b);
+    LLVMBasicBlockRef merge = if_begin(e, any);
+    LLVMValueRef got[VECTOR_MAX];
+    ev_load_vector(e, e->tensor[in], x->dtype, r->ix[s * r->vector].lin, r->vector, got);
+    LLVMBasicBlockRef loaded = LLVMGetInsertBlock(e->b);
+    if_end(e, merge);
+    for (int u = 0; u < r->vector; u++) {
+        LLVMValueRef in_v[2] = {got[u], LLVMConstNull(LLVMTypeOf(got[u]))};
+        LLVMBasicBlockRef from[2] = {loaded, before};
+        vals[u] = LLVMBuildPhi(e->b, LLVMTypeOf(got[u]), "guarded");
+        LLVMAddIncoming(vals[u], in_v, from, 2);
+    }
 }
 
 /* The lane's rows and elements on tile tile_iv; every element's cache empty. */
@@ -88,15 +123,20 @@ static void begin_tile(Emit *e, Resident *r, LLVMValueRef tile_iv)
     e->rowval = r->rowval;
     r->rowix = (Index){.shape = &r->kept, .lin = r->row};
     /* the kernel inputs with the space's elements (its shape, or a reshape of it): one vector
-     * load per slot */
-    LLVMValueRef vals[32];
+     * load per slot, skipped where a select discards the slot (emit_guard.c) */
+    LLVMValueRef vals[VECTOR_MAX];
     for (int32_t i = 0; i < e->k->ninput; i++) {
-        int32_t in = e->k->input[i];
+        int32_t in = e->k->input[i], sel;
         const Node *x = gnode(e->g, in);
         if (shape_elements(&x->shape) != shape_elements(&r->space))
             continue;
+        bool when, guarded = emit_load_guard(e, in, &sel, &when);
         for (int s = 0; s < r->slots; s++) {
-            ev_load_vector(e, e->tensor[in], x->dtype, r->ix[s * r->vector].lin, r->vector, vals);
+            if (guarded)
+                load_guarded(e, r, in, s, sel, when, vals);
+            else
+                ev_load_vector(e, e->tensor[in], x->dtype, r->ix[s * r->vector].lin, r->vector,
+                               vals);
             for (int u = 0; u < r->vector; u++)
                 r->cache[(size_t)(s * r->vector + u) * (size_t)nnode + (size_t)in] = vals[u];
         }
