@@ -12,8 +12,9 @@
  * back to back on one stream after a warm-up, one CUDA event between consecutive runs; the
  * median of the runs. Inputs and outputs rotate among several sets so that the sets together
  * exceed twice the L2 cache. Then the same with one run per set captured into a CUDA graph
- * and the graphs replayed instead (graph_us); then a device copy of the same bytes queued
- * like the runs (copy_us: the copy rate at this size).
+ * and the graphs replayed instead (graph_us); then many runs captured into one CUDA graph and
+ * replayed (batch_us: the kernels without a graph launch per run); then a device copy of the
+ * same bytes queued like the runs (copy_us: the copy rate at this size).
  */
 #ifndef ASTITCH_BENCH_H
 #define ASTITCH_BENCH_H
@@ -85,6 +86,10 @@ typedef struct BenchRow {
     double plan_ms, compile_ms;      /* planning alone; graph -> loaded module (plan included) */
     double median_us, min_us, p90_us;
     double graph_us;                 /* median of CUDA-graph replays of the runs; 0: not timed */
+    double batch_us;                 /* per run, batch_runs runs replayed from one CUDA graph:
+                                      * no graph launch between runs; 0: not timed */
+    int batch_runs;
+    double pct_copy_batch;           /* batch_us's rate against the 1 GiB copy rate */
     double copy_us;                  /* median of device copies of bytes / 2 (read and written)
                                       * queued back to back over the same sets: the copy rate at
                                       * this size, timed as median_us is; 0: not timed */

@@ -7,8 +7,8 @@
 
 #include "bench.h"
 
-#define TABLE_HEAD "%-28s %-15s %4s %4s %9s %8s %11s %11s %9s %9s %6s %6s  %s\n"
-#define TABLE_ROW "%-28.28s %-15s %4d %4d %9.3f %8.2f %11.2f %11s %9s %9.1f %6.1f %6s  %s\n"
+#define TABLE_HEAD "%-28s %-15s %4s %4s %9s %8s %11s %11s %9s %9s %9s %6s %6s %6s  %s\n"
+#define TABLE_ROW "%-28.28s %-15s %4d %4d %9.3f %8.2f %11.2f %11s %9s %9s %9.1f %6.1f %6s %6s  %s\n"
 
 void bench_print_header(FILE *f, const BenchOptions *o, const BenchDevice *dev)
 {
@@ -21,7 +21,7 @@ void bench_print_header(FILE *f, const BenchOptions *o, const BenchDevice *dev)
                "sets larger than 2x L2 together; times are medians\n",
             (unsigned long long)o->seed, o->min_runs, o->runs, o->max_seconds);
     fprintf(f, TABLE_HEAD, "graph", "mode", "kern", "coop", "MB", "compile", "median us",
-            "graph us", "copy us", "GB/s", "%copy", "vs xla", "check");
+            "graph us", "batch us", "copy us", "GB/s", "%copy", "%cp-b", "vs xla", "check");
 }
 
 /* The row of the same graph under `mode`, or NULL. */
@@ -37,16 +37,21 @@ static bool timed(const BenchRow *r) { return r && !strcmp(r->status, "ok") && r
 
 void bench_print_row(FILE *f, const BenchRow *r, const BenchRow *rows, int nrows)
 {
-    char vs[16] = "-", graph[24] = "-", copy[24] = "-";
+    char vs[16] = "-", graph[24] = "-", batch[24] = "-", copy[24] = "-", pct_b[16] = "-";
     const BenchRow *x = find(r, "xla", rows, nrows);
     if (timed(r) && timed(x))
         snprintf(vs, sizeof vs, "%.2fx", x->median_us / r->median_us);
     if (r->graph_us > 0)
         snprintf(graph, sizeof graph, "%.2f", r->graph_us);
+    if (r->batch_us > 0)
+        snprintf(batch, sizeof batch, "%.2f", r->batch_us);
+    if (r->pct_copy_batch > 0)
+        snprintf(pct_b, sizeof pct_b, "%.1f", r->pct_copy_batch);
     if (r->copy_us > 0)
         snprintf(copy, sizeof copy, "%.2f", r->copy_us);
     fprintf(f, TABLE_ROW, r->graph, r->mode, r->kernels, r->coop_kernels, r->bytes / 1e6,
-            r->compile_ms, r->median_us, graph, copy, r->gbps, r->pct_copy, vs, r->status);
+            r->compile_ms, r->median_us, graph, batch, copy, r->gbps, r->pct_copy, pct_b, vs,
+            r->status);
     if (r->note[0])
         fprintf(f, "    %s: %s\n", r->status, r->note);
     if (r->compute_us > 0)
@@ -114,6 +119,13 @@ void bench_print_summary(FILE *f, const BenchDevice *dev, const BenchRow *rows, 
     if (copied)
         fprintf(f, "runs against a copy of the same bytes queued alike: median %.0f%% of its "
                    "speed over %d cases\n", bench_median(per_kernel, copied), copied);
+    int batched = 0;
+    for (int i = 0; per_kernel && i < n; i++)
+        if (rows[i].pct_copy_batch > 0)
+            per_kernel[batched++] = rows[i].pct_copy_batch;
+    if (batched)
+        fprintf(f, "runs replayed back to back from one graph: median %.0f%% of the 1 GiB copy "
+                   "rate over %d cases\n", bench_median(per_kernel, batched), batched);
     free(per_kernel);
 }
 
@@ -126,7 +138,7 @@ int bench_write_csv(const char *path, const BenchRow *rows, int n)
     }
     fprintf(f, "graph,mode,status,kernels,coop_kernels,bytes,plan_ms,compile_ms,median_us,"
                "min_us,p90_us,graph_us,copy_us,runs,sets,gbps,pct_copy,max_error,relaxed,spilling,"
-               "kernels_us,compute_us,file,note\n");
+               "kernels_us,compute_us,batch_us,batch_runs,pct_copy_batch,file,note\n");
     for (int i = 0; i < n; i++) {
         const BenchRow *r = &rows[i];
         char note[sizeof r->note];
@@ -136,11 +148,12 @@ int bench_write_csv(const char *path, const BenchRow *rows, int n)
                 *p = ' ';
         fprintf(f,
                 "%s,%s,%s,%d,%d,%.0f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%d,%d,%.2f,%.2f,%.3g,%d,%d,"
-                "%.3f,%.3f,%s,%s\n",
+                "%.3f,%.3f,%.3f,%d,%.2f,%s,%s\n",
                 r->graph, r->mode, r->status, r->kernels, r->coop_kernels, r->bytes, r->plan_ms,
                 r->compile_ms, r->median_us, r->min_us, r->p90_us, r->graph_us, r->copy_us,
                 r->runs, r->sets, r->gbps, r->pct_copy, r->max_error, r->relaxed, r->spilling,
-                r->kernels_us, r->compute_us, r->file, note);
+                r->kernels_us, r->compute_us, r->batch_us, r->batch_runs, r->pct_copy_batch,
+                r->file, note);
     }
     return fclose(f) ? -1 : 0;
 }
@@ -157,7 +170,7 @@ int bench_write_json(const char *path, const BenchOptions *o, const BenchDevice 
         const BenchRow *r = &rows[i];
         json_array_append_new(
             cases, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f,"
-                             " s:f, s:f, s:i, s:i, s:f, s:f, s:f, s:i, s:i, s:f, s:f}",
+                             " s:f, s:f, s:i, s:i, s:f, s:f, s:f, s:i, s:i, s:f, s:f, s:f, s:i, s:f}",
                              "graph", r->graph, "mode", r->mode, "status", r->status, "note",
                              r->note, "variant", r->variant, "file", r->file, "kernels", r->kernels,
                              "coop_kernels", r->coop_kernels, "bytes", r->bytes, "plan_ms",
@@ -167,7 +180,9 @@ int bench_write_json(const char *path, const BenchOptions *o, const BenchDevice 
                              r->sets, "gbps", r->gbps, "pct_copy", r->pct_copy, "max_error",
                              isfinite(r->max_error) ? r->max_error : -1.0, "relaxed_kernels",
                              r->relaxed, "spilling_kernels", r->spilling, "kernels_us",
-                             r->kernels_us, "compute_us", r->compute_us));
+                             r->kernels_us, "compute_us", r->compute_us, "batch_us",
+                             r->batch_us, "batch_runs", r->batch_runs, "pct_copy_batch",
+                             r->pct_copy_batch));
     }
     json_t *modes = json_array();
     for (int i = 0; i < o->nmode; i++)

@@ -233,6 +233,61 @@ static void time_graphs(Case *c, astitch_executable *x, uint64_t **set, int nset
     free(graph);
 }
 
+/* Runs in one CUDA graph (BATCH_MIN to BATCH_MAX of them, a whole number of rotations over the
+ * sets), replayed BATCH_REPLAYS times with an event between replays: r->batch_us gets the
+ * median replay over its runs, the kernels' time without a graph launch per run (about 2.5 us
+ * each on the H100, bench/RESULTS.md, *Method*); r->pct_copy_batch compares it with the 1 GiB
+ * copy rate. The outputs, poisoned first, are checked after the replays. */
+enum { BATCH_MIN = 16, BATCH_MAX = 64, BATCH_REPLAYS = 7 };
+static void time_batched(Case *c, astitch_executable *x, uint64_t **set, int nsets, BenchRow *r)
+{
+    int runs = (BATCH_MIN + nsets - 1) / nsets * nsets;
+    runs = runs > BATCH_MAX ? nsets * (BATCH_MAX / nsets > 0 ? BATCH_MAX / nsets : 1) : runs;
+    void *graph = NULL;
+    const char *why = NULL;
+    if (bench_cuda_capture_begin(c->cuda)) {
+        why = bench_cuda_error(c->cuda);
+    } else {
+        astitch_status s = ASTITCH_OK;
+        for (int i = 0; s == ASTITCH_OK && i < runs; i++)
+            s = astitch_execute_device(x, set[i % nsets], set[i % nsets] + c->nin,
+                                       bench_cuda_stream(c->cuda));
+        int ended = bench_cuda_capture_end(c->cuda, &graph);
+        why = s != ASTITCH_OK ? astitch_last_error(astitch_graph_context(c->g))
+              : ended         ? bench_cuda_error(c->cuda)
+                              : NULL;
+    }
+    for (int k = 0; !why && k < nsets; k++)
+        for (int i = c->nin; !why && i < c->nin + c->nout; i++)
+            if (bench_cuda_fill(c->cuda, set[k][i], 0xff, c->bytes[i]))
+                why = bench_cuda_error(c->cuda);
+    double us[BATCH_REPLAYS];
+    int rc = why != NULL || bench_cuda_graph_launch(c->cuda, graph) ||
+             bench_cuda_events(c->cuda, BATCH_REPLAYS + 1) || bench_cuda_sync(c->cuda) ||
+             bench_cuda_record(c->cuda, 0);
+    for (int i = 0; !rc && i < BATCH_REPLAYS; i++)
+        rc = bench_cuda_graph_launch(c->cuda, graph) || bench_cuda_record(c->cuda, i + 1);
+    for (int i = 0; !rc && i < BATCH_REPLAYS; i++) {
+        double ms;
+        rc = bench_cuda_elapsed(c->cuda, i, i + 1, &ms);
+        us[i] = ms * 1e3 / runs;
+    }
+    if (why)
+        fail(r, "error", "batched graph: %.280s", why);
+    else if (rc)
+        fail(r, "error", "batched replays: %.280s", bench_cuda_error(c->cuda));
+    else {
+        r->batch_us = bench_median(us, BATCH_REPLAYS);
+        r->batch_runs = runs;
+        r->pct_copy_batch = c->dev->copy_gbps > 0 && r->batch_us > 0
+                                ? 100.0 * r->bytes / (r->batch_us * 1e-6) / 1e9 / c->dev->copy_gbps
+                                : 0;
+        check_after(c, x, r, set[(runs - 1) % nsets], "after the batched replays");
+    }
+    bench_cuda_sync(c->cuda);
+    bench_cuda_graph_destroy(c->cuda, graph);
+}
+
 static size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
 
 /* The bound at this graph's size: cuMemcpyDtoDAsync of r->bytes / 2 within each set (its first
@@ -353,6 +408,8 @@ static void time_cuda(Case *c, astitch_executable *x, BenchRow *r)
     }
     if (n > 0 && !strcmp(r->status, "ok"))
         time_graphs(c, x, set, nsets, n, us, r);
+    if (n > 0 && !strcmp(r->status, "ok") && r->graph_us > 0)
+        time_batched(c, x, set, nsets, r);
     if (n > 0 && !strcmp(r->status, "ok"))
         time_steps(c, x, set, nsets, n, r);
     if (n > 0 && !strcmp(r->status, "ok") && r->graph_us > 0)
