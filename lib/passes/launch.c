@@ -32,6 +32,26 @@ static int64_t blocks_per_sm(const astitch_device *d, int64_t block, int64_t reg
     return b;
 }
 
+/* A resident row of e elements per lane keeps them live in registers, plus about this many for
+ * indices and addresses: the tightest bound launch gives a resident kernel to fit its grid in
+ * one wave (ptxas 13.0: bert_base_fwd_attn_out_ln, 24 elements per lane, compiles to 64
+ * registers without spilling and spills 16 bytes at 56). */
+enum { RESIDENT_ONE_WAVE_SPARE_REGS = 16 };
+
+/* The fewest registers per thread kernel k's resident rows need: 0 when it has none. A kernel
+ * with shared memory (column sums, exchanges across warps) keeps more live than its rows: it is
+ * never tightened below its mapping's bound (bert_base_bwd_layernorm spills 8 bytes at 64). */
+static int64_t resident_floor(const PlanKernel *k)
+{
+    int64_t floor = 0;
+    for (int32_t i = 0; i < k->nphase; i++)
+        if (k->phase[i].resident) {
+            int64_t r = 2 * plan_lane_elements(&k->phase[i].map) + RESIDENT_ONE_WAVE_SPARE_REGS;
+            floor = r > floor ? r : floor;
+        }
+    return floor;
+}
+
 int64_t launch_regs_for(const astitch_device *d, int64_t block, int64_t blocks)
 {
     int64_t unit = d->reg_alloc_unit > 0 ? d->reg_alloc_unit : 1;
@@ -58,8 +78,18 @@ astitch_status pass_launch(Planner *pl, PlanKernel *k, bool *smaller_wave)
         return ASTITCH_OK;
     }
     int64_t needed = (k->grid + d->sm_count - 1) / d->sm_count;
-    if (!k->persistent && needed > k->blocks_per_wave / d->sm_count) /* as mapping assumed */
-        needed = k->blocks_per_wave / d->sm_count;
+    int64_t assumed = k->blocks_per_wave / d->sm_count, floor = resident_floor(k);
+    /* a resident grid of at most two waves at the bound its mapping assumed: one wave, where the
+     * bound that fits it still holds the rows (one wave of bert_base_fwd_attn_out_ln's 512
+     * blocks at 64 registers: 14.3 us against 15.1 in 1.3 waves at 80, hand-written kernels on
+     * the H100, bench/RESULTS.md) */
+    bool one_wave = !k->persistent && floor > 0 && k->shared_bytes == 0 && needed > assumed &&
+                    needed <= 2 * assumed &&
+                    launch_regs_for(d, k->block, needed) >= floor &&
+                    blocks_per_sm(d, k->block, launch_regs_for(d, k->block, needed),
+                                  k->shared_bytes) >= needed;
+    if (!k->persistent && needed > assumed && !one_wave) /* as mapping assumed */
+        needed = assumed;
     if (needed < 1)
         needed = 1;
     if (needed > bps)
