@@ -68,6 +68,9 @@ typedef struct Case {
     const BenchDevice *dev;
     int nin, nout;
     size_t *bytes; /* per parameter, then per output */
+    double first_compile_ms; /* a graph with compute ops: its first compile, under the first
+                              * mode's options (compute_on_gpu), which the first mode's own
+                              * compile then finds in the memory cache; 0: none */
 } Case;
 
 static void fail(BenchRow *r, const char *status, const char *fmt, const char *msg)
@@ -533,6 +536,8 @@ static int bench_mode_case(Case *c, const BenchMode *m, BenchRow *r)
     double t0 = bench_now();
     astitch_status s = astitch_compile(c->g, &co, &x);
     r->compile_ms = (bench_now() - t0) * 1e3;
+    if (c->first_compile_ms > 0 && m == c->o->mode[0])
+        r->compile_ms = c->first_compile_ms; /* not the memory cache's answer */
     const char *msg = astitch_last_error(astitch_graph_context(c->g));
     if (s == ASTITCH_ERR_NO_DEVICE)
         return -1;
@@ -573,9 +578,10 @@ static bool has_compute_ops(const astitch_graph *g)
 }
 
 /* A graph with compute ops is compiled under the first mode; when all of them run on the GPU
- * (dots on cuBLASLt) it is measured as any other (returns true); else it keeps the compile
- * time and kernels in its row, but is neither verified nor timed. */
-static bool compute_on_gpu(astitch_graph *g, const BenchOptions *o, BenchRow *r)
+ * (dots on cuBLASLt) it is measured as any other (returns true, that compile's milliseconds in
+ * *first_ms); else it keeps the compile time and kernels in its row, but is neither verified
+ * nor timed. */
+static bool compute_on_gpu(astitch_graph *g, const BenchOptions *o, BenchRow *r, double *first_ms)
 {
     astitch_compile_options co;
     mode_options(o, o->mode[0], &co);
@@ -583,6 +589,7 @@ static bool compute_on_gpu(astitch_graph *g, const BenchOptions *o, BenchRow *r)
     double t0 = bench_now();
     astitch_status s = astitch_compile(g, &co, &x);
     int on_host = s == ASTITCH_OK ? astitch_executable_host_compute_ops(x) : -1;
+    *first_ms = (bench_now() - t0) * 1e3;
     if (on_host == 0) {
         astitch_executable_destroy(x);
         return true;
@@ -637,7 +644,7 @@ int bench_graph(const char *path, const BenchOptions *o, BenchCuda *cuda, const 
         free(c.bytes);
         return 0;
     }
-    if (g && has_compute_ops(g) && !compute_on_gpu(g, o, &proto)) {
+    if (g && has_compute_ops(g) && !compute_on_gpu(g, o, &proto, &c.first_compile_ms)) {
         /* one row, not measured */
     } else if (g) {
         double t0 = bench_now();
