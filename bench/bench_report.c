@@ -103,9 +103,9 @@ void bench_print_summary(FILE *f, const BenchDevice *dev, const BenchRow *rows, 
             fprintf(f, "speedup %s over %s: geometric mean %.2fx over %d graphs\n", pairs[i][0],
                     pairs[i][1], g, c);
     }
-    if (nk)
-        fprintf(f, "compile (graph -> loaded module): median %.1f ms per kernel over %d kernels\n",
-                bench_median(per_kernel, nk), kernels);
+    if (nk) /* each case's milliseconds over its kernels, the median over the cases */
+        fprintf(f, "compile (graph -> loaded module): median %.1f ms per kernel over %d cases "
+                   "(%d kernels)\n", bench_median(per_kernel, nk), nk, kernels);
     int relaxed = 0, spilling = 0, copied = 0;
     for (int i = 0; i < n; i++) {
         relaxed += rows[i].relaxed;
