@@ -198,6 +198,17 @@ static int warm_and_time(Case *c, astitch_executable *x, void *const *graphs, ui
     return n;
 }
 
+/* Fills every set's outputs with 0xff bytes, so that a check finds what the runs did not
+ * write: NULL, or the error. */
+static const char *poison_outputs(Case *c, uint64_t **set, int nsets)
+{
+    for (int k = 0; k < nsets; k++)
+        for (int i = c->nin; i < c->nin + c->nout; i++)
+            if (bench_cuda_fill(c->cuda, set[k][i], 0xff, c->bytes[i]))
+                return bench_cuda_error(c->cuda);
+    return NULL;
+}
+
 /* Captures one run per set into a CUDA graph, poisons every set's outputs, and times n replays
  * of the graphs as the runs were timed; r->graph_us gets their median, and the outputs of the
  * last replay are checked. */
@@ -219,10 +230,8 @@ static void time_graphs(Case *c, astitch_executable *x, uint64_t **set, int nset
         else if (ended)
             why = bench_cuda_error(c->cuda);
     }
-    for (int k = 0; !why && k < nsets; k++)
-        for (int i = c->nin; !why && i < c->nin + c->nout; i++)
-            if (bench_cuda_fill(c->cuda, set[k][i], 0xff, c->bytes[i]))
-                why = bench_cuda_error(c->cuda);
+    if (!why)
+        why = poison_outputs(c, set, nsets);
     int last = 0;
     if (why)
         fail(r, "error", "graph capture: %.280s", why);
@@ -244,8 +253,10 @@ static void time_graphs(Case *c, astitch_executable *x, uint64_t **set, int nset
 enum { BATCH_MIN = 16, BATCH_MAX = 64, BATCH_REPLAYS = 7 };
 static void time_batched(Case *c, astitch_executable *x, uint64_t **set, int nsets, BenchRow *r)
 {
-    int runs = (BATCH_MIN + nsets - 1) / nsets * nsets;
-    runs = runs > BATCH_MAX ? nsets * (BATCH_MAX / nsets > 0 ? BATCH_MAX / nsets : 1) : runs;
+    int rotations = (BATCH_MIN + nsets - 1) / nsets;
+    if (rotations * nsets > BATCH_MAX)
+        rotations = BATCH_MAX / nsets > 0 ? BATCH_MAX / nsets : 1;
+    int runs = rotations * nsets;
     void *graph = NULL;
     const char *why = NULL;
     if (bench_cuda_capture_begin(c->cuda)) {
@@ -260,10 +271,8 @@ static void time_batched(Case *c, astitch_executable *x, uint64_t **set, int nse
               : ended         ? bench_cuda_error(c->cuda)
                               : NULL;
     }
-    for (int k = 0; !why && k < nsets; k++)
-        for (int i = c->nin; !why && i < c->nin + c->nout; i++)
-            if (bench_cuda_fill(c->cuda, set[k][i], 0xff, c->bytes[i]))
-                why = bench_cuda_error(c->cuda);
+    if (!why)
+        why = poison_outputs(c, set, nsets);
     double us[BATCH_REPLAYS];
     int rc = why != NULL || bench_cuda_graph_launch(c->cuda, graph) ||
              bench_cuda_events(c->cuda, BATCH_REPLAYS + 1) || bench_cuda_sync(c->cuda) ||
