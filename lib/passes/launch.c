@@ -32,21 +32,16 @@ static int64_t blocks_per_sm(const astitch_device *d, int64_t block, int64_t reg
     return b;
 }
 
-/* A resident row of e elements per lane keeps them live in registers, plus about this many for
- * indices and addresses: the tightest bound launch gives a resident kernel to fit its grid in
- * one wave (ptxas 13.0: bert_base_fwd_attn_out_ln, 24 elements per lane, compiles to 64
- * registers without spilling and spills 16 bytes at 56). */
-enum { RESIDENT_ONE_WAVE_SPARE_REGS = 16 };
-
-/* The fewest registers per thread kernel k's resident rows need: 0 when it has none. A kernel
- * with shared memory (column sums, exchanges across warps) keeps more live than its rows: it is
- * never tightened below its mapping's bound (bert_base_bwd_layernorm spills 8 bytes at 64). */
+/* The fewest registers per thread kernel k's resident rows need (mapping_resident_min_regs):
+ * 0 when it has none. A kernel with shared memory (column sums, exchanges across warps) keeps
+ * more live than its rows: it is never tightened below its mapping's bound
+ * (bert_base_bwd_layernorm spills 8 bytes at 64). */
 static int64_t resident_floor(const PlanKernel *k)
 {
     int64_t floor = 0;
     for (int32_t i = 0; i < k->nphase; i++)
         if (k->phase[i].resident) {
-            int64_t r = 2 * plan_lane_elements(&k->phase[i].map) + RESIDENT_ONE_WAVE_SPARE_REGS;
+            int64_t r = mapping_resident_min_regs(plan_lane_elements(&k->phase[i].map));
             floor = r > floor ? r : floor;
         }
     return floor;
@@ -83,11 +78,10 @@ astitch_status pass_launch(Planner *pl, PlanKernel *k, bool *smaller_wave)
      * bound that fits it still holds the rows (one wave of bert_base_fwd_attn_out_ln's 512
      * blocks at 64 registers: 14.3 us against 15.1 in 1.3 waves at 80, hand-written kernels on
      * the H100, bench/RESULTS.md) */
+    int64_t tight = launch_regs_for(d, k->block, needed);
     bool one_wave = !k->persistent && floor > 0 && k->shared_bytes == 0 && needed > assumed &&
-                    needed <= 2 * assumed &&
-                    launch_regs_for(d, k->block, needed) >= floor &&
-                    blocks_per_sm(d, k->block, launch_regs_for(d, k->block, needed),
-                                  k->shared_bytes) >= needed;
+                    needed <= 2 * assumed && tight >= floor &&
+                    blocks_per_sm(d, k->block, tight, k->shared_bytes) >= needed;
     if (!k->persistent && needed > assumed && !one_wave) /* as mapping assumed */
         needed = assumed;
     if (needed < 1)

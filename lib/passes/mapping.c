@@ -83,6 +83,14 @@ static int64_t resident_regs(int64_t e, int64_t u, bool persistent)
     return (32 + 2 * e * u + 7) / 8 * 8;
 }
 
+/* The fewest registers a resident row of e elements per lane may be bounded to: its values plus
+ * RESIDENT_SPARE_REGS for indices and addresses (ptxas 13.0: bert_base_fwd_attn_out_ln, 24
+ * elements per lane, compiles to 64 registers without spilling and spills 16 bytes at 56).
+ * Below resident_regs(), which plans with room for about two live row-shaped values: launch
+ * tightens to it only to fit a grid in one wave. */
+enum { RESIDENT_SPARE_REGS = 16 };
+int64_t mapping_resident_min_regs(int64_t e) { return 2 * e + RESIDENT_SPARE_REGS; }
+
 bool mapping_rows_may_reside(const Shape *s, uint32_t axes)
 {
     uint32_t trailing = 0;
