@@ -1,6 +1,7 @@
 /* fake_device.h: the fake CUDA driver's H100 for the runtime tests (tests/fake_cuda.c, its path
  * in ASTITCH_FAKE_CUDA, "device" mode; a fake cuBLASLt, tests/fake_cublaslt.c, in
- * ASTITCH_FAKE_CUBLASLT): the fixture (a context, the device and a stream, the fakes' own
+ * ASTITCH_FAKE_CUBLASLT; a fake nvJitLink, tests/fake_nvjitlink.c, in
+ * ASTITCH_FAKE_NVJITLINK): the fixture (a context, the device and a stream, the fakes' own
  * entry points) and compiling and running for it. Include after <cmocka.h>. */
 #ifndef ASTITCH_TESTS_FAKE_DEVICE_H
 #define ASTITCH_TESTS_FAKE_DEVICE_H
@@ -26,6 +27,7 @@ typedef struct Fake {
     int (*matmuls)(FakeMatmul *out, int max);    /* cublasLtMatmul calls since the reset */
     void (*matmuls_reset)(void);
     int (*lt_handles)(void);                     /* cuBLASLt handles alive */
+    int (*jit_compiles)(void);                   /* modules the fake nvJitLink compiled */
 } Fake;
 
 
@@ -98,9 +100,12 @@ static inline int fake_setup(void **state)
     setenv("ASTITCH_LIBCUDA", fake, 1);
     setenv("FAKE_CUDA_MODE", "device", 1);
     const char *fake_lt = getenv("ASTITCH_FAKE_CUBLASLT");
-    if (!fake_lt)
+    const char *fake_jit = getenv("ASTITCH_FAKE_NVJITLINK");
+    if (!fake_lt || !fake_jit)
         return -1;
     setenv("ASTITCH_CUBLASLT", fake_lt, 1);
+    setenv("ASTITCH_NVJITLINK", fake_jit, 1);
+    unsetenv("ASTITCH_PTX_JIT");
     setenv("ASTITCH_CACHE_DIR", "", 1); /* no PTX files for a device that does not exist */
     Fake *f = calloc(1, sizeof *f);
     void *lib = dlopen(fake, RTLD_NOW | RTLD_LOCAL); /* the instance the library opens too */
@@ -124,6 +129,11 @@ static inline int fake_setup(void **state)
     memcpy(&f->matmuls, &mm, sizeof mm);
     memcpy(&f->matmuls_reset, &mr, sizeof mr);
     memcpy(&f->lt_handles, &lh, sizeof lh);
+    void *jit = dlopen(fake_jit, RTLD_NOW | RTLD_LOCAL); /* the instance the library opens */
+    void *jc = jit ? dlsym(jit, "fake_nvjitlink_compiles") : NULL;
+    if (!jc)
+        return -1;
+    memcpy(&f->jit_compiles, &jc, sizeof jc);
     if (!f->log || !f->log_reset || !f->loads || !f->function_regs || !f->set_elapsed || cuda_device_open(f->ctx, 0, &f->dev) != ASTITCH_OK ||
         cuda_stream_create(f->ctx, f->dev, &f->stream) != ASTITCH_OK) {
         fprintf(stderr, "setup: %s\n", astitch_last_error(f->ctx));

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "runtime/cuda_driver.h"
+#include "runtime/nvjitlink.h"
 
 /* sm_90, PTX ISA 8.0. Pointers are generic addresses of global memory (cuMemAlloc's). */
 static const char kernels_ptx[] =
@@ -349,9 +350,22 @@ static void test_jit_error_log(void **state)
 {
     const Gpu *g = *state;
     CudaModule *m = (CudaModule *)1;
+    /* unset: the driver's JIT says why; "driver" the same; "nvjitlink": nvJitLink's log */
     expect_error(g, cuda_module_load(g->ctx, g->dev, broken_ptx, "broken", &m),
                  ASTITCH_ERR_COMPILE, "module 'broken'", "cuModuleLoadDataEx", "%r77", NULL);
     assert_null(m);
+    assert_int_equal(astitch_context_set_option(g->ctx, "ptx_jit", "driver"), ASTITCH_OK);
+    expect_error(g, cuda_module_load(g->ctx, g->dev, broken_ptx, "broken", &m),
+                 ASTITCH_ERR_COMPILE, "module 'broken'", "cuModuleLoadDataEx", "%r77", NULL);
+    if (nvjitlink_path()) {
+        m = (CudaModule *)1;
+        assert_int_equal(astitch_context_set_option(g->ctx, "ptx_jit", "nvjitlink"), ASTITCH_OK);
+        expect_error(g, cuda_module_load(g->ctx, g->dev, broken_ptx, "broken", &m),
+                     ASTITCH_ERR_COMPILE, "module 'broken': nvJitLink (", "nvJitLink error log",
+                     "%r77", NULL);
+        assert_null(m);
+    }
+    assert_int_equal(astitch_context_set_option(g->ctx, "ptx_jit", NULL), ASTITCH_OK);
 
     CudaKernel k;
     expect_error(g, cuda_kernel_get(g->ctx, g->mod, "no_such_kernel", 128, 0, &k),

@@ -18,6 +18,7 @@
 #include "gen_graph.h"
 #include "runtime/compile_cache.h"
 #include "runtime/cublaslt.h"
+#include "runtime/nvjitlink.h"
 
 /* astitch_execute_device_timed: one time per plan step, from the events around it (the
  * fake's cuEventElapsedTime answers in order), refused with a wrong step count and under
@@ -98,13 +99,20 @@ static void test_cublaslt_missing(void **state)
  * 64, three loads), and the compile cache keeps the relaxed PTX, so compiling the same graph
  * again loads it at once; a persistent kernel keeps its bound and is loaded again in its lean
  * form (two loads; again at once from the cache, known lean by its mark); without spills one
- * load. */
+ * load. No module of these comes from nvJitLink: an element-wise kernel gets no guess of its
+ * next bound (test_relax_guess), and the driver's JIT compiles in the caller's thread. */
 static void test_relax_spills(void **state)
 {
     const Fake *f = *state;
-    static const struct { const char *below; bool persistent; int64_t rows; int loads, regs; } cases[] = {
-        {"48", false, 1024, 3, 64}, {"48", true, 1024, 2, 32}, {NULL, false, 2048, 1, 32},
-        {"48", false, 1024, 1, 64}, {"48", true, 1024, 1, 32},
+    static const struct {
+        const char *below;
+        bool persistent;
+        int64_t rows;
+        int loads, regs, compiles, guessed, guess_taken;
+    } cases[] = {
+        {"48", false, 1024, 3, 64, 0, 0, 0}, {"48", true, 1024, 2, 32, 0, 0, 0},
+        {NULL, false, 2048, 1, 32, 0, 0, 0}, {"48", false, 1024, 1, 64, 0, 0, 0},
+        {"48", true, 1024, 1, 32, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         astitch_graph *g;
@@ -119,10 +127,20 @@ static void test_relax_spills(void **state)
         astitch_compile_options_default(&o);
         o.target = ASTITCH_TARGET_CUDA;
         o.plan.persistent = cases[i].persistent;
-        int before = f->loads();
+        int before = f->loads(), jit_before = f->jit_compiles();
+        CubinJobStats jobs_before = cubin_job_stats();
         astitch_executable *x = NULL;
         expect_ok(f, astitch_compile(g, &o, &x));
         unsetenv("FAKE_CUDA_SPILL_BELOW");
+        CubinJobStats jobs = cubin_job_stats();
+        printf("# nvJitLink: %d modules compiled, %ld jobs started, %ld taken, %ld not\n",
+               f->jit_compiles() - jit_before, jobs.started - jobs_before.started,
+               jobs.taken - jobs_before.taken, jobs.untaken - jobs_before.untaken);
+        assert_int_equal(f->jit_compiles() - jit_before, cases[i].compiles);
+        assert_int_equal(jobs.started - jobs_before.started, cases[i].guessed);
+        assert_int_equal(jobs.taken - jobs_before.taken, cases[i].guess_taken);
+        assert_int_equal(jobs.untaken - jobs_before.untaken,
+                         cases[i].guessed - cases[i].guess_taken);
         astitch_kernel_info k;
         assert_int_equal(astitch_plan_kernel_info(astitch_executable_plan(x), 0, &k), ASTITCH_OK);
         printf("# spill below %s, persistent %d: planned %d registers, %d loads, bound %d\n",
@@ -155,6 +173,62 @@ static void test_relax_spills(void **state)
         }
         astitch_graph_destroy(g);
     }
+}
+
+/* A kernel that holds rows in registers (a softmax over rows of 4096) and may be relaxed:
+ * under ptx_jit "nvjitlink" the module at its next bound is guessed and compiled on a worker
+ * beside the planned one; when the kernel spills, the relaxation loads the guess (taken, not
+ * compiled again); when it does not, the guess goes unused. Under the driver's JIT (unset)
+ * nothing is guessed. */
+static void test_relax_guess(void **state)
+{
+    const Fake *f = *state;
+    astitch_graph *g;
+    expect_ok(f, astitch_graph_create(f->ctx, &g));
+    int64_t d[2] = {4096, 4096}, axis = 1, keep = 0;
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, d);
+    astitch_node e = astitch_unary(g, ASTITCH_OP_EXP, x);
+    astitch_node s = astitch_reduce(g, ASTITCH_REDUCE_SUM, e, 1, &axis);
+    astitch_node sb = astitch_broadcast_in_dim(g, s, 2, d, &keep);
+    expect_ok(f, astitch_add_output(g, astitch_binary(g, ASTITCH_OP_DIV, e, sb)));
+    static const struct {
+        const char *below, *ptx_jit;
+        int loads, compiles, started, taken, untaken;
+    } cases[] = {
+        {"48", "nvjitlink", 2, 2, 1, 1, 0}, {NULL, "nvjitlink", 1, 2, 1, 0, 1},
+        {"48", NULL, 2, 0, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        compile_cache_reset();
+        expect_ok(f, astitch_context_set_option(f->ctx, "ptx_jit", cases[i].ptx_jit));
+        if (cases[i].below)
+            setenv("FAKE_CUDA_SPILL_BELOW", cases[i].below, 1);
+        int loads = f->loads(), compiles = f->jit_compiles();
+        CubinJobStats before = cubin_job_stats();
+        astitch_executable *ex = compile_unsearched(f, g);
+        unsetenv("FAKE_CUDA_SPILL_BELOW");
+        cubin_jobs_wait_running(); /* a guess nobody took may still compile */
+        CubinJobStats after = cubin_job_stats();
+        astitch_loaded_kernel lk;
+        expect_ok(f, astitch_executable_loaded_kernel(ex, 0, &lk));
+        printf("# spill below %s, ptx_jit %s: planned bound %d, loaded %d; %d loads, %d "
+               "nvJitLink compiles, %ld taken, %ld not taken\n",
+               cases[i].below ? cases[i].below : "-", cases[i].ptx_jit ? cases[i].ptx_jit : "-",
+               lk.planned_bound, lk.bound, f->loads() - loads, f->jit_compiles() - compiles,
+               after.taken - before.taken, after.untaken - before.untaken);
+        assert_int_equal(lk.planned_bound, 40);
+        assert_int_equal(lk.bound, cases[i].below ? 48 : 40);
+        assert_int_equal(f->loads() - loads, cases[i].loads);
+        /* nvJitLink: the planned module here, the guess on a worker */
+        assert_int_equal(after.started - before.started, cases[i].started);
+        assert_int_equal(f->jit_compiles() - compiles, cases[i].compiles);
+        assert_int_equal(after.taken - before.taken, cases[i].taken);
+        assert_int_equal(after.untaken - before.untaken, cases[i].untaken);
+        astitch_executable_destroy(ex);
+    }
+    expect_ok(f, astitch_context_set_option(f->ctx, "ptx_jit", NULL));
+    compile_cache_reset();
+    astitch_graph_destroy(g);
 }
 
 /* A norm's backward in small: dx = dy - sum_row(dy * x) * x and dgamma = sum over the rows of
@@ -442,6 +516,72 @@ static void test_dot_search(void **state)
     astitch_graph_destroy(g);
 }
 
+/* What compiles the PTX (the switch ptx_jit), with the search's three forms of
+ * column_sums_graph: under "nvjitlink" each form's module starts compiling on a worker as
+ * soon as its PTX is there, so every module loaded comes from a job and none compiles in the
+ * caller's thread; unset or "driver", nvJitLink compiles nothing. A module nvJitLink refuses
+ * fails the compile with nvJitLink's log; a value the switch does not take is refused. */
+static void test_ptx_jit(void **state)
+{
+    const Fake *f = *state;
+    astitch_graph *g = column_sums_graph(f, 768);
+    static const char *const modes[] = {NULL, "nvjitlink", "driver"};
+    for (int m = 0; m < 3; m++) {
+        compile_cache_reset();
+        expect_ok(f, astitch_context_set_option(f->ctx, "ptx_jit", modes[m]));
+        int loads = f->loads(), compiles = f->jit_compiles();
+        CubinJobStats before = cubin_job_stats();
+        astitch_executable *x = compile_for_fake(f, g, false);
+        cubin_jobs_wait_running();
+        CubinJobStats after = cubin_job_stats();
+        astitch_variant_info v;
+        expect_ok(f, astitch_executable_variant(x, &v));
+        printf("# ptx_jit %s: %d forms, %d loads, %d nvJitLink compiles, %ld jobs taken, %ld "
+               "not\n", modes[m] ? modes[m] : "(unset)", v.nforms, f->loads() - loads,
+               f->jit_compiles() - compiles, after.taken - before.taken,
+               after.untaken - before.untaken);
+        assert_int_equal(v.nforms, 3);
+        assert_int_equal(f->loads() - loads, 3);
+        if (m == 1) {
+            /* every module loaded came from a job, none compiled in this thread */
+            assert_int_equal(after.taken - before.taken, 3);
+            assert_int_equal(f->jit_compiles() - compiles, after.started - before.started);
+            assert_true(after.untaken - before.untaken <= after.started - before.started - 1);
+        } else {
+            assert_int_equal(f->jit_compiles() - compiles, 0);
+            assert_int_equal(after.started - before.started, 0);
+        }
+        astitch_executable_destroy(x);
+    }
+    /* a module nvJitLink refuses: the compile fails with nvJitLink's log */
+    astitch_compile_options o;
+    astitch_compile_options_default(&o);
+    o.target = ASTITCH_TARGET_CUDA;
+    o.variant_search = false;
+    setenv("FAKE_NVJITLINK_FAIL", ".entry", 1);
+    compile_cache_reset();
+    expect_ok(f, astitch_context_set_option(f->ctx, "ptx_jit", "nvjitlink"));
+    astitch_executable *x = (astitch_executable *)1;
+    assert_int_equal(astitch_compile(g, &o, &x), ASTITCH_ERR_COMPILE);
+    unsetenv("FAKE_NVJITLINK_FAIL");
+    assert_null(x);
+    const char *e = astitch_last_error(f->ctx);
+    printf("# expected error: %s\n", e);
+    assert_non_null(strstr(e, "module 'stitch kernels': nvJitLink ("));
+    assert_non_null(strstr(e, "nvJitLinkComplete for sm_90: nvJitLink result 4"));
+    assert_non_null(strstr(e, "fake ptxas error: '.entry' is refused"));
+    /* a value the switch does not take */
+    expect_ok(f, astitch_context_set_option(f->ctx, "ptx_jit", "ptxas"));
+    assert_int_equal(astitch_compile(g, &o, &x), ASTITCH_ERR_ARGUMENT);
+    e = astitch_last_error(f->ctx);
+    printf("# expected error: %s\n", e);
+    assert_non_null(strstr(e, "switch ptx_jit (ASTITCH_PTX_JIT) is 'ptxas'"));
+    assert_non_null(strstr(e, "it takes driver (the default) or nvjitlink"));
+    expect_ok(f, astitch_context_set_option(f->ctx, "ptx_jit", NULL));
+    compile_cache_reset();
+    astitch_graph_destroy(g);
+}
+
 int main(void)
 {
     if (!fake_device_built())
@@ -450,9 +590,11 @@ int main(void)
         cmocka_unit_test(test_timed_run),
         cmocka_unit_test(test_cublaslt_missing),
         cmocka_unit_test(test_relax_spills),
+        cmocka_unit_test(test_relax_guess),
         cmocka_unit_test(test_variant_forms),
         cmocka_unit_test(test_variant_forms_steps),
         cmocka_unit_test(test_dot_search),
+        cmocka_unit_test(test_ptx_jit),
     };
     return cmocka_run_group_tests(tests, fake_setup, fake_teardown);
 }

@@ -13,6 +13,7 @@ static const char *const names[CONFIG_SWITCHES][2] = {
     [CONFIG_CACHE_DIR] = {"cache_dir", "ASTITCH_CACHE_DIR"},
     [CONFIG_HOST_COMPUTE] = {"host_compute", "ASTITCH_HOST_COMPUTE"},
     [CONFIG_FORCE_LEAN] = {"force_lean", "ASTITCH_FORCE_LEAN"},
+    [CONFIG_PTX_JIT] = {"ptx_jit", "ASTITCH_PTX_JIT"},
 };
 
 /* True for a value that switches a flag off: empty, "0" or "off". */
@@ -125,6 +126,22 @@ const char *config_cublaslt(void)
 {
     const char *v = getenv("ASTITCH_CUBLASLT");
     return v && *v ? v : NULL;
+}
+
+const char *config_nvjitlink(void)
+{
+    const char *v = getenv("ASTITCH_NVJITLINK");
+    return v && *v ? v : NULL;
+}
+
+int config_ptx_jit(const Config *c)
+{
+    const char *v = c->value[CONFIG_PTX_JIT];
+    if (!v || !*v || strcmp(v, "driver") == 0)
+        return CONFIG_PTX_JIT_DRIVER;
+    if (strcmp(v, "nvjitlink") == 0)
+        return CONFIG_PTX_JIT_NVJITLINK;
+    return -1;
 }
 
 const char *config_cuda_path(void)

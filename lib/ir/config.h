@@ -23,6 +23,10 @@
  *                        opens cuBLASLt; unset, empty or "0": dots run on cuBLASLt and custom
  *                        ops through their device forms, and a compute op without a GPU form
  *                        (or a missing cuBLASLt) is an error at compile time
+ *   ASTITCH_PTX_JIT      (ptx_jit) runtime, cuda target: what compiles the PTX to machine
+ *                        code. Unset, empty or "driver": the driver's JIT, one module at a
+ *                        time; "nvjitlink": the toolkit's nvJitLink, in the compiling thread
+ *                        and ahead on worker threads (an error where it is missing)
  *
  * The places of things are the process's, read when consulted:
  *
@@ -31,6 +35,9 @@
  *   ASTITCH_CUDA_PATH    codegen, the compile cache and the runtime: the CUDA toolkit root
  *                        (libdevice, ptxas, lib64/libcublasLt.so.13); unset or empty: the
  *                        configured one
+ *   ASTITCH_NVJITLINK    runtime: the nvJitLink library to open, the only place tried when set
+ *                        and not empty; else libnvJitLink.so.13 in $ASTITCH_CUDA_PATH/lib64,
+ *                        the configured toolkit's lib64, then the dynamic loader's search
  *   ASTITCH_CUBLASLT     runtime: the cuBLASLt library to open, the only place tried when set
  *                        and not empty; else libcublasLt.so.13 in $ASTITCH_CUDA_PATH/lib64,
  *                        the configured toolkit's lib64, then the dynamic loader's search
@@ -49,6 +56,7 @@ typedef enum ConfigSwitch {
     CONFIG_CACHE_DIR,
     CONFIG_HOST_COMPUTE,
     CONFIG_FORCE_LEAN,
+    CONFIG_PTX_JIT,
     CONFIG_SWITCHES
 } ConfigSwitch;
 
@@ -74,6 +82,9 @@ const char *config_dump_plan(const Config *c);
 bool config_force_parts(const Config *c);
 bool config_force_lean(const Config *c);
 bool config_host_compute(const Config *c);
+/* ptx_jit's value: one of these, or -1 for a value it does not take. */
+enum { CONFIG_PTX_JIT_DRIVER, CONFIG_PTX_JIT_NVJITLINK };
+int config_ptx_jit(const Config *c);
 bool config_cache_on(const Config *c);
 /* Writes the disk cache's directory into dir (len bytes); false when the disk cache is off, no
  * directory can be named, or the name does not fit. */
@@ -83,6 +94,8 @@ bool config_cache_dir(const Config *c, char *dir, size_t len);
 const char *config_libcuda(void);
 /* ASTITCH_CUBLASLT when set and not empty, else NULL. */
 const char *config_cublaslt(void);
+/* ASTITCH_NVJITLINK when set and not empty, else NULL. */
+const char *config_nvjitlink(void);
 /* ASTITCH_CUDA_PATH when set and not empty, else NULL (the caller's default). */
 const char *config_cuda_path(void);
 /* PATH, or NULL. */

@@ -18,7 +18,7 @@
  */
 #include "passes/passes.h"
 
-static int64_t blocks_per_sm(const astitch_device *d, int64_t block, int64_t regs, int64_t shared)
+int64_t launch_blocks_per_sm(const astitch_device *d, int64_t block, int64_t regs, int64_t shared)
 {
     int64_t unit = d->reg_alloc_unit > 0 ? d->reg_alloc_unit : 1;
     int64_t r = (regs + unit - 1) / unit * unit;
@@ -60,7 +60,7 @@ astitch_status pass_launch(Planner *pl, PlanKernel *k, bool *smaller_wave)
 {
     const astitch_device *d = &pl->p->dev;
     *smaller_wave = false;
-    int64_t bps = blocks_per_sm(d, k->block, 32, k->shared_bytes);
+    int64_t bps = launch_blocks_per_sm(d, k->block, 32, k->shared_bytes);
     if (bps < 1)
         return ctx_fail(pl->g->ctx, ASTITCH_ERR_UNSUPPORTED,
                         "planner: kernel %s: a block of %d threads with %lld bytes of shared "
@@ -81,7 +81,7 @@ astitch_status pass_launch(Planner *pl, PlanKernel *k, bool *smaller_wave)
     int64_t tight = launch_regs_for(d, k->block, needed);
     bool one_wave = !k->persistent && floor > 0 && k->shared_bytes == 0 && needed > assumed &&
                     needed <= 2 * assumed && tight >= floor &&
-                    blocks_per_sm(d, k->block, tight, k->shared_bytes) >= needed;
+                    launch_blocks_per_sm(d, k->block, tight, k->shared_bytes) >= needed;
     if (!k->persistent && needed > assumed && !one_wave) /* as mapping assumed */
         needed = assumed;
     if (needed < 1)
@@ -92,7 +92,7 @@ astitch_status pass_launch(Planner *pl, PlanKernel *k, bool *smaller_wave)
     if (regs < 32)
         regs = 32;
     k->regs = (int32_t)regs;
-    k->blocks_per_sm = (int32_t)blocks_per_sm(d, k->block, regs, k->shared_bytes);
+    k->blocks_per_sm = (int32_t)launch_blocks_per_sm(d, k->block, regs, k->shared_bytes);
     k->blocks_per_wave = k->blocks_per_sm * d->sm_count;
     return ASTITCH_OK;
 }

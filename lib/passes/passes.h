@@ -292,5 +292,8 @@ astitch_status pass_carry(Planner *pl, PlanKernel *k);
  * at which `blocks` blocks of `block` threads fit on an SM of d; also what the CUDA runtime
  * relaxes a spilling kernel to (exec_cuda.c). */
 int64_t launch_regs_for(const astitch_device *d, int64_t block, int64_t blocks);
+/* How many blocks of `block` threads at `regs` registers each and `shared` bytes of shared
+ * memory fit on an SM of d (the device's block and thread limits included). */
+int64_t launch_blocks_per_sm(const astitch_device *d, int64_t block, int64_t regs, int64_t shared);
 
 #endif

@@ -4,7 +4,8 @@
  *   cuda_driver.c  dlopen of libcuda.so.1, the function table, CUresult -> astitch_status
  *   cuda_device.c  device open/close on the primary context, the device model from the driver
  *   cuda_memory.c  device buffers, copies, memsets, streams, events
- *   cuda_module.c  PTX modules with JIT logs, kernels (dynamic shared memory, occupancy),
+ *   cuda_module.c  PTX modules (nvJitLink's cubins, else the driver's JIT) with the compiler's
+ *                  logs, kernels (dynamic shared memory, occupancy),
  *                  plain and cooperative launches, the workspace (scratch + barrier counters)
  *
  * libcuda is never linked: the driver is opened at run time and every function is reached
@@ -231,14 +232,21 @@ astitch_status cuda_event_elapsed(astitch_context *ctx, const CudaDevice *dev, C
 /* cuda_module.c */
 typedef struct CudaModule CudaModule;
 
-/* Loads NUL-terminated PTX text with cuModuleLoadDataEx (JIT for this device). `what` names
- * the module in messages. A JIT failure returns ASTITCH_ERR_COMPILE with the JIT's error log
- * (and info log) in the message. The module refers to dev, which must outlive it. */
+/* Loads NUL-terminated PTX text as a module of dev. Its machine code comes, per the context's
+ * switch ptx_jit (config.h), from the driver's JIT (cuModuleLoadDataEx of the PTX; the
+ * default), or from nvJitLink: the cubin of a job compiled ahead for this text
+ * (nvjitlink.h), else compiled in this thread. `what` names the module in messages. A failed
+ * compile returns ASTITCH_ERR_COMPILE with the compiler's error log (and the driver's info
+ * log) in the message; a bad ptx_jit ASTITCH_ERR_ARGUMENT; ptx_jit "nvjitlink" without
+ * nvJitLink ASTITCH_ERR_UNSUPPORTED. The module refers to dev, which must outlive it. */
 astitch_status cuda_module_load(astitch_context *ctx, const CudaDevice *dev, const char *ptx,
                                 const char *what, CudaModule **out);
+/* Whether cuda_module_load under ctx's switches takes nvJitLink's cubins, so that compiles
+ * started ahead (cubin_job_start) will be used. */
+bool cuda_module_compiles_ahead(astitch_context *ctx);
 /* Unloads m; accepts NULL. Kernels got from m become invalid. */
 void cuda_module_unload(CudaModule *m);
-/* The JIT's info log of the load (registers, spills per function); "" if none. */
+/* The compiler's info log of the load (registers, spills per function); "" if none. */
 const char *cuda_module_log(const CudaModule *m);
 
 /* A kernel of a module, prepared for one block size and dynamic shared memory size. */

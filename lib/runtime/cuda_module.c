@@ -1,11 +1,14 @@
-/* cuda_module.c: PTX modules, kernels, launches and the workspace. */
+/* cuda_module.c: PTX modules (compiled by nvJitLink or the driver's JIT), kernels, launches and
+ * the workspace. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cuda_driver.h"
+#include "ir/config.h"
 #include "ir/ir.h"
+#include "nvjitlink.h"
 
 #define JIT_LOG_BYTES 16384
 
@@ -25,33 +28,25 @@ static char *trim(char *s)
     return s;
 }
 
-astitch_status cuda_module_load(astitch_context *ctx, const CudaDevice *dev, const char *ptx,
-                                const char *what, CudaModule **out)
+/* The module's machine code from the driver's JIT of ptx into m (m->mod, m->log). */
+static astitch_status load_by_driver(astitch_context *ctx, const CudaDevice *dev, const char *ptx,
+                                     CudaModule *m)
 {
-    *out = NULL;
-    if (!ptx)
-        return ctx_fail(ctx, ASTITCH_ERR_ARGUMENT, "cuda_module_load: no PTX text");
-    CudaModule *m = calloc(1, sizeof *m);
     char *info = calloc(1, JIT_LOG_BYTES), *err = calloc(1, JIT_LOG_BYTES);
-    if (!m || !info || !err) {
-        free(m);
+    if (!info || !err) {
         free(info);
         free(err);
         return ctx_fail(ctx, ASTITCH_ERR_MEMORY, "cuda_module_load: out of memory");
     }
-    m->dev = dev;
-    snprintf(m->what, sizeof m->what, "%s", what ? what : "ptx");
-
     CUjit_option opt[] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
                           CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
                           CU_JIT_LOG_VERBOSE};
     void *val[] = {info, (void *)(uintptr_t)(JIT_LOG_BYTES - 1), err,
                    (void *)(uintptr_t)(JIT_LOG_BYTES - 1), (void *)(uintptr_t)1};
-    CUresult r;
     astitch_status s = cuda_enter(ctx, dev);
     if (s != ASTITCH_OK)
-        goto fail;
-    r = dev->drv.ModuleLoadDataEx(&m->mod, ptx, sizeof opt / sizeof *opt, opt, val);
+        goto out;
+    CUresult r = dev->drv.ModuleLoadDataEx(&m->mod, ptx, sizeof opt / sizeof *opt, opt, val);
     cuda_leave(dev);
     info[JIT_LOG_BYTES - 1] = err[JIT_LOG_BYTES - 1] = '\0';
     if (r != CUDA_SUCCESS) {
@@ -59,22 +54,95 @@ astitch_status cuda_module_load(astitch_context *ctx, const CudaDevice *dev, con
         cuda_error_text(&dev->drv, r, name, sizeof name);
         trim(err);
         trim(info);
-        s = cuda_status_of(r);
-        ctx_fail(ctx, s, "module '%s': cuModuleLoadDataEx for %s (sm_%d%d): %s%s%s%s%s",
-                 m->what, dev->info.name, dev->info.cc_major, dev->info.cc_minor, name,
-                 *err ? "\nJIT error log:\n" : "", err, *info ? "\nJIT info log:\n" : "", info);
+        s = ctx_fail(ctx, cuda_status_of(r),
+                     "module '%s': cuModuleLoadDataEx for %s (sm_%d%d): %s%s%s%s%s", m->what,
+                     dev->info.name, dev->info.cc_major, dev->info.cc_minor, name,
+                     *err ? "\nJIT error log:\n" : "", err, *info ? "\nJIT info log:\n" : "",
+                     info);
         m->mod = NULL;
-        goto fail;
+        goto out;
     }
-    free(err);
     m->log = trim(info);
-    *out = m;
-    return ASTITCH_OK;
-fail:
+    info = NULL;
+out:
     free(info);
     free(err);
-    free(m);
     return s;
+}
+
+/* The module's machine code from nvJitLink into m: a job's cubin (nvjitlink.h), else compiled
+ * in this thread. */
+static astitch_status load_by_nvjitlink(astitch_context *ctx, const CudaDevice *dev,
+                                        const char *ptx, CudaModule *m)
+{
+    int sm = dev->info.cc_major * 10 + dev->info.cc_minor;
+    Cubin c;
+    char why[JIT_LOG_BYTES];
+    if (!cubin_job_take(ptx, sm, &c) && !nvjitlink_compile(ptx, sm, &c, why, sizeof why))
+        return ctx_fail(ctx, ASTITCH_ERR_COMPILE, "module '%s': nvJitLink (%s) for %s: %s",
+                        m->what, nvjitlink_path(), dev->info.name, why);
+    astitch_status s = cuda_enter(ctx, dev);
+    CUresult r = CUDA_SUCCESS;
+    if (s == ASTITCH_OK) {
+        r = dev->drv.ModuleLoadDataEx(&m->mod, c.image, 0, NULL, NULL);
+        cuda_leave(dev);
+    }
+    if (s == ASTITCH_OK && r != CUDA_SUCCESS) {
+        m->mod = NULL;
+        char name[256];
+        cuda_error_text(&dev->drv, r, name, sizeof name);
+        s = ctx_fail(ctx, cuda_status_of(r),
+                     "module '%s': cuModuleLoadDataEx of nvJitLink's cubin (%s) for %s: %s%s",
+                     m->what, nvjitlink_path(), dev->info.name, name,
+                     r == CUDA_ERROR_INVALID_IMAGE || r == CUDA_ERROR_NO_BINARY_FOR_GPU ||
+                             r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION
+                         ? " (a toolkit newer than the driver? the switch ptx_jit unset or "
+                           "\"driver\" uses the driver's JIT)"
+                         : "");
+    }
+    if (s == ASTITCH_OK) {
+        m->log = c.log;
+        c.log = NULL;
+    }
+    cubin_free(&c);
+    return s;
+}
+
+bool cuda_module_compiles_ahead(astitch_context *ctx)
+{
+    return config_ptx_jit(&ctx->config) == CONFIG_PTX_JIT_NVJITLINK && nvjitlink_path();
+}
+
+astitch_status cuda_module_load(astitch_context *ctx, const CudaDevice *dev, const char *ptx,
+                                const char *what, CudaModule **out)
+{
+    *out = NULL;
+    if (!ptx)
+        return ctx_fail(ctx, ASTITCH_ERR_ARGUMENT, "cuda_module_load: no PTX text");
+    int mode = config_ptx_jit(&ctx->config);
+    if (mode < 0)
+        return ctx_fail(ctx, ASTITCH_ERR_ARGUMENT,
+                        "switch ptx_jit (ASTITCH_PTX_JIT) is '%s'; it takes driver (the "
+                        "default) or nvjitlink",
+                        ctx->config.value[CONFIG_PTX_JIT]);
+    if (mode == CONFIG_PTX_JIT_NVJITLINK && !nvjitlink_path())
+        return ctx_fail(ctx, ASTITCH_ERR_UNSUPPORTED,
+                        "switch ptx_jit is nvjitlink, but nvJitLink is not found; tried %s. Set "
+                        "ASTITCH_NVJITLINK to the library, or unset ptx_jit for the driver's JIT",
+                        nvjitlink_missing());
+    CudaModule *m = calloc(1, sizeof *m);
+    if (!m)
+        return ctx_fail(ctx, ASTITCH_ERR_MEMORY, "cuda_module_load: out of memory");
+    m->dev = dev;
+    snprintf(m->what, sizeof m->what, "%s", what ? what : "ptx");
+    astitch_status s = mode == CONFIG_PTX_JIT_NVJITLINK ? load_by_nvjitlink(ctx, dev, ptx, m)
+                                                        : load_by_driver(ctx, dev, ptx, m);
+    if (s != ASTITCH_OK) {
+        free(m);
+        return s;
+    }
+    *out = m;
+    return ASTITCH_OK;
 }
 
 void cuda_module_unload(CudaModule *m)

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nvjitlink.h"
 #include "runtime.h"
 
 /* The runtime guarantees what compiled kernels assume of their tensor arguments. */
@@ -234,16 +235,28 @@ int exec_split_inits(const astitch_plan *p, int k, SplitInit *out, int n)
     return count;
 }
 
-astitch_status exec_build(astitch_executable *x, const astitch_device *dev,
-                          const astitch_plan_options *po)
+/* exec_build's first half: x->plan and the layout of its buffers. */
+static astitch_status plan_and_layout(astitch_executable *x, const astitch_device *dev,
+                                      const astitch_plan_options *po)
 {
     astitch_status s = astitch_plan_create(x->g, dev, po, &x->plan);
     if (s != ASTITCH_OK)
         return s;
     x->g = x->plan->graph; /* the plan's own rewritten copy, when it made one */
-    if ((s = layout(x)) != ASTITCH_OK)
-        return s;
+    return layout(x);
+}
+
+/* exec_build's second half: the kernels compiled and loaded, the buffers made. */
+static astitch_status prepare(astitch_executable *x)
+{
     return x->target == ASTITCH_TARGET_CUDA ? exec_cuda_prepare(x) : exec_host_prepare(x);
+}
+
+astitch_status exec_build(astitch_executable *x, const astitch_device *dev,
+                          const astitch_plan_options *po)
+{
+    astitch_status s = plan_and_layout(x, dev, po);
+    return s == ASTITCH_OK ? prepare(x) : s;
 }
 
 /* The entry points' start: *o the defaults (in *def) when NULL, and g verified. */
@@ -298,7 +311,12 @@ astitch_status astitch_compile(astitch_graph *g, const astitch_compile_options *
     if (o->device)
         dev = *o->device;
     x->caller_workspace = o->caller_workspace && x->target == ASTITCH_TARGET_CUDA;
-    if ((s = exec_build(x, &dev, &o->plan)) != ASTITCH_OK)
+    if ((s = plan_and_layout(x, &dev, &o->plan)) != ASTITCH_OK)
+        goto fail;
+    bool search = x->target == ASTITCH_TARGET_CUDA && o->variant_search;
+    if (search) /* the forms' modules compile on worker threads while this one goes on */
+        exec_variant_ahead(x, run_g, &dev, &o->plan);
+    if ((s = prepare(x)) != ASTITCH_OK)
         goto fail;
     for (int i = 0; x->caller_workspace && i < x->plan->nstep; i++)
         if (x->plan->step[i].kind == ASTITCH_STEP_COMPUTE &&
@@ -314,13 +332,14 @@ astitch_status astitch_compile(astitch_graph *g, const astitch_compile_options *
                                         .wide_rows = o->plan.wide_rows,
                                         .column_sums_in_rows = o->plan.column_sums_in_rows,
                                         .persistent = o->plan.persistent};
-    if (x->target == ASTITCH_TARGET_CUDA && o->variant_search &&
-        (s = exec_variant_prepare(x, run_g, &dev, &o->plan)) != ASTITCH_OK)
+    if (search && (s = exec_variant_prepare(x, run_g, &dev, &o->plan)) != ASTITCH_OK)
         goto fail;
-    x->dot_search = x->target == ASTITCH_TARGET_CUDA && o->variant_search;
+    x->dot_search = search;
+    cubin_jobs_end_mine();
     *out = x;
     return ASTITCH_OK;
 fail:
+    cubin_jobs_end_mine();
     if (x->plan) /* a failure naming a node of the plan's own copy names it in g */
         ctx_error_node_into(g->ctx, x->plan->graph, g);
     astitch_executable_destroy(x);

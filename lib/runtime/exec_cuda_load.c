@@ -2,7 +2,8 @@
  * (through the compile cache) is loaded whole; the register feedback follows (a kernel that
  * spills at its planned bound: a higher bound, or where its grid must stay resident its lean
  * form; docs/codegen.md, *Targets*), and the kernels whose grids cannot all be resident load
- * again as their parts. */
+ * again as their parts. Where nvJitLink compiles the PTX, the module of the next register
+ * bound is compiled ahead, beside the planned one (docs/codegen.md, *Compile time*). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +11,7 @@
 #include "exec_cuda.h"
 #include "exec_cuda_fill.h"
 #include "ir/config.h"
+#include "nvjitlink.h"
 #include "passes/passes.h"
 #include "runtime.h"
 
@@ -40,6 +42,14 @@ static astitch_status load_parts(astitch_executable *x, ExecCuda *c)
     return s;
 }
 
+/* The text of plan p's whole module for ptx: ptx, with the fill kernel appended where a
+ * kernel may need several fills. *text is NULL when that is ptx itself; false on memory. */
+static bool module_text(const astitch_plan *p, const char *ptx, char **text)
+{
+    *text = exec_cuda_fill_needed(p) ? exec_cuda_fill_append(ptx) : NULL;
+    return *text || !exec_cuda_fill_needed(p);
+}
+
 /* Loads the whole kernels from ptx (replacing a module loaded before) and prepares each,
  * noting the register bound its PTX gives it (a relaxed one from the compile cache, say); the
  * fill kernel joins the module where a kernel may need several fills. */
@@ -50,8 +60,8 @@ static astitch_status load_whole(astitch_executable *x, ExecCuda *c, const char 
     c->mod = NULL;
     c->has_fill = false;
     bool fill = exec_cuda_fill_needed(p);
-    char *text = fill ? exec_cuda_fill_append(ptx) : NULL;
-    if (fill && !text)
+    char *text;
+    if (!module_text(p, ptx, &text))
         return ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory");
     astitch_status s =
         cuda_module_load(x->ctx, c->dev, text ? text : ptx, "stitch kernels", &c->mod);
@@ -69,16 +79,86 @@ static astitch_status load_whole(astitch_executable *x, ExecCuda *c, const char 
     return s;
 }
 
-/* The register bound for compiled kernel k that gives up the fewest resident blocks per SM and
- * still raises its registers, or 0 when none does. */
-static int relaxed_bound(const astitch_device *d, const CudaKernel *k)
+/* The register bound for a kernel of `block` threads compiled to `regs` registers at
+ * `blocks_per_sm` resident blocks that gives up the fewest blocks per SM and still raises its
+ * registers, or 0 when none does. */
+static int next_bound(const astitch_device *d, int block, int regs, int blocks_per_sm)
 {
-    for (int bps = k->blocks_per_sm - 1; bps >= 1; bps--) {
-        int64_t r = launch_regs_for(d, k->block, bps);
-        if (r > k->regs)
+    for (int bps = blocks_per_sm - 1; bps >= 1; bps--) {
+        int64_t r = launch_regs_for(d, block, bps);
+        if (r > regs)
             return (int)r;
     }
     return 0;
+}
+
+/* next_bound of compiled kernel k. */
+static int relaxed_bound(const astitch_device *d, const CudaKernel *k)
+{
+    return next_bound(d, k->block, k->regs, k->blocks_per_sm);
+}
+
+/* Whether relax_spills may raise kernel k's bound: a kernel of a block per tile. */
+static bool may_relax(const PlanKernel *pk)
+{
+    return !pk->persistent && pk->global_barriers == 0;
+}
+
+/* The PTX relax_spills loads after one round in which plan p's kernel spills at its bound in
+ * ptx, when p has exactly one kernel it may relax, that one holds rows in registers (the
+ * kernels seen to spill; a guess costs the planned compile a few ms of contention on the
+ * host) and has its planned bound: that kernel at
+ * next_bound, predicted from the device model (as many blocks per SM as its bound and shared
+ * memory allow); malloc'd, or NULL. A guess: right when the kernel spills and the model's
+ * residency is the driver's, else unused. */
+static char *guess_relaxed(const astitch_plan *p, const char *ptx)
+{
+    int only = -1;
+    for (int k = 0; k < p->nkernel; k++)
+        if (may_relax(&p->kernel[k])) {
+            if (only >= 0)
+                return NULL;
+            only = k;
+        }
+    bool resident = false;
+    for (int ph = 0; only >= 0 && ph < p->kernel[only].nphase; ph++)
+        resident |= p->kernel[only].phase[ph].resident;
+    if (!resident)
+        return NULL;
+    char name[64];
+    compile_kernel_name(p, only, -1, name, sizeof name);
+    const PlanKernel *pk = &p->kernel[only];
+    int bound = compile_ptx_maxnreg(ptx, name);
+    if (bound != pk->regs)
+        return NULL; /* relaxed before (the compile cache's PTX), or not bounded */
+    int bps = bound > 0 ? (int)launch_blocks_per_sm(&p->dev, pk->block, bound, pk->shared_bytes)
+                        : 0;
+    int next = bps > 0 ? next_bound(&p->dev, pk->block, bound, bps) : 0;
+    return next > 0 ? compile_ptx_with_maxnreg(ptx, name, next) : NULL;
+}
+
+/* Starts compiling (cubin_job_start) the module of plan p's ptx where `planned`, and the
+ * module of guess_relaxed where there is one. */
+static void start_jobs(const astitch_plan *p, const char *ptx, int sm, bool planned)
+{
+    char *guess = guess_relaxed(p, ptx), *text = NULL;
+    const char *want[2] = {planned ? ptx : NULL, guess};
+    for (int i = 0; i < 2; i++)
+        if (want[i] && module_text(p, want[i], &text)) {
+            cubin_job_start(text ? text : want[i], sm);
+            free(text);
+        }
+    free(guess);
+}
+
+void exec_cuda_compile_ahead(astitch_executable *x, const astitch_plan *p)
+{
+    char *ptx;
+    int sm = exec_cuda_sm(x);
+    if (!cuda_module_compiles_ahead(x->ctx) || cached_compile_ptx(x->ctx, p, sm, false, &ptx))
+        return;
+    start_jobs(p, ptx, sm, true);
+    free(ptx);
 }
 
 /* Assume-relax-apply, checked: a kernel of a block per tile that spills at the register bound
@@ -96,7 +176,7 @@ static astitch_status relax_spills(astitch_executable *x, ExecCuda *c, char **pt
         for (int k = 0; k < p->nkernel; k++) {
             const PlanKernel *pk = &p->kernel[k];
             int regs = relaxed_bound(&p->dev, &c->kern[k]);
-            if (pk->persistent || pk->global_barriers > 0 || c->kern[k].local_bytes == 0 || !regs)
+            if (!may_relax(pk) || c->kern[k].local_bytes == 0 || !regs)
                 continue;
             char name[64];
             char *next = compile_ptx_with_maxnreg(*ptx, compile_kernel_name(p, k, -1, name, sizeof name),
@@ -163,6 +243,8 @@ astitch_status exec_cuda_load(astitch_executable *x, ExecCuda *c)
     astitch_status s = cached_compile_ptx(x->ctx, p, sm, false, &ptx);
     if (s != ASTITCH_OK)
         return s;
+    if (cuda_module_compiles_ahead(x->ctx))
+        start_jobs(p, ptx, sm, false); /* the planned module compiles here, in load_whole */
     s = load_whole(x, c, ptx);
     bool relaxed = false;
     bool force_lean = config_force_lean(&x->ctx->config);

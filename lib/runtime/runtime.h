@@ -120,6 +120,14 @@ const uint64_t *views_device_outputs(ViewOutputs *v, const uint64_t *outputs);
 void views_fill_host(const ViewOutputs *v, const void *const *inputs, void *const *outputs);
 
 /* variant.c: the variant search (docs/codegen.md, *Variant search*) */
+/* After x was planned from g under po for dev (cuda), before it is prepared: where another
+ * form applies and no choice is recorded, nvJitLink compiles ahead, and the compile cache
+ * keeps PTX for the builds to find it again, the LLVM step of x's plan and of each other form
+ * runs here, one after another, and each module starts compiling on a worker thread as soon
+ * as its PTX is there (exec_cuda_compile_ahead). Nothing fails here: what is not started is
+ * compiled where it is loaded. */
+void exec_variant_ahead(astitch_executable *x, astitch_graph *g, const astitch_device *dev,
+                        const astitch_plan_options *po);
 /* After x was built from g under po for dev (cuda): when another form of the search applies
  * (its plan's kernels differ), takes the choice the compile cache recorded, or compiles every
  * such form into the chain x->alt and leaves the choice PENDING. */
@@ -182,6 +190,10 @@ astitch_status exec_cuda_prepare(astitch_executable *x);
  * the L2 (inputs out of the cache), and gives the fastest of each one's last three runs in
  * us[i], synchronizing. */
 int exec_cuda_sm(const astitch_executable *x);
+/* exec_cuda_load.c: plan p's module (a form of x's graph for x's device) starts compiling on a
+ * worker thread (cubin_job_start), and the module of its next register bound where that can be
+ * guessed; nothing when nvJitLink does not compile for x's context. */
+void exec_cuda_compile_ahead(astitch_executable *x, const astitch_plan *p);
 astitch_status exec_cuda_capturing(astitch_executable *x, void *stream, bool *capturing);
 astitch_status exec_cuda_time_forms(astitch_executable *const *x, int n, const uint64_t *in,
                                     const uint64_t *out, void *stream, double *us);

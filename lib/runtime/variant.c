@@ -18,6 +18,7 @@
 #include "compile_cache.h"
 #include "cublaslt.h"
 #include "exec_cuda.h"
+#include "ir/config.h"
 #include "passes/passes.h"
 #include "runtime.h"
 
@@ -136,6 +137,32 @@ static astitch_status build_form(astitch_executable *x, astitch_graph *g, const 
     }
     *out = y;
     return ASTITCH_OK;
+}
+
+void exec_variant_ahead(astitch_executable *x, astitch_graph *g, const astitch_device *dev,
+                        const astitch_plan_options *po)
+{
+    if (!cuda_module_compiles_ahead(x->ctx) || !config_cache_on(&x->ctx->config))
+        return;
+    bool want[ASTITCH_VARIANT_FORMS];
+    applicable_forms(g, dev, po, x->plan, want);
+    int n = 0, choice = compile_cache_choice(x->plan, exec_cuda_sm(x));
+    for (int f = 1; f < ASTITCH_VARIANT_FORMS; f++)
+        n += want[f];
+    /* no other form, or a choice recorded by an earlier search (on this machine, where the
+     * driver's JIT cache likely holds the modules): each module compiles where it loads */
+    if (n == 0 || choice >= 0)
+        return;
+    exec_cuda_compile_ahead(x, x->plan);
+    for (int f = 1; f < ASTITCH_VARIANT_FORMS; f++) {
+        if (!want[f])
+            continue;
+        astitch_plan_options o = form_options(po, f);
+        astitch_plan *p = NULL;
+        if (astitch_plan_create(g, dev, &o, &p) == ASTITCH_OK)
+            exec_cuda_compile_ahead(x, p);
+        astitch_plan_destroy(p);
+    }
 }
 
 /* The variant state of x running its own plan as form f. */

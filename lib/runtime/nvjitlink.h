@@ -1,0 +1,65 @@
+/*
+ * nvjitlink.h: PTX to cubin in the calling thread, private to libastitch (docs/codegen.md,
+ * *Compile time*). A map:
+ *
+ *   nvjitlink.c   dlopen of the toolkit's libnvJitLink (never linked), one PTX module to one
+ *                 cubin for one architecture, the compiler's logs
+ *   cubin_jobs.c  compiles started ahead on worker threads, each found again by its PTX text
+ *
+ * Why: the driver's JIT (cuModuleLoadDataEx of PTX) compiles one module at a time per
+ * process, whichever threads call it; nvJitLink compiles in its caller's thread, so modules
+ * compile at once on several threads. cuda_module_load loads the cubin (cuModuleLoadDataEx of
+ * the image, no JIT), and falls back to the driver's JIT where nvJitLink is missing, not asked
+ * for (the switch ptx_jit), or made a cubin the driver cannot load.
+ *
+ * Threads: everything here may be called from any thread at once; the library is opened once
+ * per process (RTLD_NODELETE) and each compile has its own nvJitLink handle.
+ */
+#ifndef ASTITCH_NVJITLINK_H
+#define ASTITCH_NVJITLINK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* A compiled module: the cubin's bytes and the compiler's info log ("" if none), malloc'd. */
+typedef struct Cubin {
+    void *image;
+    size_t size;
+    char *log;
+} Cubin;
+
+void cubin_free(Cubin *c);
+
+/* The path nvJitLink was opened from, or NULL when it cannot be (why: nvjitlink_missing).
+ * Opens it at the first call. */
+const char *nvjitlink_path(void);
+/* Why nvJitLink is not open: the places tried and the loader's reasons ("" when open). */
+const char *nvjitlink_missing(void);
+
+/* Compiles ptx for sm_<sm> into *out. On failure returns false, *out empty, and writes the
+ * reason (nvJitLink's result and its error log) into why (len bytes). */
+bool nvjitlink_compile(const char *ptx, int sm, Cubin *out, char *why, size_t len);
+
+/* Compiles ahead: a job starts compiling a copy of ptx for sm_<sm> on a thread of its own,
+ * for whoever next needs that text's cubin (cuda_module_load). Nothing starts where nvJitLink
+ * is missing, a thread cannot be made, 16 jobs live already, or a job of the same text and
+ * sm lives. A job can be taken until the thread that started it calls cubin_jobs_end_mine. */
+void cubin_job_start(const char *ptx, int sm);
+/* A copy of the cubin of a living job of this text and sm, waiting for its compile to end.
+ * False (*out empty) when there is no such job, its compile failed, or memory ran out; the
+ * caller then compiles itself, for the error's sake too. */
+bool cubin_job_take(const char *ptx, int sm, Cubin *out);
+/* Ends every job this thread started: none is found by a take from then on. A job whose
+ * compile is over is freed here; one still compiling is not waited for, and its thread frees
+ * it when done (an exit handler waits for such compiles). */
+void cubin_jobs_end_mine(void);
+/* Waits until no job's compile runs, ended jobs' included (at exit; for tests). */
+void cubin_jobs_wait_running(void);
+/* Since the process began: jobs started, cubins taken, and jobs ended that nobody took
+ * (for tests). */
+typedef struct CubinJobStats {
+    long started, taken, untaken;
+} CubinJobStats;
+CubinJobStats cubin_job_stats(void);
+
+#endif
