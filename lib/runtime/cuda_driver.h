@@ -4,7 +4,7 @@
  *   cuda_driver.c  dlopen of libcuda.so.1, the function table, CUresult -> astitch_status
  *   cuda_device.c  device open/close on the primary context, the device model from the driver
  *   cuda_memory.c  device buffers, copies, memsets, streams, events
- *   cuda_module.c  PTX modules (nvJitLink's cubins, else the driver's JIT) with the compiler's
+ *   cuda_module.c  PTX modules (the driver's JIT, or nvJitLink's cubins) with the compiler's
  *                  logs, kernels (dynamic shared memory, occupancy),
  *                  plain and cooperative launches, the workspace (scratch + barrier counters)
  *

@@ -2,8 +2,9 @@
  * (through the compile cache) is loaded whole; the register feedback follows (a kernel that
  * spills at its planned bound: a higher bound, or where its grid must stay resident its lean
  * form; docs/codegen.md, *Targets*), and the kernels whose grids cannot all be resident load
- * again as their parts. Where nvJitLink compiles the PTX, the module of the next register
- * bound is compiled ahead, beside the planned one (docs/codegen.md, *Compile time*). */
+ * again as their parts. Where nvJitLink compiles the PTX (ptx_jit "nvjitlink"), the module of
+ * a kernel's next register bound may compile ahead, beside the planned one (docs/codegen.md,
+ * *Compile time*). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -107,10 +108,9 @@ static bool may_relax(const PlanKernel *pk)
 /* The PTX relax_spills loads after one round in which plan p's kernel spills at its bound in
  * ptx, when p has exactly one kernel it may relax, that one holds rows in registers (the
  * kernels seen to spill; a guess costs the planned compile a few ms of contention on the
- * host) and has its planned bound: that kernel at
- * next_bound, predicted from the device model (as many blocks per SM as its bound and shared
- * memory allow); malloc'd, or NULL. A guess: right when the kernel spills and the model's
- * residency is the driver's, else unused. */
+ * host) and has its planned bound: that kernel at next_bound, predicted from the device model
+ * (as many blocks per SM as its bound and shared memory allow); malloc'd, or NULL. A guess:
+ * right when the kernel spills and the model's residency is the driver's, else unused. */
 static char *guess_relaxed(const astitch_plan *p, const char *ptx)
 {
     int only = -1;

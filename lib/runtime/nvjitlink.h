@@ -8,9 +8,9 @@
  *
  * Why: the driver's JIT (cuModuleLoadDataEx of PTX) compiles one module at a time per
  * process, whichever threads call it; nvJitLink compiles in its caller's thread, so modules
- * compile at once on several threads. cuda_module_load loads the cubin (cuModuleLoadDataEx of
- * the image, no JIT), and falls back to the driver's JIT where nvJitLink is missing, not asked
- * for (the switch ptx_jit), or made a cubin the driver cannot load.
+ * compile at once on several threads. Under the switch ptx_jit "nvjitlink" cuda_module_load
+ * loads the cubin (cuModuleLoadDataEx of the image, no JIT); by default it takes the
+ * driver's JIT (docs/codegen.md, *Compile time*, says why).
  *
  * Threads: everything here may be called from any thread at once; the library is opened once
  * per process (RTLD_NODELETE) and each compile has its own nvJitLink handle.
