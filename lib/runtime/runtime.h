@@ -121,7 +121,7 @@ void views_fill_host(const ViewOutputs *v, const void *const *inputs, void *cons
 
 /* variant.c: the variant search (docs/codegen.md, *Variant search*) */
 /* After x was planned from g under po for dev (cuda), before it is prepared: where another
- * form applies and no choice is recorded, nvJitLink compiles ahead, and the compile cache
+ * form will be built (every form, or the recorded choice), nvJitLink compiles ahead, and the compile cache
  * keeps PTX for the builds to find it again, the LLVM step of x's plan and of each other form
  * runs here, one after another, and each module starts compiling on a worker thread as soon
  * as its PTX is there (exec_cuda_compile_ahead). Nothing fails here: what is not started is

@@ -149,14 +149,13 @@ void exec_variant_ahead(astitch_executable *x, astitch_graph *g, const astitch_d
     int n = 0, choice = compile_cache_choice(x->plan, exec_cuda_sm(x));
     for (int f = 1; f < ASTITCH_VARIANT_FORMS; f++)
         n += want[f];
-    /* no other form, or a choice recorded by an earlier search (on this machine, where the
-     * driver's JIT cache likely holds the modules): each module compiles where it loads */
-    if (n == 0 || choice >= 0)
-        return;
+    if (n == 0 || choice == 0)
+        return; /* x's module alone: it compiles where it loads */
+    bool one = choice > 0 && choice < ASTITCH_VARIANT_FORMS && want[choice];
     exec_cuda_compile_ahead(x, x->plan);
     for (int f = 1; f < ASTITCH_VARIANT_FORMS; f++) {
-        if (!want[f])
-            continue;
+        if (!want[f] || (one && f != choice))
+            continue; /* as exec_variant_prepare: the recorded choice alone, else every form */
         astitch_plan_options o = form_options(po, f);
         astitch_plan *p = NULL;
         if (astitch_plan_create(g, dev, &o, &p) == ASTITCH_OK)
