@@ -504,13 +504,18 @@ static void note_variant(const astitch_executable *x, BenchRow *r)
         return;
     }
     size_t at = 0;
-    at += (size_t)snprintf(r->variant, sizeof r->variant, "%s (timed:", form);
-    for (int i = 0, first = 1; i < ASTITCH_VARIANT_FORMS && at < sizeof r->variant; i++)
-        if (v.us[i] > 0) {
-            at += (size_t)snprintf(r->variant + at, sizeof r->variant - at, "%s %s %.1f us",
-                                   first ? "" : ",", astitch_variant_form_name(i), v.us[i]);
+    at += (size_t)snprintf(r->variant, sizeof r->variant, "%s%s (timed:", form,
+                           v.raised_bound ? " at the next register bound" : "");
+    for (int i = 0, first = 1; i < 2 * ASTITCH_VARIANT_FORMS && at < sizeof r->variant; i++) {
+        int f = i / 2;
+        double us = i % 2 ? v.us_raised[f] : v.us[f];
+        if (us > 0) {
+            at += (size_t)snprintf(r->variant + at, sizeof r->variant - at, "%s %s%s %.1f us",
+                                   first ? "" : ",", astitch_variant_form_name(f),
+                                   i % 2 ? " at the next bound" : "", us);
             first = 0;
         }
+    }
     if (at < sizeof r->variant)
         snprintf(r->variant + at, sizeof r->variant - at, ")");
 }

@@ -285,6 +285,9 @@ static int maxnreg_of(const char *name)
 static int fake_module_load(void **m, const void *image, unsigned n, int *opt, void **val)
 {
     record("cuModuleLoadDataEx", "");
+    const char *refuse = getenv("FAKE_CUDA_REFUSE_CUBIN");
+    if (refuse && *refuse == '1' && n == 0) /* a cubin: loaded without JIT options */
+        return 200; /* CUDA_ERROR_INVALID_IMAGE */
     free(loaded_image);
     loaded_image = strdup((const char *)image);
     loads++;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fake_cublaslt.h"
 #include "runtime/cuda_driver.h"
@@ -28,7 +29,20 @@ typedef struct Fake {
     void (*matmuls_reset)(void);
     int (*lt_handles)(void);                     /* cuBLASLt handles alive */
     int (*jit_compiles)(void);                   /* modules the fake nvJitLink compiled */
+    char ptxas_count[64]; /* the file the fake ptxas adds a line to per compile */
 } Fake;
+
+/* Modules the fake ptxas (tests/fake_ptxas.c) compiled since the fixture began. */
+static inline int ptxas_compiles(const Fake *f)
+{
+    FILE *c = fopen(f->ptxas_count, "r");
+    int n = 0;
+    for (int ch; c && (ch = fgetc(c)) != EOF;)
+        n += ch == '\n';
+    if (c)
+        fclose(c);
+    return n;
+}
 
 
 static inline void expect_ok(const Fake *f, astitch_status st)
@@ -62,6 +76,18 @@ static inline astitch_executable *compile_unsearched(const Fake *f, astitch_grap
     astitch_executable *x = NULL;
     expect_ok(f, astitch_compile(g, &o, &x));
     return x;
+}
+
+/* The search's executables of x in the order they are timed, as text: each form's index, a
+ * trial of the bound search (x->bound_trial) marked "+": "0 0+ 2 2+ 3". */
+static inline const char *chain_text(const astitch_executable *x, char *buf, size_t len)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (const astitch_executable *y = x; y && at < len; y = y->alt)
+        at += (size_t)snprintf(buf + at, len - at, "%s%d%s", y == x ? "" : " ", y->variant.form,
+                               y->bound_trial ? "+" : "");
+    return buf;
 }
 
 /* Runs x (of up to two inputs and outputs) once outside any capture on made-up addresses. */
@@ -101,15 +127,26 @@ static inline int fake_setup(void **state)
     setenv("FAKE_CUDA_MODE", "device", 1);
     const char *fake_lt = getenv("ASTITCH_FAKE_CUBLASLT");
     const char *fake_jit = getenv("ASTITCH_FAKE_NVJITLINK");
-    if (!fake_lt || !fake_jit)
+    const char *fake_ptxas = getenv("ASTITCH_FAKE_PTXAS");
+    if (!fake_lt || !fake_jit || !fake_ptxas)
         return -1;
     setenv("ASTITCH_CUBLASLT", fake_lt, 1);
     setenv("ASTITCH_NVJITLINK", fake_jit, 1);
+    setenv("ASTITCH_PTXAS", fake_ptxas, 1);
     unsetenv("ASTITCH_PTX_JIT");
     setenv("ASTITCH_CACHE_DIR", "", 1); /* no PTX files for a device that does not exist */
     Fake *f = calloc(1, sizeof *f);
     void *lib = dlopen(fake, RTLD_NOW | RTLD_LOCAL); /* the instance the library opens too */
     *state = f;
+    int count_fd = -1;
+    if (f) {
+        snprintf(f->ptxas_count, sizeof f->ptxas_count, "/tmp/astitch-fake-ptxas-XXXXXX");
+        count_fd = mkstemp(f->ptxas_count);
+    }
+    if (count_fd < 0)
+        return -1;
+    close(count_fd);
+    setenv("FAKE_PTXAS_COUNT", f->ptxas_count, 1);
     if (!f || !lib || astitch_context_create(&f->ctx) != ASTITCH_OK)
         return -1;
     void *log = dlsym(lib, "fake_cuda_log"), *reset = dlsym(lib, "fake_cuda_log_reset");
@@ -150,6 +187,8 @@ static inline int fake_teardown(void **state)
     cuda_stream_destroy(f->dev, f->stream);
     cuda_device_close(f->dev);
     astitch_context_destroy(f->ctx);
+    cubin_jobs_wait_running(); /* no fake ptxas still writing to the count */
+    unlink(f->ptxas_count);
     free(f);
     return 0;
 }

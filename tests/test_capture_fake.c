@@ -607,7 +607,8 @@ static void test_capture_bert_dots(void **state)
 }
 
 /* Softmax over rows of 768 f32: one warp holds a row at 24 elements per lane by default, the
- * wide form two warps at 12 (the variant search's alternative); rows of 512 have none. */
+ * wide form two warps at 12 (the variant search's alternative); rows of 512 have none, nor a
+ * bound trial. */
 static astitch_graph *wide_rows_graph(const Fake *f, int64_t cols)
 {
     astitch_graph *g;
@@ -619,6 +620,19 @@ static astitch_graph *wide_rows_graph(const Fake *f, int64_t cols)
     astitch_node s = astitch_broadcast_in_dim(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, e, 1, &axis), 2, d, &keep);
     expect_ok(f, astitch_add_output(g, astitch_binary(g, ASTITCH_OP_DIV, e, s)));
     return g;
+}
+
+/* The fake's event times for wide_rows_graph's search of "0 1 1+": the two forms' three
+ * timed rounds from ms (form 0, form 1 in turn), the trial at trial_ms in each. */
+static void set_elapsed_with_trial(const Fake *f, const float ms[6], float trial_ms)
+{
+    float all[9];
+    for (int r = 0; r < 3; r++) {
+        all[3 * r] = ms[2 * r];
+        all[3 * r + 1] = ms[2 * r + 1];
+        all[3 * r + 2] = trial_ms;
+    }
+    f->set_elapsed(all, 9);
 }
 
 static int lanes_per_row(const astitch_executable *x)
@@ -636,6 +650,7 @@ static void test_variant_search(void **state)
     astitch_variant_info v;
     astitch_graph *g = wide_rows_graph(f, 512);
     astitch_executable *x = compile_for_fake(f, g, false);
+    char chain[64];
     expect_ok(f, astitch_executable_variant(x, &v));
     assert_int_equal(v.state, ASTITCH_VARIANT_NONE);
     assert_null(x->alt);
@@ -643,8 +658,9 @@ static void test_variant_search(void **state)
     astitch_graph_destroy(g);
     g = wide_rows_graph(f, 768);
     expect_ok(f, astitch_context_set_option(f->ctx, "cache", "0"));
-    /* the times of the last three runs of each form, in turn (the warm-up pair is not read):
-     * each form's fastest counts */
+    /* the times of the last three runs of each form, in turn (the warm-up round is not read):
+     * each form's fastest counts; the wide form's bound trial (its rows at 12 elements per lane
+     * may take the next register bound; the one-warp form's may not) runs third, at 5 ms */
     static const struct { float ms[6], best[2]; bool wide; } timed[] = {
         {{2.0f, 1.0f, 2.2f, 1.1f, 2.1f, 0.9f}, {2.0f, 0.9f}, true},
         {{1.0f, 2.0f, 0.8f, 2.1f, 1.2f, 0.7f}, {0.8f, 0.7f}, true},
@@ -653,14 +669,17 @@ static void test_variant_search(void **state)
         x = compile_for_fake(f, g, false);
         expect_ok(f, astitch_executable_variant(x, &v));
         assert_int_equal(v.state, ASTITCH_VARIANT_PENDING);
+        assert_string_equal(chain_text(x, chain, sizeof chain), "0 1 1+");
         assert_false(v.wide_rows);
         assert_int_equal(lanes_per_row(x), 32);
-        f->set_elapsed(timed[i].ms, 6);
+        set_elapsed_with_trial(f, timed[i].ms, 5.0f);
         run_plain(f, x);
         expect_ok(f, astitch_executable_variant(x, &v));
         assert_int_equal(v.state, ASTITCH_VARIANT_TIMED);
         assert_int_equal(v.wide_rows, timed[i].wide);
-        assert_true(v.us[0] == timed[i].best[0] * 1e3 && v.us[1] == timed[i].best[1] * 1e3);
+        assert_false(v.raised_bound);
+        assert_true(v.us[0] == timed[i].best[0] * 1e3 && v.us[1] == timed[i].best[1] * 1e3 &&
+                    v.us_raised[1] == 5.0f * 1e3 && v.us_raised[0] == 0);
         assert_int_equal(lanes_per_row(x), timed[i].wide ? 64 : 32);
         assert_int_equal(astitch_executable_plan(x)->opt.wide_rows, timed[i].wide);
         assert_null(x->alt);
@@ -668,7 +687,7 @@ static void test_variant_search(void **state)
     }
     /* a first run from host memory times the forms on device copies of the inputs */
     x = compile_for_fake(f, g, false);
-    f->set_elapsed((const float[]){2.0f, 1.0f, 2.0f, 1.0f, 2.0f, 1.0f}, 6);
+    set_elapsed_with_trial(f, (const float[]){2.0f, 1.0f, 2.0f, 1.0f, 2.0f, 1.0f}, 5.0f);
     static float host_in[1024 * 768], host_out[1024 * 768];
     const void *hin[1] = {host_in};
     void *hout[1] = {host_out};
@@ -709,7 +728,7 @@ static void test_variant_search(void **state)
     expect_ok(f, astitch_context_set_option(f->ctx, "cache_dir", dir));
     compile_cache_reset();
     x = compile_for_fake(f, g, false);
-    f->set_elapsed((const float[]){3.0f, 1.5f, 3.0f, 1.5f, 3.0f, 1.5f}, 6);
+    set_elapsed_with_trial(f, (const float[]){3.0f, 1.5f, 3.0f, 1.5f, 3.0f, 1.5f}, 5.0f);
     run_plain(f, x);
     astitch_executable_destroy(x);
     for (int layer = 0; layer < 2; layer++) {
@@ -726,13 +745,17 @@ static void test_variant_search(void **state)
     CompileCacheStats st;
     compile_cache_stats(&st);
     assert_true(st.disk_hits > 0);
-    int choices = 0; /* the choice's own file beside the PTX files */
+    /* the choice's own file beside the PTX files, and the wide form's kept bound */
+    int choices = 0, bounds = 0;
     DIR *dh = opendir(dir);
     assert_non_null(dh);
-    for (struct dirent *e; (e = readdir(dh));)
+    for (struct dirent *e; (e = readdir(dh));) {
         choices += strncmp(e->d_name, "variant-", 8) == 0;
+        bounds += strncmp(e->d_name, "bound-", 6) == 0;
+    }
     closedir(dh);
     assert_int_equal(choices, 1);
+    assert_int_equal(bounds, 1);
     char cmd[64];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);

@@ -350,7 +350,8 @@ static void test_jit_error_log(void **state)
 {
     const Gpu *g = *state;
     CudaModule *m = (CudaModule *)1;
-    /* unset: the driver's JIT says why; "driver" the same; "nvjitlink": nvJitLink's log */
+    /* unset: nvJitLink fails, then the driver's JIT, whose error stands, says why; "driver"
+     * the same; "nvjitlink": nvJitLink's log */
     expect_error(g, cuda_module_load(g->ctx, g->dev, broken_ptx, "broken", &m),
                  ASTITCH_ERR_COMPILE, "module 'broken'", "cuModuleLoadDataEx", "%r77", NULL);
     assert_null(m);

@@ -125,7 +125,7 @@ static void test_threads(void **state)
 static void *take_one(void *arg)
 {
     Compile *t = arg;
-    t->ok = cubin_job_take(t->ptx, 90, &t->c);
+    t->ok = cubin_job_take(t->ptx, 90, CUBIN_BY_NVJITLINK, &t->c);
     return NULL;
 }
 
@@ -137,15 +137,15 @@ static void test_jobs(void **state)
     (void)state;
     char *a = kernel_ptx(10), *b = kernel_ptx(11), why[4096];
     CubinJobStats s0 = cubin_job_stats();
-    cubin_job_start(a, 90);
-    cubin_job_start(a, 90); /* the same: not started again */
-    cubin_job_start(a, 89); /* another architecture: a job of its own */
-    cubin_job_start(broken_ptx, 90);
-    cubin_job_start(b, 90);
+    cubin_job_start(a, 90, CUBIN_BY_NVJITLINK);
+    cubin_job_start(a, 90, CUBIN_BY_NVJITLINK); /* the same: not started again */
+    cubin_job_start(a, 89, CUBIN_BY_NVJITLINK); /* another architecture: a job of its own */
+    cubin_job_start(broken_ptx, 90, CUBIN_BY_NVJITLINK);
+    cubin_job_start(b, 90, CUBIN_BY_NVJITLINK);
     CubinJobStats s1 = cubin_job_stats();
     assert_int_equal(s1.started - s0.started, 4);
     Cubin c, here;
-    assert_true(cubin_job_take(a, 90, &c));
+    assert_true(cubin_job_take(a, 90, CUBIN_BY_NVJITLINK, &c));
     assert_true(nvjitlink_compile(a, 90, &here, why, sizeof why));
     assert_int_equal(c.size, here.size);
     assert_memory_equal(c.image, here.image, c.size);
@@ -160,22 +160,22 @@ static void test_jobs(void **state)
     assert_true(t.ok);
     expect_cubin(&t.c, "store_tid_10");
     cubin_free(&t.c);
-    assert_false(cubin_job_take(broken_ptx, 90, &c));
+    assert_false(cubin_job_take(broken_ptx, 90, CUBIN_BY_NVJITLINK, &c));
     assert_null(c.image);
     char *never = kernel_ptx(12);
-    assert_false(cubin_job_take(never, 90, &c));
+    assert_false(cubin_job_take(never, 90, CUBIN_BY_NVJITLINK, &c));
     CubinJobStats s2 = cubin_job_stats();
     assert_int_equal(s2.taken - s1.taken, 2);
     cubin_jobs_end_mine(); /* a@89, b and the broken one were never taken */
     CubinJobStats s3 = cubin_job_stats();
     assert_int_equal(s3.untaken - s2.untaken, 3);
-    assert_false(cubin_job_take(a, 90, &c));
-    assert_false(cubin_job_take(b, 90, &c));
+    assert_false(cubin_job_take(a, 90, CUBIN_BY_NVJITLINK, &c));
+    assert_false(cubin_job_take(b, 90, CUBIN_BY_NVJITLINK, &c));
     /* more than 16 at once: the rest are not started, and compile where they are needed */
     char *many[20];
     for (int i = 0; i < 20; i++) {
         many[i] = kernel_ptx(100 + i);
-        cubin_job_start(many[i], 90);
+        cubin_job_start(many[i], 90, CUBIN_BY_NVJITLINK);
     }
     assert_int_equal(cubin_job_stats().started - s3.started, 16);
     cubin_jobs_end_mine();
@@ -184,6 +184,38 @@ static void test_jobs(void **state)
     free(never);
     free(a);
     free(b);
+}
+
+/* The ptxas program (the toolkit's, found as codegen finds it): a cubin and ptxas's report per
+ * module, compiled in place and by a job; a module it refuses gives its error. */
+static void test_ptxas(void **state)
+{
+    (void)state;
+    if (!ptxas_jit_path()) {
+        printf("# no ptxas: skipped\n");
+        skip();
+    }
+    char *a = kernel_ptx(20), why[4096];
+    Cubin c, job;
+    assert_true(ptxas_jit_compile(a, 90, &c, why, sizeof why));
+    expect_cubin(&c, "store_tid_20");
+    printf("# %s: %zu bytes of cubin\n", ptxas_jit_path(), c.size);
+    CubinJobStats s0 = cubin_job_stats();
+    cubin_job_start(a, 90, CUBIN_BY_PTXAS);
+    assert_false(cubin_job_take(a, 90, CUBIN_BY_NVJITLINK, &job)); /* another compiler's */
+    assert_true(cubin_job_take(a, 90, CUBIN_BY_PTXAS, &job));
+    assert_int_equal(cubin_job_stats().started - s0.started, 1);
+    assert_int_equal(job.size, c.size);
+    expect_cubin(&job, "store_tid_20");
+    cubin_free(&job);
+    cubin_free(&c);
+    assert_false(ptxas_jit_compile(broken_ptx, 90, &c, why, sizeof why));
+    printf("# expected error: %s\n", why);
+    assert_null(c.image);
+    assert_non_null(strstr(why, "failed (exit"));
+    assert_non_null(strstr(why, "%r77"));
+    cubin_jobs_end_mine();
+    free(a);
 }
 
 /* ASTITCH_NVJITLINK names a missing file: nothing compiles, the places tried are said, and
@@ -202,14 +234,15 @@ static void test_missing(void **state)
     assert_non_null(strstr(why, "nvJitLink not found; tried "));
     assert_non_null(strstr(why, own));
     CubinJobStats s0 = cubin_job_stats();
-    cubin_job_start(ptx, 90);
+    cubin_job_start(ptx, 90, CUBIN_BY_NVJITLINK);
     assert_int_equal(cubin_job_stats().started, s0.started);
-    assert_false(cubin_job_take(ptx, 90, &c));
+    assert_false(cubin_job_take(ptx, 90, CUBIN_BY_NVJITLINK, &c));
     astitch_context *ctx;
     assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
-    assert_false(cuda_module_compiles_ahead(ctx));
     CudaModule *m = (CudaModule *)1;
+    CubinCompiler by;
     assert_int_equal(astitch_context_set_option(ctx, "ptx_jit", "nvjitlink"), ASTITCH_OK);
+    assert_false(cuda_module_compiles_ahead(ctx, &by));
     assert_int_equal(cuda_module_load(ctx, NULL, ptx, "k", &m), ASTITCH_ERR_UNSUPPORTED);
     assert_null(m);
     printf("# expected error: %s\n", astitch_last_error(ctx));
@@ -238,6 +271,7 @@ int main(void)
         cmocka_unit_test(test_compile),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_jobs),
+        cmocka_unit_test(test_ptxas),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

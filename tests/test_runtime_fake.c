@@ -4,6 +4,7 @@
  * one, the register relaxation of a kernel that spills, and the variant search over several
  * forms (docs/codegen.md, *Variant search*). Exits 77 (SKIP) where the fakes were not built.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -99,8 +100,8 @@ static void test_cublaslt_missing(void **state)
  * 64, three loads), and the compile cache keeps the relaxed PTX, so compiling the same graph
  * again loads it at once; a persistent kernel keeps its bound and is loaded again in its lean
  * form (two loads; again at once from the cache, known lean by its mark); without spills one
- * load. No module of these comes from nvJitLink: an element-wise kernel gets no guess of its
- * next bound (test_relax_guess), and the driver's JIT compiles in the caller's thread. */
+ * load. No module of these comes from a job: a plan without other forms compiles nothing ahead
+ * (test_lone_kernel_ahead), and the driver's JIT compiles in the caller's thread. */
 static void test_relax_spills(void **state)
 {
     const Fake *f = *state;
@@ -127,16 +128,16 @@ static void test_relax_spills(void **state)
         astitch_compile_options_default(&o);
         o.target = ASTITCH_TARGET_CUDA;
         o.plan.persistent = cases[i].persistent;
-        int before = f->loads(), jit_before = f->jit_compiles();
+        int before = f->loads(), jit_before = f->jit_compiles() + ptxas_compiles(f);
         CubinJobStats jobs_before = cubin_job_stats();
         astitch_executable *x = NULL;
         expect_ok(f, astitch_compile(g, &o, &x));
         unsetenv("FAKE_CUDA_SPILL_BELOW");
         CubinJobStats jobs = cubin_job_stats();
-        printf("# nvJitLink: %d modules compiled, %ld jobs started, %ld taken, %ld not\n",
-               f->jit_compiles() - jit_before, jobs.started - jobs_before.started,
+        printf("# nvJitLink and ptxas: %d modules compiled, %ld jobs started, %ld taken, %ld "
+               "not\n", f->jit_compiles() + ptxas_compiles(f) - jit_before, jobs.started - jobs_before.started,
                jobs.taken - jobs_before.taken, jobs.untaken - jobs_before.untaken);
-        assert_int_equal(f->jit_compiles() - jit_before, cases[i].compiles);
+        assert_int_equal(f->jit_compiles() + ptxas_compiles(f) - jit_before, cases[i].compiles);
         assert_int_equal(jobs.started - jobs_before.started, cases[i].guessed);
         assert_int_equal(jobs.taken - jobs_before.taken, cases[i].guess_taken);
         assert_int_equal(jobs.untaken - jobs_before.untaken,
@@ -175,14 +176,10 @@ static void test_relax_spills(void **state)
     }
 }
 
-/* A kernel that holds rows in registers (a softmax over rows of 4096) and may be relaxed:
- * under ptx_jit "nvjitlink" the module at its next bound is guessed and compiled on a worker
- * beside the planned one; when the kernel spills, the relaxation loads the guess (taken, not
- * compiled again); when it does not, the guess goes unused. Under the driver's JIT (unset)
- * nothing is guessed. */
-static void test_relax_guess(void **state)
+/* softmax_rows_graph: a softmax over rows of 4096 f32, held in registers by a kernel of a
+ * block per tile (planned at 40 registers, the next bound 48). */
+static astitch_graph *softmax_rows_graph(const Fake *f)
 {
-    const Fake *f = *state;
     astitch_graph *g;
     expect_ok(f, astitch_graph_create(f->ctx, &g));
     int64_t d[2] = {4096, 4096}, axis = 1, keep = 0;
@@ -191,39 +188,47 @@ static void test_relax_guess(void **state)
     astitch_node s = astitch_reduce(g, ASTITCH_REDUCE_SUM, e, 1, &axis);
     astitch_node sb = astitch_broadcast_in_dim(g, s, 2, d, &keep);
     expect_ok(f, astitch_add_output(g, astitch_binary(g, ASTITCH_OP_DIV, e, sb)));
+    return g;
+}
+
+/* A kernel that holds rows in registers (a softmax over rows of 4096) and may be relaxed, in
+ * a plan without other forms: nothing compiles ahead, whatever compiles the PTX (a module
+ * compiled beside the caller's slows it on the host, and is wasted unless the kernel spills);
+ * when the kernel spills, its reload at the next bound compiles where it is needed. Compiles
+ * count nvJitLink's and ptxas's. */
+static void test_lone_kernel_ahead(void **state)
+{
+    const Fake *f = *state;
+    astitch_graph *g = softmax_rows_graph(f);
     static const struct {
         const char *below, *ptx_jit;
-        int loads, compiles, started, taken, untaken;
+        int loads, compiles;
     } cases[] = {
-        {"48", "nvjitlink", 2, 2, 1, 1, 0}, {NULL, "nvjitlink", 1, 2, 1, 0, 1},
-        {"48", NULL, 2, 0, 0, 0, 0},
+        {"48", NULL, 2, 0}, {NULL, NULL, 1, 0}, {"48", "nvjitlink", 2, 2}, {"48", "driver", 2, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         compile_cache_reset();
         expect_ok(f, astitch_context_set_option(f->ctx, "ptx_jit", cases[i].ptx_jit));
         if (cases[i].below)
             setenv("FAKE_CUDA_SPILL_BELOW", cases[i].below, 1);
-        int loads = f->loads(), compiles = f->jit_compiles();
+        int loads = f->loads(), compiles = f->jit_compiles() + ptxas_compiles(f);
         CubinJobStats before = cubin_job_stats();
-        astitch_executable *ex = compile_unsearched(f, g);
+        astitch_executable *ex = compile_for_fake(f, g, false);
         unsetenv("FAKE_CUDA_SPILL_BELOW");
-        cubin_jobs_wait_running(); /* a guess nobody took may still compile */
         CubinJobStats after = cubin_job_stats();
+        int compiled = f->jit_compiles() + ptxas_compiles(f) - compiles;
         astitch_loaded_kernel lk;
         expect_ok(f, astitch_executable_loaded_kernel(ex, 0, &lk));
         printf("# spill below %s, ptx_jit %s: planned bound %d, loaded %d; %d loads, %d "
-               "nvJitLink compiles, %ld taken, %ld not taken\n",
+               "compiles by nvJitLink or ptxas, %ld jobs\n",
                cases[i].below ? cases[i].below : "-", cases[i].ptx_jit ? cases[i].ptx_jit : "-",
-               lk.planned_bound, lk.bound, f->loads() - loads, f->jit_compiles() - compiles,
-               after.taken - before.taken, after.untaken - before.untaken);
+               lk.planned_bound, lk.bound, f->loads() - loads, compiled,
+               after.started - before.started);
         assert_int_equal(lk.planned_bound, 40);
         assert_int_equal(lk.bound, cases[i].below ? 48 : 40);
         assert_int_equal(f->loads() - loads, cases[i].loads);
-        /* nvJitLink: the planned module here, the guess on a worker */
-        assert_int_equal(after.started - before.started, cases[i].started);
-        assert_int_equal(f->jit_compiles() - compiles, cases[i].compiles);
-        assert_int_equal(after.taken - before.taken, cases[i].taken);
-        assert_int_equal(after.untaken - before.untaken, cases[i].untaken);
+        assert_int_equal(compiled, cases[i].compiles);
+        assert_int_equal(after.started - before.started, 0);
         astitch_executable_destroy(ex);
     }
     expect_ok(f, astitch_context_set_option(f->ctx, "ptx_jit", NULL));
@@ -249,17 +254,23 @@ static astitch_graph *column_sums_graph(const Fake *f, int64_t cols)
     return g;
 }
 
-/* Times the three forms of a column_sums_graph (0, 2, 3, in that order) over three rounds:
- * each form's time is base + its position / 10, but `fast` (a position) gets 1 ms in round 1. */
-static void time_three_forms(const Fake *f, float base, int fast)
+/* Times n executables of a search over four rounds (the first not read): the one at position
+ * i takes base + i / 10, but `fast` (a position) takes 1 ms in round 2. */
+static void time_runs(const Fake *f, int n, float base, int fast)
 {
-    float ms[9];
-    for (int i = 0; i < 9; i++)
-        ms[i] = base + 0.1f * (float)(i % 3);
+    float ms[4 * VARIANT_RUNS];
+    for (int i = 0; i < 4 * n; i++)
+        ms[i] = base + 0.1f * (float)(i % n);
     if (fast >= 0)
-        ms[3 + fast] = 1.0f;
-    f->set_elapsed(ms, 9);
+        ms[n + fast] = 1.0f;
+    f->set_elapsed(ms, 4 * n);
 }
+
+/* column_sums_graph's forms 0, 2 and 3 with the bound trial of form 0, in the order they are
+ * timed: form 0's row pass holds its rows at 80 registers and may take 128; form 2's takes
+ * 248 already (no next bound), form 3's is persistent. */
+#define COLUMN_SUMS_CHAIN "0 0+ 2 3"
+enum { COLUMN_SUMS_RUNS = 4 };
 
 /* The search over several forms: every form that applies is built and timed in turn, the
  * fastest runs with its switches in its plan, and its index is what the cache keeps; a
@@ -271,28 +282,33 @@ static void test_variant_forms(void **state)
     expect_ok(f, astitch_context_set_option(f->ctx, "cache", "0"));
     astitch_graph *g = column_sums_graph(f, 768);
     astitch_executable *x = compile_for_fake(f, g, false);
+    char chain[64];
     expect_ok(f, astitch_executable_variant(x, &v));
     assert_int_equal(v.state, ASTITCH_VARIANT_PENDING);
     assert_int_equal(v.nforms, 3);
+    assert_int_equal(v.ntrials, 1);
     assert_int_equal(v.form, 0);
-    assert_int_equal(x->alt->variant.form, 2);
-    assert_int_equal(x->alt->alt->variant.form, 3);
-    assert_null(x->alt->alt->alt);
-    time_three_forms(f, 2.0f, 2); /* form 3 fastest in one round of three */
+    assert_string_equal(chain_text(x, chain, sizeof chain), COLUMN_SUMS_CHAIN);
+    time_runs(f, COLUMN_SUMS_RUNS, 2.0f, 3); /* form 3 fastest in one round of three */
     run_plain(f, x);
     expect_ok(f, astitch_executable_variant(x, &v));
     assert_int_equal(v.state, ASTITCH_VARIANT_TIMED);
     assert_int_equal(v.form, 3);
+    assert_false(v.raised_bound);
     assert_true(v.column_sums_in_rows && v.persistent && !v.wide_rows);
-    assert_true(v.us[0] == 2.0f * 1e3 && v.us[1] == 0 && v.us[2] == (2.0f + 0.1f) * 1e3 &&
+    assert_true(v.us[0] == 2.0f * 1e3 && v.us[1] == 0 && v.us[2] == (2.0f + 0.2f) * 1e3 &&
                 v.us[3] == 1.0f * 1e3);
+    assert_true(v.us_raised[0] == (2.0f + 0.1f) * 1e3 && v.us_raised[1] == 0 &&
+                v.us_raised[2] == 0 && v.us_raised[3] == 0);
+    assert_int_equal(v.nforms, 3);
+    assert_int_equal(v.ntrials, 1);
     const astitch_plan *p = astitch_executable_plan(x);
     assert_true(p->opt.column_sums_in_rows && p->opt.persistent && !p->opt.wide_rows);
     assert_null(x->alt);
     astitch_executable_destroy(x);
     /* the same times but none faster: the default stays */
     x = compile_for_fake(f, g, false);
-    time_three_forms(f, 2.0f, -1);
+    time_runs(f, COLUMN_SUMS_RUNS, 2.0f, -1);
     run_plain(f, x);
     expect_ok(f, astitch_executable_variant(x, &v));
     assert_int_equal(v.form, 0);
@@ -302,7 +318,7 @@ static void test_variant_forms(void **state)
     expect_ok(f, astitch_context_set_option(f->ctx, "cache", "1"));
     compile_cache_reset();
     x = compile_for_fake(f, g, false);
-    time_three_forms(f, 2.0f, 1);
+    time_runs(f, COLUMN_SUMS_RUNS, 2.0f, 2); /* form 2 at its planned bound */
     run_plain(f, x);
     astitch_executable_destroy(x);
     x = compile_for_fake(f, g, false);
@@ -310,6 +326,7 @@ static void test_variant_forms(void **state)
     assert_int_equal(v.state, ASTITCH_VARIANT_CACHED);
     assert_int_equal(v.form, 2);
     assert_int_equal(v.nforms, 1);
+    assert_int_equal(v.ntrials, 0);
     assert_true(v.column_sums_in_rows && !v.persistent && !v.wide_rows);
     assert_true(astitch_executable_plan(x)->opt.column_sums_in_rows);
     assert_null(x->alt);
@@ -326,9 +343,107 @@ static void test_variant_forms(void **state)
         expect_ok(f, astitch_executable_variant(x, &v));
         assert_int_equal(v.state, ASTITCH_VARIANT_PENDING);
         assert_int_equal(v.nforms, 3);
+        assert_string_equal(chain_text(x, chain, sizeof chain), COLUMN_SUMS_CHAIN);
         astitch_executable_destroy(x);
     }
     expect_ok(f, astitch_context_set_option(f->ctx, "cache", "1")); /* as the tests after expect */
+    compile_cache_reset();
+    astitch_graph_destroy(g);
+}
+
+/* The bound search (docs/codegen.md, *Variant search*): column_sums_graph's search times its
+ * forms 0, 2 and 3 and form 0's trial, its row pass (which does not spill at the planned 80
+ * registers) at 128. The faster of form 0 and its trial runs: the trial's PTX replaces the
+ * form's in the compile cache, so the next compile (the form recorded) loads the raised bound
+ * at once, one module and nothing timed; or the planned bound is recorded as kept, and the
+ * next compile builds no trial. Unset, every module of the search (the trial's too) compiles
+ * ahead by ptxas (the fake); under "driver" none does. A form that spills at its planned bound
+ * is relaxed as before, and gets no trial; a plan without other forms (softmax_rows_graph)
+ * gets none either. */
+static void test_bound_search(void **state)
+{
+    const Fake *f = *state;
+    astitch_graph *g = column_sums_graph(f, 768);
+    static const struct {
+        const char *ptx_jit;
+        bool trial_wins;
+    } cases[] = {{NULL, true}, {NULL, false}, {"driver", true}};
+    char chain[64];
+    astitch_variant_info v;
+    astitch_loaded_kernel lk;
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        compile_cache_reset();
+        expect_ok(f, astitch_context_set_option(f->ctx, "ptx_jit", cases[i].ptx_jit));
+        int ptxas = ptxas_compiles(f);
+        CubinJobStats before = cubin_job_stats();
+        astitch_executable *x = compile_for_fake(f, g, false);
+        CubinJobStats after = cubin_job_stats();
+        expect_ok(f, astitch_executable_variant(x, &v));
+        assert_int_equal(v.state, ASTITCH_VARIANT_PENDING);
+        assert_int_equal(v.nforms, 3);
+        assert_int_equal(v.ntrials, 1);
+        assert_string_equal(chain_text(x, chain, sizeof chain), COLUMN_SUMS_CHAIN);
+        if (cases[i].ptx_jit) { /* the driver: every module by its JIT */
+            assert_int_equal(ptxas_compiles(f) - ptxas, 0);
+            assert_int_equal(after.started - before.started, 0);
+        } else { /* every module taken from a job of ptxas, the trial's too */
+            assert_int_equal(ptxas_compiles(f) - ptxas, after.started - before.started);
+            assert_int_equal(after.taken - before.taken, COLUMN_SUMS_RUNS);
+        }
+        time_runs(f, COLUMN_SUMS_RUNS, 2.0f, cases[i].trial_wins ? 1 : 0);
+        run_plain(f, x);
+        expect_ok(f, astitch_executable_variant(x, &v));
+        expect_ok(f, astitch_executable_loaded_kernel(x, 0, &lk));
+        printf("# ptx_jit %s, trial %s: state %d, form %d, raised %d, %.0f us planned, %.0f us "
+               "at the next bound; runs at %d of planned %d\n",
+               cases[i].ptx_jit ? cases[i].ptx_jit : "(unset)",
+               cases[i].trial_wins ? "faster" : "slower", v.state, v.form, v.raised_bound,
+               v.us[0], v.us_raised[0], lk.bound, lk.planned_bound);
+        assert_int_equal(v.state, ASTITCH_VARIANT_TIMED);
+        assert_int_equal(v.form, 0);
+        assert_int_equal(v.raised_bound, cases[i].trial_wins);
+        assert_true(fabs(v.us[0] - (cases[i].trial_wins ? 2000.0 : 1000.0)) < 0.01 &&
+                    fabs(v.us_raised[0] - (cases[i].trial_wins ? 1000.0 : 2100.0)) < 0.01);
+        assert_int_equal(lk.planned_bound, 80);
+        assert_int_equal(lk.bound, cases[i].trial_wins ? 128 : 80);
+        assert_null(x->alt);
+        astitch_executable_destroy(x);
+        /* compiled again: the form and the bound from the compile cache, one module */
+        int loads = f->loads();
+        x = compile_for_fake(f, g, false);
+        expect_ok(f, astitch_executable_variant(x, &v));
+        expect_ok(f, astitch_executable_loaded_kernel(x, 0, &lk));
+        assert_int_equal(v.state, ASTITCH_VARIANT_CACHED);
+        assert_int_equal(v.ntrials, 0);
+        assert_null(x->alt);
+        assert_int_equal(f->loads() - loads, 1);
+        assert_int_equal(lk.bound, cases[i].trial_wins ? 128 : 80);
+        astitch_executable_destroy(x);
+        cubin_jobs_wait_running();
+    }
+    expect_ok(f, astitch_context_set_option(f->ctx, "ptx_jit", NULL));
+    /* form 0 spilling at its planned bound: relaxed, no trial */
+    compile_cache_reset();
+    setenv("FAKE_CUDA_SPILL_BELOW", "81", 1);
+    astitch_executable *x = compile_for_fake(f, g, false);
+    unsetenv("FAKE_CUDA_SPILL_BELOW");
+    expect_ok(f, astitch_executable_variant(x, &v));
+    expect_ok(f, astitch_executable_loaded_kernel(x, 0, &lk));
+    assert_int_equal(v.ntrials, 0);
+    assert_string_equal(chain_text(x, chain, sizeof chain), "0 2 3");
+    assert_int_equal(lk.bound, 128);
+    astitch_executable_destroy(x);
+    /* no other form: no trial */
+    astitch_graph *sg = softmax_rows_graph(f);
+    compile_cache_reset();
+    x = compile_for_fake(f, sg, false);
+    expect_ok(f, astitch_executable_variant(x, &v));
+    assert_int_equal(v.state, ASTITCH_VARIANT_NONE);
+    assert_int_equal(v.ntrials, 0);
+    assert_null(x->alt);
+    astitch_executable_destroy(x);
+    astitch_graph_destroy(sg);
+    cubin_jobs_wait_running();
     compile_cache_reset();
     astitch_graph_destroy(g);
 }
@@ -348,20 +463,26 @@ static void test_variant_forms_steps(void **state)
     expect_ok(f, astitch_add_output(g, astitch_dot(g, astitch_graph_output(g, 0), w, &dims)));
     expect_ok(f, astitch_graph_verify(g));
     astitch_executable *x = compile_for_fake(f, g, false);
-    const astitch_executable *form[3] = {x, x->alt, x->alt ? x->alt->alt : NULL};
-    assert_non_null(form[2]);
-    assert_int_equal(form[1]->variant.form, 2);
-    /* per run, in turn over the forms for four rounds: every step's time, a kernel 2.0, 1.5 or
-     * 2.5 ms by form, a compute step 0.1 ms but 50 ms in form 2 */
-    float ms[64];
+    char chain[64];
+    assert_string_equal(chain_text(x, chain, sizeof chain), COLUMN_SUMS_CHAIN);
+    const astitch_executable *form[COLUMN_SUMS_RUNS];
+    int nform = 0;
+    for (const astitch_executable *y = x; y; y = y->alt)
+        form[nform++] = y;
+    /* per run, in turn over the forms and trials for four rounds: every step's time, a kernel
+     * 2.0, 1.5 or 2.5 ms by form (a trial 0.25 ms more), a compute step 0.1 ms but 50 ms in
+     * form 2 */
+    float ms[128];
     int n = 0;
-    for (int run = 0; run < 12; run++) {
-        const astitch_plan *p = form[run % 3]->plan;
+    for (int run = 0; run < 4 * nform; run++) {
+        const astitch_executable *y = form[run % nform];
+        const astitch_plan *p = y->plan;
+        int fi = y->variant.form;
         for (int32_t i = 0; i < p->nstep; i++) {
-            assert_true(n < 64);
+            assert_true(n < 128);
             bool kernel = p->step[i].kind == ASTITCH_STEP_KERNEL;
-            ms[n++] = kernel ? (run % 3 == 1 ? 1.5f : run % 3 == 2 ? 2.5f : 2.0f) / (float)p->nkernel
-                             : (run % 3 == 1 ? 50.0f : 0.1f);
+            float k_ms = (fi == 2 ? 1.5f : fi == 3 ? 2.5f : 2.0f) + (y->bound_trial ? 0.25f : 0);
+            ms[n++] = kernel ? k_ms / (float)p->nkernel : (fi == 2 ? 50.0f : 0.1f);
         }
     }
     f->set_elapsed(ms, n);
@@ -380,12 +501,17 @@ static void test_variant_forms_steps(void **state)
      * GPU) */
     setenv("FAKE_LT_CANDIDATES", "2", 1);
     x = compile_for_fake(f, g, false);
-    form[0] = x, form[1] = x->alt, form[2] = x->alt->alt;
+    nform = 0;
+    for (const astitch_executable *y = x; y; y = y->alt)
+        form[nform++] = y;
     n = 0;
-    for (int run = 0; run < 12; run++) {
-        const astitch_plan *p = form[run % 3]->plan;
+    for (int run = 0; run < 4 * nform; run++) {
+        const astitch_executable *y = form[run % nform];
+        const astitch_plan *p = y->plan;
         for (int32_t i = 0; i < p->nstep; i++)
-            ms[n++] = p->step[i].kind == ASTITCH_STEP_KERNEL ? (run % 3 == 1 ? 1.5f : 2.0f) : 0.1f;
+            ms[n++] = p->step[i].kind == ASTITCH_STEP_KERNEL
+                          ? (y->variant.form == 2 && !y->bound_trial ? 1.5f : 2.0f)
+                          : 0.1f;
     }
     for (int i = 0; i < 6; i++) /* the dot's two candidates, rounds 2 to 4 */
         ms[n++] = 1.0f;
@@ -402,9 +528,10 @@ static void test_variant_forms_steps(void **state)
     assert_int_equal(v.form, 2);
     FakeMatmul mm[64];
     int calls = f->matmuls(mm, 64);
-    /* the forms' 12 runs, then the dot's timings, the search's run and the run */
-    assert_int_equal(calls, 12 + 2 * 4 + 2);
-    for (int i = 12; i < calls; i++)
+    /* the forms' and trials' 4 * nform runs, then the dot's timings, the search's run and the
+     * run */
+    assert_int_equal(calls, 4 * nform + 2 * 4 + 2);
+    for (int i = 4 * nform; i < calls; i++)
         assert_true(mm[i].d == mm[calls - 1].d && mm[i].a == mm[calls - 1].a);
     for (int i = 0; i < 3; i++) {
         free(hin[i]);
@@ -516,11 +643,14 @@ static void test_dot_search(void **state)
     astitch_graph_destroy(g);
 }
 
-/* What compiles the PTX (the switch ptx_jit), with the search's three forms of
- * column_sums_graph: under "nvjitlink" each form's module starts compiling on a worker as
- * soon as its PTX is there, so every module loaded comes from a job and none compiles in the
- * caller's thread; unset or "driver", nvJitLink compiles nothing. A module nvJitLink refuses
- * fails the compile with nvJitLink's log; a value the switch does not take is refused. */
+/* What compiles the PTX (the switch ptx_jit), with the search's three forms and bound trial
+ * of column_sums_graph: unset, each form's module and its next bound start compiling ahead by
+ * ptxas (the fake) as soon as the form's PTX is there, and under "nvjitlink" by nvJitLink, so
+ * every module loaded comes from a job and none compiles in the caller's thread; under
+ * "driver" nothing compiles ahead. Unset, a module whose job fails goes to the driver's JIT,
+ * and once the driver refuses a cubin of ptxas the process compiles nothing ahead from then
+ * on. A module nvJitLink refuses under "nvjitlink" fails the compile with nvJitLink's log; a
+ * value the switch does not take is refused. */
 static void test_ptx_jit(void **state)
 {
     const Fake *f = *state;
@@ -529,39 +659,84 @@ static void test_ptx_jit(void **state)
     for (int m = 0; m < 3; m++) {
         compile_cache_reset();
         expect_ok(f, astitch_context_set_option(f->ctx, "ptx_jit", modes[m]));
-        int loads = f->loads(), compiles = f->jit_compiles();
+        int loads = f->loads(), jit = f->jit_compiles(), ptxas = ptxas_compiles(f);
         CubinJobStats before = cubin_job_stats();
         astitch_executable *x = compile_for_fake(f, g, false);
         cubin_jobs_wait_running();
         CubinJobStats after = cubin_job_stats();
         astitch_variant_info v;
         expect_ok(f, astitch_executable_variant(x, &v));
-        printf("# ptx_jit %s: %d forms, %d loads, %d nvJitLink compiles, %ld jobs taken, %ld "
-               "not\n", modes[m] ? modes[m] : "(unset)", v.nforms, f->loads() - loads,
-               f->jit_compiles() - compiles, after.taken - before.taken,
+        jit = f->jit_compiles() - jit;
+        ptxas = ptxas_compiles(f) - ptxas;
+        printf("# ptx_jit %s: %d forms, %d trials, %d loads, %d nvJitLink compiles, %d ptxas "
+               "compiles, %ld jobs taken, %ld not\n", modes[m] ? modes[m] : "(unset)", v.nforms,
+               v.ntrials, f->loads() - loads, jit, ptxas, after.taken - before.taken,
                after.untaken - before.untaken);
         assert_int_equal(v.nforms, 3);
-        assert_int_equal(f->loads() - loads, 3);
-        if (m == 1) {
+        assert_int_equal(v.ntrials, 1);
+        assert_int_equal(f->loads() - loads, COLUMN_SUMS_RUNS);
+        if (m < 2) {
             /* every module loaded came from a job, none compiled in this thread */
-            assert_int_equal(after.taken - before.taken, 3);
-            assert_int_equal(f->jit_compiles() - compiles, after.started - before.started);
-            assert_true(after.untaken - before.untaken <= after.started - before.started - 1);
+            assert_int_equal(after.taken - before.taken, COLUMN_SUMS_RUNS);
+            assert_int_equal(m == 0 ? ptxas : jit, after.started - before.started);
+            assert_int_equal(m == 0 ? jit : ptxas, 0);
+            assert_int_equal(after.untaken - before.untaken, 0);
         } else {
-            assert_int_equal(f->jit_compiles() - compiles, 0);
+            assert_int_equal(jit + ptxas, 0);
             assert_int_equal(after.started - before.started, 0);
         }
         astitch_executable_destroy(x);
     }
-    /* a module nvJitLink refuses: the compile fails with nvJitLink's log */
+    expect_ok(f, astitch_context_set_option(f->ctx, "ptx_jit", NULL));
+    CubinCompiler ahead;
+    assert_true(cuda_module_compiles_ahead(f->ctx, &ahead) && ahead == CUBIN_BY_PTXAS);
+    /* unset: the guess of form 0's next bound fails in ptxas; the form spills, and its reload
+     * at the next bound is compiled by the driver's JIT */
+    setenv("FAKE_PTXAS_FAIL", ".maxnreg 128", 1);
+    setenv("FAKE_CUDA_SPILL_BELOW", "81", 1);
+    compile_cache_reset();
+    astitch_executable *x = NULL;
+    CubinJobStats before = cubin_job_stats();
+    x = compile_for_fake(f, g, false);
+    unsetenv("FAKE_CUDA_SPILL_BELOW");
+    unsetenv("FAKE_PTXAS_FAIL");
+    astitch_loaded_kernel lk;
+    expect_ok(f, astitch_executable_loaded_kernel(x, 0, &lk));
+    assert_int_equal(lk.bound, 128);
+    CubinJobStats after = cubin_job_stats();
+    printf("# a guess ptxas fails on: %ld jobs started, %ld taken\n",
+           after.started - before.started, after.taken - before.taken);
+    assert_true(after.started - before.started >= 2);
+    astitch_executable_destroy(x);
+    /* unset: cubins the driver refuses; the driver's JIT compiles those modules, and nothing
+     * compiles ahead from then on */
+    setenv("FAKE_CUDA_REFUSE_CUBIN", "1", 1);
+    compile_cache_reset();
+    x = compile_for_fake(f, g, false);
+    astitch_variant_info v;
+    expect_ok(f, astitch_executable_variant(x, &v));
+    assert_int_equal(v.nforms, 3);
+    astitch_executable_destroy(x);
+    CubinCompiler by;
+    assert_false(cuda_module_compiles_ahead(f->ctx, &by));
+    cubin_jobs_wait_running();
+    compile_cache_reset();
+    before = cubin_job_stats();
+    x = compile_for_fake(f, g, false);
+    assert_int_equal(cubin_job_stats().started - before.started, 0);
+    astitch_executable_destroy(x);
+    unsetenv("FAKE_CUDA_REFUSE_CUBIN");
+    cuda_module_reset_refusal();
+    assert_true(cuda_module_compiles_ahead(f->ctx, &by));
     astitch_compile_options o;
     astitch_compile_options_default(&o);
     o.target = ASTITCH_TARGET_CUDA;
     o.variant_search = false;
+    /* a module nvJitLink refuses under "nvjitlink": the compile fails with nvJitLink's log */
     setenv("FAKE_NVJITLINK_FAIL", ".entry", 1);
     compile_cache_reset();
     expect_ok(f, astitch_context_set_option(f->ctx, "ptx_jit", "nvjitlink"));
-    astitch_executable *x = (astitch_executable *)1;
+    x = (astitch_executable *)1;
     assert_int_equal(astitch_compile(g, &o, &x), ASTITCH_ERR_COMPILE);
     unsetenv("FAKE_NVJITLINK_FAIL");
     assert_null(x);
@@ -576,7 +751,7 @@ static void test_ptx_jit(void **state)
     e = astitch_last_error(f->ctx);
     printf("# expected error: %s\n", e);
     assert_non_null(strstr(e, "switch ptx_jit (ASTITCH_PTX_JIT) is 'ptxas'"));
-    assert_non_null(strstr(e, "it takes driver (the default) or nvjitlink"));
+    assert_non_null(strstr(e, "it takes driver, nvjitlink, or unset"));
     expect_ok(f, astitch_context_set_option(f->ctx, "ptx_jit", NULL));
     compile_cache_reset();
     astitch_graph_destroy(g);
@@ -590,7 +765,8 @@ int main(void)
         cmocka_unit_test(test_timed_run),
         cmocka_unit_test(test_cublaslt_missing),
         cmocka_unit_test(test_relax_spills),
-        cmocka_unit_test(test_relax_guess),
+        cmocka_unit_test(test_lone_kernel_ahead),
+        cmocka_unit_test(test_bound_search),
         cmocka_unit_test(test_variant_forms),
         cmocka_unit_test(test_variant_forms_steps),
         cmocka_unit_test(test_dot_search),

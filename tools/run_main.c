@@ -259,7 +259,8 @@ static int prepare_outputs(const Run *r, const char *dir)
 }
 
 /* Notes on standard error each GPU kernel that does not run with its planned register bound
- * (the runtime relaxed it after a spill) or that spills still. */
+ * (the runtime relaxed it after a spill, or the bound search found it faster) or that spills
+ * still. */
 static void note_loaded_kernels(const astitch_executable *x)
 {
     const astitch_plan *p = astitch_executable_plan(x);
@@ -271,9 +272,10 @@ static void note_loaded_kernels(const astitch_executable *x)
             astitch_plan_kernel_info(p, k, &info) != ASTITCH_OK)
             continue;
         if (lk.bound != lk.planned_bound)
-            fprintf(stderr, "astitch-run: note: kernel %s spilled at the planned %d registers; "
-                            "runs with a bound of %d (%d used, %d blocks per SM)\n",
-                    info.name, lk.planned_bound, lk.bound, lk.regs, lk.blocks_per_sm);
+            fprintf(stderr, "astitch-run: note: kernel %s runs with a bound of %d registers "
+                            "instead of the planned %d (it spilled there, or ran slower: "
+                            "variant search) (%d used, %d blocks per SM)\n",
+                    info.name, lk.bound, lk.planned_bound, lk.regs, lk.blocks_per_sm);
         if (lk.lean)
             fprintf(stderr, "astitch-run: note: kernel %s spilled at its %d registers, which "
                             "its resident grid needs; runs in its lean form (one element per "
@@ -293,13 +295,18 @@ static void note_variant(const astitch_executable *x)
     const char *form = astitch_variant_form_name(v.form);
     if (v.state == ASTITCH_VARIANT_TIMED) {
         fprintf(stderr, "astitch-run: note: variant search:");
-        for (int i = 0, first = 1; i < ASTITCH_VARIANT_FORMS; i++)
-            if (v.us[i] > 0) {
-                fprintf(stderr, "%s %s %.1f us", first ? "" : ",", astitch_variant_form_name(i),
-                        v.us[i]);
+        for (int i = 0, first = 1; i < 2 * ASTITCH_VARIANT_FORMS; i++) {
+            int f = i / 2;
+            double us = i % 2 ? v.us_raised[f] : v.us[f];
+            if (us > 0) {
+                fprintf(stderr, "%s %s%s %.1f us", first ? "" : ",",
+                        astitch_variant_form_name(f), i % 2 ? " at the next register bound" : "",
+                        us);
                 first = 0;
             }
-        fprintf(stderr, "; runs %s\n", form);
+        }
+        fprintf(stderr, "; runs %s%s\n", form,
+                v.raised_bound ? " at the next register bound" : "");
     } else if (v.state == ASTITCH_VARIANT_CACHED) {
         fprintf(stderr, "astitch-run: note: variant search: runs %s, as timed before (compile "
                         "cache)\n", form);

@@ -116,11 +116,13 @@ ASTITCH_API void astitch_context_destroy(astitch_context *ctx);
  *                  dots cuBLASLt can take run on the GPU (docs/codegen.md, *Compute ops*)
  *   "force_lean"   "1": on the cuda target every kernel whose grid must be resident runs in
  *                  its lean form, as one that spills does (docs/codegen.md, *Targets*)
- *   "ptx_jit"      what compiles the cuda target's PTX: unset or "driver": the driver's
- *                  JIT, one module at a time; "nvjitlink": the toolkit's nvJitLink, with
- *                  the variant search's forms and a kernel's next register bound compiled
- *                  at once on worker threads (faster compiles; a newer ptxas, whose code
- *                  differs: docs/codegen.md, *Compile time*); an error where it is missing
+ *   "ptx_jit"      what compiles the cuda target's PTX: unset: the driver's JIT, with the
+ *                  variant search's forms and a kernel's next register bound compiled at once
+ *                  ahead by the toolkit's ptxas program where it is found (ASTITCH_PTXAS, else
+ *                  the toolkit's bin, else PATH); "driver": the driver's JIT alone, one module
+ *                  at a time; "nvjitlink": the toolkit's nvJitLink for every module, ahead on
+ *                  worker threads too (relocatable code, slower on some kernels; an error
+ *                  where it is missing); docs/codegen.md, *Compile time*
  * ASTITCH_ERR_ARGUMENT (naming the switches) for another name, ASTITCH_ERR_MEMORY. */
 ASTITCH_API astitch_status astitch_context_set_option(astitch_context *ctx, const char *name,
                                                       const char *value);

@@ -43,9 +43,11 @@ typedef struct astitch_compile_options {
      * forms no rule orders: wide_rows, column_sums_in_rows, with persistent), every form that
      * changes the plan is compiled and the first execution not captured into a CUDA graph
      * times each and keeps the fastest; the choice is kept in the compile cache, so a later
-     * compile of the same graph loads only the chosen form. Likewise each dot on cuBLASLt
-     * times the heuristic's first algorithms at that execution and keeps the fastest. Off: the
-     * planner's default and the heuristic's first algorithm only (the same choices in every
+     * compile of the same graph loads only the chosen form. Among them, a form whose one
+     * kernel holds rows in registers is also timed at its next register bound (the bound
+     * search). Likewise each dot on cuBLASLt times the heuristic's first algorithms at that
+     * execution and keeps the fastest. Off: the planner's default, its bound raised only
+     * where it spills, and the heuristic's first algorithm only (the same choices in every
      * process). See astitch_executable_variant and docs/codegen.md, *Variant search*. */
     bool variant_search;
     /* cuda: the executable holds no device memory of its own for runs (temporaries between
@@ -84,10 +86,11 @@ ASTITCH_API const astitch_plan *astitch_executable_plan(const astitch_executable
 
 /* The variant search of an executable (astitch_compile_options.variant_search). */
 typedef enum astitch_variant_state {
-    ASTITCH_VARIANT_NONE,     /* no search: off, not cuda, no other form applies or could be
-                               * built, or the timing failed (the planner's default runs; the
+    ASTITCH_VARIANT_NONE,     /* no search: off, not cuda, no other form nor trial applies or
+                               * could be built, or the timing failed (the planner's default runs; the
                                * search never fails a compile or a run) */
-    ASTITCH_VARIANT_PENDING,  /* the forms compiled, the first execution will time them */
+    ASTITCH_VARIANT_PENDING,  /* the forms (and trials) compiled, the first execution will time
+                               * them */
     ASTITCH_VARIANT_TIMED,    /* timed at the first execution; us[] holds the times */
     ASTITCH_VARIANT_CACHED,   /* chosen by an earlier timing, found in the compile cache */
     ASTITCH_VARIANT_CAPTURED  /* the first execution was being captured into a CUDA graph, so
@@ -108,6 +111,14 @@ typedef struct astitch_variant_info {
                                * NONE or CACHED) */
     double us[ASTITCH_VARIANT_FORMS]; /* TIMED: microseconds of each form by index, the fastest
                                        * of its timed runs; 0 for a form not built or not timed */
+    int ntrials;              /* the bound search's trials compiled: forms built again with
+                               * their kernel that holds rows in registers at its next register
+                               * bound (docs/codegen.md, *Variant search*) */
+    bool raised_bound;        /* TIMED: the form that runs is its trial, faster at the next
+                               * bound than at the planned one (a bound recorded so by an
+                               * earlier search loads as relaxed: astitch_loaded_kernel) */
+    double us_raised[ASTITCH_VARIANT_FORMS]; /* TIMED: each form's trial by index, as us[]; 0
+                                              * for a form without one */
     int dots_chosen;          /* dots on cuBLASLt whose algorithm the search chose among the
                                * heuristic's first ones (timed, or from the compile cache) */
     int dots_not_first;       /* of those, the dots that run another than the heuristic's first */

@@ -207,6 +207,12 @@ typedef struct PtxasReport {
 /* The ptxas program: <toolkit>/bin/ptxas when it exists, else the first on PATH; NULL when
  * there is none. The caller frees the string. */
 char *ptxas_find(void);
+/* Assembles ptx with the ptxas program exe (`-arch=sm_<sm> -v -o CUBIN`: the whole program, as
+ * the driver's JIT compiles, not relocatable code) into *cubin (*size bytes) and *log (its
+ * output, "" if none), both malloc'd; temporary files in TMPDIR. Safe from any thread. False
+ * with the reason (ptxas's output where it failed) in why (len bytes) and nothing to free. */
+bool ptxas_assemble(const char *exe, const char *ptx, int sm, void **cubin, size_t *size,
+                    char **log, char *why, size_t len);
 /* Assembles ptx with `ptxas -arch=sm_<sm> -v` into a discarded cubin and fills *r (free it with
  * ptxas_report_free). Errors: ASTITCH_ERR_UNSUPPORTED (no ptxas), ASTITCH_ERR_IO (temporary
  * files, spawning), ASTITCH_ERR_COMPILE (ptxas failed; its output is the message and stays in

@@ -1,6 +1,7 @@
 /* ptxas.c: assembles PTX with the toolkit's ptxas and reads what `ptxas -v` says about each
  * kernel. This checks generated code on machines without a GPU: it assembles, stays within its
- * register bound, does not spill. */
+ * register bound, does not spill. The runtime also compiles modules ahead with it
+ * (ptxas_assemble: whole-program, as the driver's JIT compiles, in a process of its own). */
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -196,6 +197,64 @@ static int spawn_wait(char **argv, int fd)
         if (errno != EINTR)
             return -1;
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Makes a temporary file in TMPDIR named astitch-XXXXXX<suffix>; path gets its name (len
+ * bytes). Returns its descriptor, -1 on failure. */
+static int temp_file(char *path, size_t len, const char *suffix)
+{
+    snprintf(path, len, "%s/astitch-XXXXXX%s", config_tmpdir(), suffix);
+    return mkstemps(path, (int)strlen(suffix));
+}
+
+bool ptxas_assemble(const char *exe, const char *ptx, int sm, void **cubin, size_t *size,
+                    char **log, char *why, size_t len)
+{
+    *cubin = NULL;
+    *size = 0;
+    *log = NULL;
+    char in[4096], out[4096], out_log[4096], arch[32];
+    snprintf(arch, sizeof arch, "-arch=sm_%d", sm);
+    int in_fd = temp_file(in, sizeof in, ".ptx");
+    int out_fd = in_fd >= 0 ? temp_file(out, sizeof out, ".cubin") : -1;
+    int log_fd = out_fd >= 0 ? temp_file(out_log, sizeof out_log, ".log") : -1;
+    bool ok = false;
+    if (log_fd < 0 || !write_all(in_fd, ptx, strlen(ptx))) {
+        snprintf(why, len, "temporary file in %s: %s", config_tmpdir(), strerror(errno));
+    } else {
+        char *argv[] = {(char *)exe, arch, "-v", "-o", out, in, NULL};
+        int rc = spawn_wait(argv, log_fd);
+        char *text = read_all(log_fd), *bin = NULL;
+        int cubin_fd = rc == 0 ? open(out, O_RDONLY) : -1; /* by name: ptxas may replace it */
+        struct stat st = {0};
+        if (cubin_fd >= 0) {
+            bin = fstat(cubin_fd, &st) == 0 ? read_all(cubin_fd) : NULL;
+            close(cubin_fd);
+        }
+        if (rc < 0)
+            snprintf(why, len, "cannot run %s", exe);
+        else if (rc != 0)
+            snprintf(why, len, "%s failed (exit %d): %s", exe, rc, text ? text : "");
+        else if (!text || !bin || st.st_size == 0)
+            snprintf(why, len, "%s: cannot read its cubin or output", exe);
+        else {
+            *cubin = bin;
+            *size = (size_t)st.st_size;
+            *log = text;
+            bin = text = NULL;
+            ok = true;
+        }
+        free(bin);
+        free(text);
+    }
+    const char *paths[3] = {in, out, out_log};
+    int fds[3] = {in_fd, out_fd, log_fd};
+    for (int i = 0; i < 3; i++)
+        if (fds[i] >= 0) {
+            close(fds[i]);
+            unlink(paths[i]);
+        }
+    return ok;
 }
 
 astitch_status ptxas_run(astitch_context *ctx, const char *ptx, int sm, PtxasReport *r)

@@ -134,10 +134,18 @@ const char *config_nvjitlink(void)
     return v && *v ? v : NULL;
 }
 
+const char *config_ptxas(void)
+{
+    const char *v = getenv("ASTITCH_PTXAS");
+    return v && *v ? v : NULL;
+}
+
 int config_ptx_jit(const Config *c)
 {
     const char *v = c->value[CONFIG_PTX_JIT];
-    if (!v || !*v || strcmp(v, "driver") == 0)
+    if (!v || !*v)
+        return CONFIG_PTX_JIT_AUTO;
+    if (strcmp(v, "driver") == 0)
         return CONFIG_PTX_JIT_DRIVER;
     if (strcmp(v, "nvjitlink") == 0)
         return CONFIG_PTX_JIT_NVJITLINK;

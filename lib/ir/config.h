@@ -24,9 +24,12 @@
  *                        ops through their device forms, and a compute op without a GPU form
  *                        (or a missing cuBLASLt) is an error at compile time
  *   ASTITCH_PTX_JIT      (ptx_jit) runtime, cuda target: what compiles the PTX to machine
- *                        code. Unset, empty or "driver": the driver's JIT, one module at a
- *                        time; "nvjitlink": the toolkit's nvJitLink, in the compiling thread
- *                        and ahead on worker threads (an error where it is missing)
+ *                        code. Unset or empty: the driver's JIT in the compiling thread, and
+ *                        the toolkit's ptxas program ahead, in processes of its own, where it
+ *                        is found and the driver loads its cubins; "driver": the driver's JIT
+ *                        alone, one module at a time; "nvjitlink": the toolkit's nvJitLink, in
+ *                        the compiling thread and ahead on worker threads (an error where it is
+ *                        missing)
  *
  * The places of things are the process's, read when consulted:
  *
@@ -41,6 +44,9 @@
  *   ASTITCH_CUBLASLT     runtime: the cuBLASLt library to open, the only place tried when set
  *                        and not empty; else libcublasLt.so.13 in $ASTITCH_CUDA_PATH/lib64,
  *                        the configured toolkit's lib64, then the dynamic loader's search
+ *   ASTITCH_PTXAS        runtime: the ptxas program that compiles modules ahead (ptx_jit
+ *                        unset), the only place tried when set and not empty; else
+ *                        $ASTITCH_CUDA_PATH/bin/ptxas, the configured toolkit's, then PATH
  *   PATH, TMPDIR         ptxas: where else to find it, where its files go (default /tmp)
  */
 #ifndef ASTITCH_CONFIG_ENV_H
@@ -82,8 +88,8 @@ const char *config_dump_plan(const Config *c);
 bool config_force_parts(const Config *c);
 bool config_force_lean(const Config *c);
 bool config_host_compute(const Config *c);
-/* ptx_jit's value: one of these, or -1 for a value it does not take. */
-enum { CONFIG_PTX_JIT_DRIVER, CONFIG_PTX_JIT_NVJITLINK };
+/* ptx_jit's value: one of these (AUTO: unset or empty), or -1 for a value it does not take. */
+enum { CONFIG_PTX_JIT_AUTO, CONFIG_PTX_JIT_DRIVER, CONFIG_PTX_JIT_NVJITLINK };
 int config_ptx_jit(const Config *c);
 bool config_cache_on(const Config *c);
 /* Writes the disk cache's directory into dir (len bytes); false when the disk cache is off, no
@@ -96,6 +102,8 @@ const char *config_libcuda(void);
 const char *config_cublaslt(void);
 /* ASTITCH_NVJITLINK when set and not empty, else NULL. */
 const char *config_nvjitlink(void);
+/* ASTITCH_PTXAS when set and not empty, else NULL. */
+const char *config_ptxas(void);
 /* ASTITCH_CUDA_PATH when set and not empty, else NULL (the caller's default). */
 const char *config_cuda_path(void);
 /* PATH, or NULL. */

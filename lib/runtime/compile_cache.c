@@ -74,8 +74,8 @@ static void build_id_init(void)
 }
 
 /* Fills k with the key of `kind` ("ptx": compiling p for sm, whole or as parts; "variant": the variant
- * search's choice for p on sm; "dots": its dots' algorithms); false (k empty) when it cannot be
- * made. */
+ * search's choice for p on sm; "bound": whether its planned register bound was kept; "dots": its
+ * dots' algorithms); false (k empty) when it cannot be made. */
 static bool key_make(const char *kind, const astitch_plan *p, int sm, bool as_parts, CacheKey *k)
 {
     *k = (CacheKey){.config = &astitch_plan_graph(p)->ctx->config};
@@ -273,27 +273,39 @@ void compile_cache_replace(const astitch_plan *p, int sm, bool as_parts, const c
     free(k.text);
 }
 
-int compile_cache_choice(const astitch_plan *p, int sm)
+/* The one digit recorded for p on sm under `kind`, or -1 (none, not one digit, cache off). */
+static int digit_get(const char *kind, const astitch_plan *p, int sm)
 {
     CacheKey k;
-    if (!cache_on(p) || !key_make("variant", p, sm, false, &k))
+    if (!cache_on(p) || !key_make(kind, p, sm, false, &k))
         return -1;
     char *text = lookup(&k);
-    int choice = text && text[0] >= '0' && text[0] <= '9' && text[1] == '\n' ? text[0] - '0' : -1;
+    int digit = text && text[0] >= '0' && text[0] <= '9' && text[1] == '\n' ? text[0] - '0' : -1;
     free(text);
     free(k.text);
-    return choice;
+    return digit;
 }
 
-void compile_cache_set_choice(const astitch_plan *p, int sm, int choice)
+static void digit_set(const char *kind, const astitch_plan *p, int sm, int digit)
 {
     CacheKey k;
-    if (!cache_on(p) || choice < 0 || choice > 9 || !key_make("variant", p, sm, false, &k))
+    if (!cache_on(p) || digit < 0 || digit > 9 || !key_make(kind, p, sm, false, &k))
         return;
-    char text[2] = {(char)('0' + choice), '\n'};
+    char text[2] = {(char)('0' + digit), '\n'};
     store(&k, text, 2);
     free(k.text);
 }
+
+int compile_cache_choice(const astitch_plan *p, int sm) { return digit_get("variant", p, sm); }
+
+void compile_cache_set_choice(const astitch_plan *p, int sm, int choice)
+{
+    digit_set("variant", p, sm, choice);
+}
+
+bool compile_cache_bound_kept(const astitch_plan *p, int sm) { return digit_get("bound", p, sm) == 0; }
+
+void compile_cache_set_bound_kept(const astitch_plan *p, int sm) { digit_set("bound", p, sm, 0); }
 
 bool compile_cache_dot_choices(const astitch_plan *p, int sm, int *choice, int n)
 {

@@ -47,6 +47,13 @@ void compile_cache_replace(const astitch_plan *p, int sm, bool as_parts, const c
 int compile_cache_choice(const astitch_plan *p, int sm);
 void compile_cache_set_choice(const astitch_plan *p, int sm, int choice);
 
+/* The bound search's verdict for plan p (a form's) on sm, kind "bound" beside the PTX: true
+ * when compile_cache_set_bound_kept recorded that its kernel ran faster at the planned register
+ * bound than at the next one. (A raised bound that won is recorded as the PTX itself, through
+ * compile_cache_replace.) False when nothing is recorded or the cache is off. */
+bool compile_cache_bound_kept(const astitch_plan *p, int sm);
+void compile_cache_set_bound_kept(const astitch_plan *p, int sm);
+
 /* The dot algorithm search's choices for plan p on sm (exec_dot.c: per dot in plan order, the
  * index of its chosen candidate, -1 for none), kind "dots" beside the PTX: true when an entry
  * of exactly n indices, each -1 to 99, is recorded (into choice); false when none is, it is
@@ -75,7 +82,7 @@ typedef struct CacheKey {
     char *text;       /* malloc'd; len > 0 bytes */
     size_t len;
     uint64_t hash[2]; /* cache_hash of text: high, low */
-    const char *kind; /* "ptx", "variant" or "dots": the disk file's name prefix */
+    const char *kind; /* "ptx", "variant", "bound" or "dots": the disk file's name prefix */
     const Config *config; /* the switches of the plan's context: the disk cache's directory */
 } CacheKey;
 

@@ -1,9 +1,9 @@
-/* cubin_jobs.c: compiles started ahead on worker threads, found again by their PTX text
- * (nvjitlink.h). One list under one mutex holds the jobs; a take copies a finished job's
+/* cubin_jobs.c: compiles started ahead on worker threads, by nvJitLink or a ptxas process,
+ * found again by their PTX text (nvjitlink.h). One list under one mutex holds the jobs; a take copies a finished job's
  * cubin (two forms of a search may have the same module). A job leaves the list when the
  * thread that started it ends its jobs: freed then if its compile is over, else by its own
  * (detached) thread when it is. An exit handler waits for the compiles still running, so that
- * none is inside nvJitLink while the process tears the library down. */
+ * none is inside nvJitLink (or waits on ptxas) while the process tears the library down. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -21,6 +21,7 @@ typedef struct CubinJob {
     char *ptx;
     uint64_t hash;
     int sm;
+    CubinCompiler by;
     bool done, ok;
     bool orphan; /* ended while compiling: its thread frees it */
     int takers;  /* takes under way, waiting or copying */
@@ -71,7 +72,8 @@ static void *run(void *arg)
     CubinJob *j = arg;
     char why[256];
     Cubin c;
-    bool ok = nvjitlink_compile(j->ptx, j->sm, &c, why, sizeof why);
+    bool ok = j->by == CUBIN_BY_PTXAS ? ptxas_jit_compile(j->ptx, j->sm, &c, why, sizeof why)
+                                      : nvjitlink_compile(j->ptx, j->sm, &c, why, sizeof why);
     pthread_mutex_lock(&jobs.lock);
     j->cubin = c;
     j->ok = ok;
@@ -85,18 +87,18 @@ static void *run(void *arg)
     return NULL;
 }
 
-/* The job of this text and sm, under the lock, or NULL. */
-static CubinJob *find(const char *ptx, uint64_t h, int sm)
+/* The job of this text, sm and compiler, under the lock, or NULL. */
+static CubinJob *find(const char *ptx, uint64_t h, int sm, CubinCompiler by)
 {
     for (CubinJob *j = jobs.list; j; j = j->next)
-        if (j->hash == h && j->sm == sm && strcmp(j->ptx, ptx) == 0)
+        if (j->hash == h && j->sm == sm && j->by == by && strcmp(j->ptx, ptx) == 0)
             return j;
     return NULL;
 }
 
-void cubin_job_start(const char *ptx, int sm)
+void cubin_job_start(const char *ptx, int sm, CubinCompiler by)
 {
-    if (!ptx || !nvjitlink_path())
+    if (!ptx || !(by == CUBIN_BY_PTXAS ? ptxas_jit_path() : nvjitlink_path()))
         return;
     uint64_t h = hash_of(ptx);
     size_t n = strlen(ptx) + 1;
@@ -108,6 +110,7 @@ void cubin_job_start(const char *ptx, int sm)
     memcpy(j->ptx, ptx, n);
     j->hash = h;
     j->sm = sm;
+    j->by = by;
     j->starter = pthread_self();
     pthread_once(&exit_once, register_exit);
     pthread_attr_t attr;
@@ -115,7 +118,7 @@ void cubin_job_start(const char *ptx, int sm)
     if (start)
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_mutex_lock(&jobs.lock);
-    start = start && jobs.n < MAX_JOBS && !find(ptx, h, sm) &&
+    start = start && jobs.n < MAX_JOBS && !find(ptx, h, sm, by) &&
             pthread_create(&j->thread, &attr, run, j) == 0;
     if (start) {
         j->next = jobs.list;
@@ -132,14 +135,14 @@ void cubin_job_start(const char *ptx, int sm)
     }
 }
 
-bool cubin_job_take(const char *ptx, int sm, Cubin *out)
+bool cubin_job_take(const char *ptx, int sm, CubinCompiler by, Cubin *out)
 {
     *out = (Cubin){0};
     if (!ptx)
         return false;
     uint64_t h = hash_of(ptx);
     pthread_mutex_lock(&jobs.lock);
-    CubinJob *j = find(ptx, h, sm);
+    CubinJob *j = find(ptx, h, sm, by);
     bool ok = false;
     if (j) {
         j->takers++;

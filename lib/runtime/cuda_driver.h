@@ -44,6 +44,7 @@
 
 #include "astitch/astitch.h"
 #include "astitch/plan.h"
+#include "nvjitlink.h"
 
 /* The driver functions astitch calls, X(field, symbol, version, dlsym name, parameters).
  * symbol and version go to cuGetProcAddress_v2; the version fixes the ABI, so each is asked
@@ -233,17 +234,22 @@ astitch_status cuda_event_elapsed(astitch_context *ctx, const CudaDevice *dev, C
 typedef struct CudaModule CudaModule;
 
 /* Loads NUL-terminated PTX text as a module of dev. Its machine code comes, per the context's
- * switch ptx_jit (config.h), from the driver's JIT (cuModuleLoadDataEx of the PTX; the
- * default), or from nvJitLink: the cubin of a job compiled ahead for this text
- * (nvjitlink.h), else compiled in this thread. `what` names the module in messages. A failed
+ * switch ptx_jit (config.h): unset, from the cubin of a job that ptxas compiled ahead for this
+ * text (nvjitlink.h) where there is one and the driver loads it, else from the driver's JIT
+ * (cuModuleLoadDataEx of the PTX); "driver", from the driver's JIT; "nvjitlink", from
+ * nvJitLink, a job's cubin or compiled in this thread. `what` names the module in messages.
+ * A failed
  * compile returns ASTITCH_ERR_COMPILE with the compiler's error log (and the driver's info
  * log) in the message; a bad ptx_jit ASTITCH_ERR_ARGUMENT; ptx_jit "nvjitlink" without
  * nvJitLink ASTITCH_ERR_UNSUPPORTED. The module refers to dev, which must outlive it. */
 astitch_status cuda_module_load(astitch_context *ctx, const CudaDevice *dev, const char *ptx,
                                 const char *what, CudaModule **out);
-/* Whether cuda_module_load under ctx's switches takes nvJitLink's cubins, so that compiles
- * started ahead (cubin_job_start) will be used. */
-bool cuda_module_compiles_ahead(astitch_context *ctx);
+/* Whether cuda_module_load under ctx's switches takes the cubins of jobs compiled ahead
+ * (cubin_job_start), and by which compiler (*by): nvJitLink under "nvjitlink"; the ptxas
+ * program unset, where it is found and the driver has not refused one of its cubins. */
+bool cuda_module_compiles_ahead(astitch_context *ctx, CubinCompiler *by);
+/* Forgets that the driver refused a cubin of ptxas (for tests). */
+void cuda_module_reset_refusal(void);
 /* Unloads m; accepts NULL. Kernels got from m become invalid. */
 void cuda_module_unload(CudaModule *m);
 /* The compiler's info log of the load (registers, spills per function); "" if none. */

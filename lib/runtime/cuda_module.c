@@ -1,6 +1,7 @@
 /* cuda_module.c: PTX modules (compiled by nvJitLink or the driver's JIT), kernels, launches and
  * the workspace. */
 #include <ctype.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,43 @@ out:
     return s;
 }
 
+/* Set once the driver refused a cubin of ptxas under ptx_jit unset (a toolkit newer than the
+ * driver, say): from then on the process compiles nothing ahead. */
+static atomic_bool ptxas_refused;
+
+/* Loads cubin c (compiled by `by`, named as `who`) into m; its log becomes m's. *refused: the
+ * driver refused the image. */
+static astitch_status load_cubin(astitch_context *ctx, const CudaDevice *dev, Cubin *c,
+                                 const char *who, CudaModule *m, bool *refused)
+{
+    astitch_status s = cuda_enter(ctx, dev);
+    CUresult r = CUDA_SUCCESS;
+    if (s == ASTITCH_OK) {
+        r = dev->drv.ModuleLoadDataEx(&m->mod, c->image, 0, NULL, NULL);
+        cuda_leave(dev);
+    }
+    if (s == ASTITCH_OK && r != CUDA_SUCCESS) {
+        m->mod = NULL;
+        *refused = true;
+        char name[256];
+        cuda_error_text(&dev->drv, r, name, sizeof name);
+        s = ctx_fail(ctx, cuda_status_of(r),
+                     "module '%s': cuModuleLoadDataEx of %s's cubin for %s: %s%s", m->what, who,
+                     dev->info.name, name,
+                     r == CUDA_ERROR_INVALID_IMAGE || r == CUDA_ERROR_NO_BINARY_FOR_GPU ||
+                             r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION
+                         ? " (a toolkit newer than the driver? the switch ptx_jit "
+                           "\"driver\" uses the driver's JIT)"
+                         : "");
+    }
+    if (s == ASTITCH_OK) {
+        m->log = c->log;
+        c->log = NULL;
+    }
+    cubin_free(c);
+    return s;
+}
+
 /* The module's machine code from nvJitLink into m: a job's cubin (nvjitlink.h), else compiled
  * in this thread. */
 static astitch_status load_by_nvjitlink(astitch_context *ctx, const CudaDevice *dev,
@@ -77,41 +115,28 @@ static astitch_status load_by_nvjitlink(astitch_context *ctx, const CudaDevice *
 {
     int sm = dev->info.cc_major * 10 + dev->info.cc_minor;
     Cubin c;
-    char why[JIT_LOG_BYTES];
-    if (!cubin_job_take(ptx, sm, &c) && !nvjitlink_compile(ptx, sm, &c, why, sizeof why))
+    char why[JIT_LOG_BYTES], who[512];
+    if (!cubin_job_take(ptx, sm, CUBIN_BY_NVJITLINK, &c) &&
+        !nvjitlink_compile(ptx, sm, &c, why, sizeof why))
         return ctx_fail(ctx, ASTITCH_ERR_COMPILE, "module '%s': nvJitLink (%s) for %s: %s",
                         m->what, nvjitlink_path(), dev->info.name, why);
-    astitch_status s = cuda_enter(ctx, dev);
-    CUresult r = CUDA_SUCCESS;
-    if (s == ASTITCH_OK) {
-        r = dev->drv.ModuleLoadDataEx(&m->mod, c.image, 0, NULL, NULL);
-        cuda_leave(dev);
-    }
-    if (s == ASTITCH_OK && r != CUDA_SUCCESS) {
-        m->mod = NULL;
-        char name[256];
-        cuda_error_text(&dev->drv, r, name, sizeof name);
-        s = ctx_fail(ctx, cuda_status_of(r),
-                     "module '%s': cuModuleLoadDataEx of nvJitLink's cubin (%s) for %s: %s%s",
-                     m->what, nvjitlink_path(), dev->info.name, name,
-                     r == CUDA_ERROR_INVALID_IMAGE || r == CUDA_ERROR_NO_BINARY_FOR_GPU ||
-                             r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION
-                         ? " (a toolkit newer than the driver? the switch ptx_jit unset or "
-                           "\"driver\" uses the driver's JIT)"
-                         : "");
-    }
-    if (s == ASTITCH_OK) {
-        m->log = c.log;
-        c.log = NULL;
-    }
-    cubin_free(&c);
-    return s;
+    snprintf(who, sizeof who, "nvJitLink (%s)", nvjitlink_path());
+    bool refused = false;
+    return load_cubin(ctx, dev, &c, who, m, &refused);
 }
 
-bool cuda_module_compiles_ahead(astitch_context *ctx)
+bool cuda_module_compiles_ahead(astitch_context *ctx, CubinCompiler *by)
 {
-    return config_ptx_jit(&ctx->config) == CONFIG_PTX_JIT_NVJITLINK && nvjitlink_path();
+    int mode = config_ptx_jit(&ctx->config);
+    if (mode == CONFIG_PTX_JIT_NVJITLINK && nvjitlink_path()) {
+        *by = CUBIN_BY_NVJITLINK;
+        return true;
+    }
+    *by = CUBIN_BY_PTXAS;
+    return mode == CONFIG_PTX_JIT_AUTO && ptxas_jit_path() && !atomic_load(&ptxas_refused);
 }
+
+void cuda_module_reset_refusal(void) { atomic_store(&ptxas_refused, false); }
 
 astitch_status cuda_module_load(astitch_context *ctx, const CudaDevice *dev, const char *ptx,
                                 const char *what, CudaModule **out)
@@ -122,8 +147,8 @@ astitch_status cuda_module_load(astitch_context *ctx, const CudaDevice *dev, con
     int mode = config_ptx_jit(&ctx->config);
     if (mode < 0)
         return ctx_fail(ctx, ASTITCH_ERR_ARGUMENT,
-                        "switch ptx_jit (ASTITCH_PTX_JIT) is '%s'; it takes driver (the "
-                        "default) or nvjitlink",
+                        "switch ptx_jit (ASTITCH_PTX_JIT) is '%s'; it takes driver, nvjitlink, "
+                        "or unset (the driver's JIT, with modules compiled ahead by ptxas)",
                         ctx->config.value[CONFIG_PTX_JIT]);
     if (mode == CONFIG_PTX_JIT_NVJITLINK && !nvjitlink_path())
         return ctx_fail(ctx, ASTITCH_ERR_UNSUPPORTED,
@@ -135,8 +160,24 @@ astitch_status cuda_module_load(astitch_context *ctx, const CudaDevice *dev, con
         return ctx_fail(ctx, ASTITCH_ERR_MEMORY, "cuda_module_load: out of memory");
     m->dev = dev;
     snprintf(m->what, sizeof m->what, "%s", what ? what : "ptx");
-    astitch_status s = mode == CONFIG_PTX_JIT_NVJITLINK ? load_by_nvjitlink(ctx, dev, ptx, m)
-                                                        : load_by_driver(ctx, dev, ptx, m);
+    astitch_status s = ASTITCH_ERR_COMPILE;
+    Cubin c;
+    CubinCompiler by;
+    int sm = dev->info.cc_major * 10 + dev->info.cc_minor;
+    if (mode == CONFIG_PTX_JIT_NVJITLINK) {
+        s = load_by_nvjitlink(ctx, dev, ptx, m);
+    } else {
+        bool refused = false;
+        if (cuda_module_compiles_ahead(ctx, &by) && cubin_job_take(ptx, sm, by, &c)) {
+            char who[512];
+            snprintf(who, sizeof who, "ptxas (%s)", ptxas_jit_path());
+            s = load_cubin(ctx, dev, &c, who, m, &refused);
+        }
+        if (refused) /* the driver's JIT from now on, for this module too */
+            atomic_store(&ptxas_refused, true);
+        if (s != ASTITCH_OK)
+            s = load_by_driver(ctx, dev, ptx, m);
+    }
     if (s != ASTITCH_OK) {
         free(m);
         return s;

@@ -65,6 +65,7 @@ void exec_cuda_close(ExecCuda *c)
     free(c->bound);
     free(c->lean);
     free(c->as_parts);
+    free(c->trial_ptx);
     cuda_device_close(c->dev);
     free(c);
 }
@@ -475,10 +476,10 @@ astitch_status exec_cuda_time_forms(astitch_executable *const *x, int n, const u
      * kernel steps alone (an event after each step), since the forms differ only in their
      * kernels: bert_layer's whole runs, 400 us of matrix products, timed its forms 445.7 and
      * 445.9 us and took the one whose two layer-norm kernels were 0.6 us slower. */
-    enum { TIME_ROUNDS = 4, MOST = ASTITCH_VARIANT_FORMS * TIME_ROUNDS };
+    enum { TIME_ROUNDS = 4, MOST = VARIANT_RUNS * TIME_ROUNDS };
     bool by_steps = has_compute_step(x[0]);
     float step_ms[MOST] = {0};
-    if (n < 1 || n > ASTITCH_VARIANT_FORMS)
+    if (n < 1 || n > VARIANT_RUNS)
         return ctx_fail(x[0]->ctx, ASTITCH_ERR_INTERNAL, "variant search: %d forms to time", n);
     int runs = n * TIME_ROUNDS;
     CUdeviceptr evict = 0;
@@ -503,7 +504,7 @@ astitch_status exec_cuda_time_forms(astitch_executable *const *x, int n, const u
         if (s == ASTITCH_OK)
             s = cuda_event_record(x[0]->ctx, dev, ev[2 * i + 1], (CUstream)stream);
     }
-    float ms[ASTITCH_VARIANT_FORMS] = {0};
+    float ms[VARIANT_RUNS] = {0};
     for (int i = n; s == ASTITCH_OK && i < runs; i++) {
         float t = step_ms[i];
         if (!by_steps)

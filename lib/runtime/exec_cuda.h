@@ -32,6 +32,7 @@ struct ExecCuda {
     CUdeviceptr *io;        /* staging buffers for astitch_execute: params then outputs */
     int nio;
     bool force_parts;
+    char *trial_ptx;        /* a trial of the bound search (x->bound_trial): the PTX loaded */
 };
 
 /* exec_cuda_load.c: compiles x's plan to PTX (compile cache) and loads its kernels into c: the
@@ -39,5 +40,15 @@ struct ExecCuda {
  * resident (or every kernel with grid barriers under force_parts); sets c->scratch_need. Runs
  * inside cuda_enter. */
 astitch_status exec_cuda_load(astitch_executable *x, ExecCuda *c);
+
+/* The bound search (docs/codegen.md, *Variant search*). Whether x (loaded, not itself a trial)
+ * is a candidate: its plan's one kernel that holds rows in registers and may relax loaded at
+ * its planned bound without spilling, a next bound exists, and the compile cache does not
+ * record that the planned bound won before. */
+bool exec_cuda_bound_searchable(const astitch_executable *x);
+/* Records the search's verdict for the form of `winner`, the executable kept: a trial's PTX
+ * replaces the plan's entry in the compile cache, so a later compile loads the raised bound at
+ * once; a planned bound that won is recorded as kept (compile_cache_set_bound_kept). */
+void exec_cuda_bound_record(const astitch_executable *winner);
 
 #endif

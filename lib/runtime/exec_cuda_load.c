@@ -2,9 +2,10 @@
  * (through the compile cache) is loaded whole; the register feedback follows (a kernel that
  * spills at its planned bound: a higher bound, or where its grid must stay resident its lean
  * form; docs/codegen.md, *Targets*), and the kernels whose grids cannot all be resident load
- * again as their parts. Where nvJitLink compiles the PTX (ptx_jit "nvjitlink"), the module of
- * a kernel's next register bound may compile ahead, beside the planned one (docs/codegen.md,
- * *Compile time*). */
+ * again as their parts. Where the variant search builds forms and modules compile ahead
+ * (nvjitlink.h: by ptxas, or by nvJitLink), each form's module and its kernel's module at the
+ * next register bound start compiling at once (exec_cuda_compile_ahead; docs/codegen.md,
+ * *Compile time*), and the loads here take them. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,59 +106,68 @@ static bool may_relax(const PlanKernel *pk)
     return !pk->persistent && pk->global_barriers == 0;
 }
 
-/* The PTX relax_spills loads after one round in which plan p's kernel spills at its bound in
- * ptx, when p has exactly one kernel it may relax, that one holds rows in registers (the
- * kernels seen to spill; a guess costs the planned compile a few ms of contention on the
- * host) and has its planned bound: that kernel at next_bound, predicted from the device model
- * (as many blocks per SM as its bound and shared memory allow); malloc'd, or NULL. A guess:
- * right when the kernel spills and the model's residency is the driver's, else unused. */
-static char *guess_relaxed(const astitch_plan *p, const char *ptx)
+/* The kernel of plan p whose register bound the bound search may raise, and whose module at
+ * the next bound compiles ahead: the only kernel of p that may relax, where it holds rows in
+ * registers (the kernels whose bound decides their speed; an element-wise kernel is left to
+ * the relaxation); -1 when there is none. */
+static int bound_kernel(const astitch_plan *p)
 {
     int only = -1;
     for (int k = 0; k < p->nkernel; k++)
         if (may_relax(&p->kernel[k])) {
             if (only >= 0)
-                return NULL;
+                return -1;
             only = k;
         }
-    bool resident = false;
     for (int ph = 0; only >= 0 && ph < p->kernel[only].nphase; ph++)
-        resident |= p->kernel[only].phase[ph].resident;
-    if (!resident)
-        return NULL;
-    char name[64];
-    compile_kernel_name(p, only, -1, name, sizeof name);
-    const PlanKernel *pk = &p->kernel[only];
-    int bound = compile_ptx_maxnreg(ptx, name);
-    if (bound != pk->regs)
-        return NULL; /* relaxed before (the compile cache's PTX), or not bounded */
-    int bps = bound > 0 ? (int)launch_blocks_per_sm(&p->dev, pk->block, bound, pk->shared_bytes)
-                        : 0;
-    int next = bps > 0 ? next_bound(&p->dev, pk->block, bound, bps) : 0;
-    return next > 0 ? compile_ptx_with_maxnreg(ptx, name, next) : NULL;
+        if (p->kernel[only].phase[ph].resident)
+            return only;
+    return -1;
 }
 
-/* Starts compiling (cubin_job_start) the module of plan p's ptx where `planned`, and the
- * module of guess_relaxed where there is one. */
-static void start_jobs(const astitch_plan *p, const char *ptx, int sm, bool planned)
+/* The next register bound of kernel k of p from `bound` (as many blocks per SM as the bound
+ * and its shared memory allow, from the device model), or 0 when there is none. */
+static int next_planned_bound(const astitch_plan *p, int k, int bound)
 {
-    char *guess = guess_relaxed(p, ptx), *text = NULL;
-    const char *want[2] = {planned ? ptx : NULL, guess};
-    for (int i = 0; i < 2; i++)
-        if (want[i] && module_text(p, want[i], &text)) {
-            cubin_job_start(text ? text : want[i], sm);
-            free(text);
-        }
-    free(guess);
+    const PlanKernel *pk = &p->kernel[k];
+    int bps = bound > 0 ? (int)launch_blocks_per_sm(&p->dev, pk->block, bound, pk->shared_bytes)
+                        : 0;
+    return bps > 0 ? next_bound(&p->dev, pk->block, bound, bps) : 0;
+}
+
+/* ptx with p's bound_kernel at its next bound, where ptx holds it at the planned bound (not a
+ * relaxed PTX from the compile cache) and there is a next bound; malloc'd, or NULL. The module
+ * the bound search times beside the planned one, and the one relax_spills loads when that
+ * kernel spills: compiled ahead where forms are (a guess). */
+static char *raised_ptx(const astitch_plan *p, const char *ptx)
+{
+    int k = bound_kernel(p);
+    if (k < 0)
+        return NULL;
+    char name[64];
+    compile_kernel_name(p, k, -1, name, sizeof name);
+    int bound = compile_ptx_maxnreg(ptx, name);
+    int next = bound == p->kernel[k].regs ? next_planned_bound(p, k, bound) : 0;
+    return next > 0 ? compile_ptx_with_maxnreg(ptx, name, next) : NULL;
 }
 
 void exec_cuda_compile_ahead(astitch_executable *x, const astitch_plan *p)
 {
     char *ptx;
     int sm = exec_cuda_sm(x);
-    if (!cuda_module_compiles_ahead(x->ctx) || cached_compile_ptx(x->ctx, p, sm, false, &ptx))
+    CubinCompiler by;
+    if (!cuda_module_compiles_ahead(x->ctx, &by) ||
+        cached_compile_ptx(x->ctx, p, sm, false, &ptx))
         return;
-    start_jobs(p, ptx, sm, true);
+    /* p's module, and the module of raised_ptx where there is one */
+    char *guess = raised_ptx(p, ptx), *text = NULL;
+    const char *want[2] = {ptx, guess};
+    for (int i = 0; i < 2; i++)
+        if (want[i] && module_text(p, want[i], &text)) {
+            cubin_job_start(text ? text : want[i], sm, by);
+            free(text);
+        }
+    free(guess);
     free(ptx);
 }
 
@@ -235,6 +245,25 @@ void exec_cuda_loaded_kernel(const astitch_executable *x, int k, astitch_loaded_
                                    .blocks_per_sm = ck->blocks_per_sm, .lean = c->lean[k]};
 }
 
+bool exec_cuda_bound_searchable(const astitch_executable *x)
+{
+    const astitch_plan *p = x->plan;
+    const ExecCuda *c = x->cuda;
+    int k = c && !x->bound_trial ? bound_kernel(p) : -1;
+    return k >= 0 && c->bound[k] == p->kernel[k].regs && !c->lean[k] &&
+           c->kern[k].local_bytes == 0 && next_planned_bound(p, k, c->bound[k]) > 0 &&
+           !compile_cache_bound_kept(p, exec_cuda_sm(x));
+}
+
+void exec_cuda_bound_record(const astitch_executable *winner)
+{
+    const ExecCuda *c = winner->cuda;
+    if (winner->bound_trial && c->trial_ptx)
+        compile_cache_replace(winner->plan, exec_cuda_sm(winner), false, c->trial_ptx);
+    else if (!winner->bound_trial)
+        compile_cache_set_bound_kept(winner->plan, exec_cuda_sm(winner));
+}
+
 astitch_status exec_cuda_load(astitch_executable *x, ExecCuda *c)
 {
     const astitch_plan *p = x->plan;
@@ -243,8 +272,14 @@ astitch_status exec_cuda_load(astitch_executable *x, ExecCuda *c)
     astitch_status s = cached_compile_ptx(x->ctx, p, sm, false, &ptx);
     if (s != ASTITCH_OK)
         return s;
-    if (cuda_module_compiles_ahead(x->ctx))
-        start_jobs(p, ptx, sm, false); /* the planned module compiles here, in load_whole */
+    if (x->bound_trial) { /* the bound search's other module: the kernel at its next bound */
+        char *up = raised_ptx(p, ptx);
+        free(ptx);
+        if (!up)
+            return ctx_fail(x->ctx, ASTITCH_ERR_INTERNAL,
+                            "bound search: the plan has no kernel at a bound to raise");
+        ptx = up;
+    }
     s = load_whole(x, c, ptx);
     bool relaxed = false;
     bool force_lean = config_force_lean(&x->ctx->config);
@@ -252,9 +287,14 @@ astitch_status exec_cuda_load(astitch_executable *x, ExecCuda *c)
         s = lean_spills(x, c, sm, force_lean, &ptx, &relaxed);
     if (s == ASTITCH_OK)
         s = relax_spills(x, c, &ptx, &relaxed);
-    /* the next compile of this plan loads the relaxed or lean PTX (not a forced lean form) */
-    if (s == ASTITCH_OK && relaxed && !force_lean)
+    /* the next compile of this plan loads the relaxed or lean PTX (not a forced lean form, nor
+     * a trial of the bound search, which is recorded only if it wins: exec_cuda_bound_record) */
+    if (s == ASTITCH_OK && relaxed && !force_lean && !x->bound_trial)
         compile_cache_replace(p, sm, false, ptx);
+    if (s == ASTITCH_OK && x->bound_trial) {
+        c->trial_ptx = ptx;
+        ptx = NULL;
+    }
     free(ptx);
     bool any_parts = false;
     for (int k = 0; s == ASTITCH_OK && k < p->nkernel; k++) {

@@ -89,6 +89,9 @@ struct astitch_executable {
                               * chain through each form's own alt (variant.c) */
     bool dot_search;       /* cuda, variant search on: the dots' algorithms are still to be
                             * chosen at the first run outside a capture (variant.c) */
+    bool bound_trial;      /* cuda: built by the bound search, its form's plan with the kernel
+                            * of exec_cuda_bound_searchable at its next register bound
+                            * (variant.c) */
     bool caller_workspace; /* cuda: runs take their workspace from the caller
                             * (astitch_compile_options.caller_workspace) */
     ViewOutputs *views;    /* outputs left as views (view_outputs), or NULL: x->g's outputs
@@ -120,6 +123,8 @@ const uint64_t *views_device_outputs(ViewOutputs *v, const uint64_t *outputs);
 void views_fill_host(const ViewOutputs *v, const void *const *inputs, void *const *outputs);
 
 /* variant.c: the variant search (docs/codegen.md, *Variant search*) */
+/* The most executables the search times at once: each form, and each form's bound trial. */
+enum { VARIANT_RUNS = 2 * ASTITCH_VARIANT_FORMS };
 /* After x was planned from g under po for dev (cuda), before it is prepared: where another
  * form will be built (every form, or the recorded choice), nvJitLink compiles ahead, and the compile cache
  * keeps PTX for the builds to find it again, the LLVM step of x's plan and of each other form
@@ -130,11 +135,14 @@ void exec_variant_ahead(astitch_executable *x, astitch_graph *g, const astitch_d
                         const astitch_plan_options *po);
 /* After x was built from g under po for dev (cuda): when another form of the search applies
  * (its plan's kernels differ), takes the choice the compile cache recorded, or compiles every
- * such form into the chain x->alt and leaves the choice PENDING. */
+ * such form into the chain x->alt and, after each executable of that search whose kernel
+ * that holds rows in registers may run at a higher register bound
+ * (exec_cuda_bound_searchable), a trial of it at that bound; PENDING when any joined. */
 astitch_status exec_variant_prepare(astitch_executable *x, astitch_graph *g,
                                     const astitch_device *dev, const astitch_plan_options *po);
-/* PENDING: times the forms on these device pointers in `stream` (exec_cuda_time_forms,
- * synchronizing once), keeps the fastest in x and records the choice; on a capturing stream
+/* PENDING: times the forms and trials on these device pointers in `stream`
+ * (exec_cuda_time_forms, synchronizing once), keeps the fastest in x and records the choice
+ * and the bound search's verdict for its form (exec_cuda_bound_record); on a capturing stream
  * keeps the default untimed (CAPTURED). Then, outside a capture, the dots' algorithm search
  * of the form kept (x->dot_search, exec_cuda_settle_dots), once. */
 astitch_status exec_variant_settle(astitch_executable *x, const uint64_t *inputs,
@@ -192,7 +200,7 @@ astitch_status exec_cuda_prepare(astitch_executable *x);
 int exec_cuda_sm(const astitch_executable *x);
 /* exec_cuda_load.c: plan p's module (a form of x's graph for x's device) starts compiling on a
  * worker thread (cubin_job_start), and the module of its next register bound where that can be
- * guessed; nothing when nvJitLink does not compile for x's context. */
+ * guessed; nothing where x's context compiles nothing ahead (cuda_module_compiles_ahead). */
 void exec_cuda_compile_ahead(astitch_executable *x, const astitch_plan *p);
 astitch_status exec_cuda_capturing(astitch_executable *x, void *stream, bool *capturing);
 astitch_status exec_cuda_time_forms(astitch_executable *const *x, int n, const uint64_t *in,

@@ -114,9 +114,11 @@ static void applicable_forms(astitch_graph *g, const astitch_device *dev,
         free(text[f]);
 }
 
-/* A new executable of g under form f of po, for the device of x. */
+/* A new executable of g under form f of po, for the device of x; a trial of the bound search
+ * where `trial`. */
 static astitch_status build_form(astitch_executable *x, astitch_graph *g, const astitch_device *dev,
-                                 const astitch_plan_options *po, int f, astitch_executable **out)
+                                 const astitch_plan_options *po, int f, bool trial,
+                                 astitch_executable **out)
 {
     astitch_device model;
     astitch_plan_options o = form_options(po, f);
@@ -128,6 +130,7 @@ static astitch_status build_form(astitch_executable *x, astitch_graph *g, const 
     y->target = ASTITCH_TARGET_CUDA;
     y->caller_workspace = x->caller_workspace;
     y->variant.form = f;
+    y->bound_trial = trial;
     astitch_status s = exec_cuda_open(x->ctx, &y->cuda, &model);
     if (s == ASTITCH_OK)
         s = exec_build(y, dev, &o);
@@ -142,7 +145,8 @@ static astitch_status build_form(astitch_executable *x, astitch_graph *g, const 
 void exec_variant_ahead(astitch_executable *x, astitch_graph *g, const astitch_device *dev,
                         const astitch_plan_options *po)
 {
-    if (!cuda_module_compiles_ahead(x->ctx) || !config_cache_on(&x->ctx->config))
+    CubinCompiler by;
+    if (!cuda_module_compiles_ahead(x->ctx, &by) || !config_cache_on(&x->ctx->config))
         return;
     bool want[ASTITCH_VARIANT_FORMS];
     applicable_forms(g, dev, po, x->plan, want);
@@ -196,6 +200,26 @@ static void adopt(astitch_executable *x, astitch_executable *y)
     astitch_executable_destroy(chain);
 }
 
+/* The bound search, where forms are to be timed (x->alt): after each executable of the
+ * search that is a candidate (exec_cuda_bound_searchable: x, then each form of its chain), a
+ * trial of its form joins the chain. A plan without other forms gets none: its compile would
+ * wait for one more module (15-25 ms on the suite's softmaxes, an H200 machine) for at most
+ * 2% of kernel time (docs/codegen.md, *Variant search*). */
+static void add_trials(astitch_executable *x, astitch_graph *g, const astitch_device *dev,
+                       const astitch_plan_options *po)
+{
+    for (astitch_executable *e = x; e; e = e->alt) {
+        astitch_executable *t = NULL;
+        if (!exec_cuda_bound_searchable(e) ||
+            build_form(x, g, dev, po, e->variant.form, true, &t) != ASTITCH_OK)
+            continue; /* a trial that cannot be built is left out */
+        t->alt = e->alt;
+        e->alt = t;
+        e = t;
+        x->variant.ntrials++;
+    }
+}
+
 astitch_status exec_variant_prepare(astitch_executable *x, astitch_graph *g,
                                     const astitch_device *dev, const astitch_plan_options *po)
 {
@@ -205,28 +229,25 @@ astitch_status exec_variant_prepare(astitch_executable *x, astitch_graph *g,
     int n = 0;
     for (int f = 1; f < ASTITCH_VARIANT_FORMS; f++)
         n += want[f];
-    if (n == 0)
-        return ASTITCH_OK;
-    int choice = compile_cache_choice(x->plan, exec_cuda_sm(x));
+    int choice = n > 0 ? compile_cache_choice(x->plan, exec_cuda_sm(x)) : -1;
+    astitch_executable *y = NULL;
     if (choice == 0) {
         x->variant.state = ASTITCH_VARIANT_CACHED;
-        return ASTITCH_OK;
+    } else if (choice > 0 && choice < ASTITCH_VARIANT_FORMS && want[choice] &&
+               build_form(x, g, dev, po, choice, false, &y) == ASTITCH_OK) {
+        adopt(x, y);
+        x->variant = info_of(x, ASTITCH_VARIANT_CACHED, choice);
+    } else if (n > 0) { /* all forms, as if nothing were recorded */
+        astitch_executable **tail = &x->alt;
+        for (int f = 1; f < ASTITCH_VARIANT_FORMS; f++) {
+            if (!want[f] || build_form(x, g, dev, po, f, false, tail) != ASTITCH_OK)
+                continue; /* a form that cannot be built is left out */
+            tail = &(*tail)->alt;
+            x->variant.nforms++;
+        }
     }
-    if (choice > 0 && choice < ASTITCH_VARIANT_FORMS && want[choice]) {
-        astitch_executable *y = NULL;
-        if (build_form(x, g, dev, po, choice, &y) == ASTITCH_OK) {
-            adopt(x, y);
-            x->variant = info_of(x, ASTITCH_VARIANT_CACHED, choice);
-            return ASTITCH_OK;
-        } /* else all forms, as if nothing were recorded */
-    }
-    astitch_executable **tail = &x->alt;
-    for (int f = 1; f < ASTITCH_VARIANT_FORMS; f++) {
-        if (!want[f] || build_form(x, g, dev, po, f, tail) != ASTITCH_OK)
-            continue; /* a form that cannot be built is left out */
-        tail = &(*tail)->alt;
-        x->variant.nforms++;
-    }
+    if (x->alt)
+        add_trials(x, g, dev, po);
     if (x->alt)
         x->variant.state = ASTITCH_VARIANT_PENDING;
     return ASTITCH_OK;
@@ -258,11 +279,11 @@ static astitch_status settle_forms(astitch_executable *x, const uint64_t *inputs
         x->variant.nforms = 1;
         return ASTITCH_OK;
     }
-    astitch_executable *run[ASTITCH_VARIANT_FORMS] = {x};
+    astitch_executable *run[VARIANT_RUNS] = {x};
     int n = 1;
-    for (astitch_executable *y = x->alt; y && n < ASTITCH_VARIANT_FORMS; y = y->alt)
+    for (astitch_executable *y = x->alt; y && n < VARIANT_RUNS; y = y->alt)
         run[n++] = y;
-    double us[ASTITCH_VARIANT_FORMS] = {0};
+    double us[VARIANT_RUNS] = {0};
     if (exec_cuda_time_forms(run, n, inputs, outputs, stream, us) != ASTITCH_OK) {
         /* the default form alone, as without the search; a fault of the device shows again
          * in the run that follows */
@@ -274,12 +295,22 @@ static astitch_status settle_forms(astitch_executable *x, const uint64_t *inputs
     for (int i = 1; i < n; i++)
         if (us[i] < us[best])
             best = i;
-    int form = run[best]->variant.form;
-    compile_cache_set_choice(x->plan, exec_cuda_sm(x), form);
+    int form = run[best]->variant.form, sm = exec_cuda_sm(x);
     astitch_variant_info v = info_of(run[best], ASTITCH_VARIANT_TIMED, form);
-    v.nforms = n;
-    for (int i = 0; i < n; i++)
-        v.us[run[i]->variant.form] = us[i];
+    v.nforms = 0;
+    v.ntrials = x->variant.ntrials;
+    v.raised_bound = run[best]->bound_trial;
+    bool form_tried = false; /* the winner's form had a trial */
+    for (int i = 0; i < n; i++) {
+        int f = run[i]->variant.form;
+        (run[i]->bound_trial ? v.us_raised : v.us)[f] = us[i];
+        v.nforms += !run[i]->bound_trial;
+        form_tried |= f == form && run[i]->bound_trial;
+    }
+    if (v.nforms > 1) /* forms were timed: x is the default form, whose key holds the choice */
+        compile_cache_set_choice(x->plan, sm, form);
+    if (form_tried)
+        exec_cuda_bound_record(run[best]);
     if (best)
         adopt(x, run[best]);
     else
