@@ -75,8 +75,8 @@ out:
  * driver, say): from then on the process compiles nothing ahead. */
 static atomic_bool ptxas_refused;
 
-/* Loads cubin c (compiled by `by`, named as `who`) into m; its log becomes m's. *refused: the
- * driver refused the image. */
+/* Loads cubin c (freed here; its compiler named `who` in messages) into m; its log becomes
+ * m's. *refused: cuModuleLoadDataEx failed on the image. */
 static astitch_status load_cubin(astitch_context *ctx, const CudaDevice *dev, Cubin *c,
                                  const char *who, CudaModule *m, bool *refused)
 {
