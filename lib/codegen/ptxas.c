@@ -266,10 +266,9 @@ astitch_status ptxas_run(astitch_context *ctx, const char *ptx, int sm, PtxasRep
                         cuda_toolkit_path());
     const char *tmp = config_tmpdir();
     char in[4096], log[4096], arch[32];
-    snprintf(in, sizeof in, "%s/astitch-XXXXXX.ptx", tmp);
-    snprintf(log, sizeof log, "%s/astitch-XXXXXX.log", tmp);
     snprintf(arch, sizeof arch, "-arch=sm_%d", sm ? sm : 90);
-    int in_fd = mkstemps(in, 4), log_fd = in_fd >= 0 ? mkstemps(log, 4) : -1;
+    int in_fd = temp_file(in, sizeof in, ".ptx");
+    int log_fd = in_fd >= 0 ? temp_file(log, sizeof log, ".log") : -1;
     astitch_status st = ASTITCH_OK;
     if (in_fd < 0 || log_fd < 0 || !write_all(in_fd, ptx, strlen(ptx))) {
         st = ctx_fail(ctx, ASTITCH_ERR_IO, "ptxas: temporary file in %s: %s",

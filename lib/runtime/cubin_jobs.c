@@ -1,6 +1,6 @@
 /* cubin_jobs.c: compiles started ahead on worker threads, by nvJitLink or a ptxas process,
- * found again by their PTX text (nvjitlink.h). One list under one mutex holds the jobs; a take copies a finished job's
- * cubin (two forms of a search may have the same module). A job leaves the list when the
+ * found again by their PTX text (nvjitlink.h). One list under one mutex holds the jobs; a take
+ * copies a finished job's cubin (two forms of a search may have the same module). A job leaves the list when the
  * thread that started it ends its jobs: freed then if its compile is over, else by its own
  * (detached) thread when it is. An exit handler waits for the compiles still running, so that
  * none is inside nvJitLink (or waits on ptxas) while the process tears the library down. */

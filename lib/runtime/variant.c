@@ -246,10 +246,10 @@ astitch_status exec_variant_prepare(astitch_executable *x, astitch_graph *g,
             x->variant.nforms++;
         }
     }
-    if (x->alt)
+    if (x->alt) {
         add_trials(x, g, dev, po);
-    if (x->alt)
         x->variant.state = ASTITCH_VARIANT_PENDING;
+    }
     return ASTITCH_OK;
 }
 
@@ -307,8 +307,7 @@ static astitch_status settle_forms(astitch_executable *x, const uint64_t *inputs
         v.nforms += !run[i]->bound_trial;
         form_tried |= f == form && run[i]->bound_trial;
     }
-    if (v.nforms > 1) /* forms were timed: x is the default form, whose key holds the choice */
-        compile_cache_set_choice(x->plan, sm, form);
+    compile_cache_set_choice(x->plan, sm, form);
     if (form_tried)
         exec_cuda_bound_record(run[best]);
     if (best)
