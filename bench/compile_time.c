@@ -4,7 +4,10 @@
  * and view outputs on), all in one process and one context, as a framework compiles its
  * regions. The first graph is a warm-up (CUDA context, LLVM's target): its executable stays
  * loaded so that the context lives, and it is not counted. Prints, per graph, its kernels and
- * milliseconds, then the median per kernel; exit 1 when a graph fails to load or compile.
+ * milliseconds, with where they went (astitch_compile_times: planning, LLVM, loading modules,
+ * the rest; modules compiled by the driver's JIT in the caller's thread and taken from compiles
+ * ahead), then the median per kernel and the sums of the parts; exit 1 when a graph fails to
+ * load or compile.
  *
  * The caches set by the environment apply: for cold times, ASTITCH_CACHE_DIR=off (astitch's
  * disk cache; its memory cache never sees a graph twice here) and CUDA_CACHE_DISABLE=1 (the
@@ -35,7 +38,7 @@ static int by_value(const void *a, const void *b)
 /* Compiles the graph at path; *ms and *kernels on success, else prints why and returns false.
  * keep: leaves the executable (and the graph) alive. */
 static bool compile_one(astitch_context *ctx, const char *path, bool keep, double *ms,
-                        int *kernels)
+                        int *kernels, astitch_compile_times *times)
 {
     astitch_graph *g = NULL;
     if (astitch_graph_load_json(ctx, path, &g) != ASTITCH_OK) {
@@ -57,6 +60,7 @@ static bool compile_one(astitch_context *ctx, const char *path, bool keep, doubl
         return false;
     }
     *kernels = astitch_plan_num_kernels(astitch_executable_plan(x));
+    astitch_executable_compile_times(x, times);
     if (!keep) {
         astitch_executable_destroy(x);
         astitch_graph_destroy(g);
@@ -75,19 +79,32 @@ int main(int argc, char **argv)
         return 1;
     double ms, *per_kernel = calloc((size_t)argc, sizeof *per_kernel);
     int kernels, n = 0, failed = 0;
-    if (!per_kernel || !compile_one(ctx, argv[1], true, &ms, &kernels))
+    astitch_compile_times t, sum = {0};
+    if (!per_kernel || !compile_one(ctx, argv[1], true, &ms, &kernels, &t))
         return 1;
+    printf("%-40s %7s %9s %8s %8s %8s %8s %4s %5s\n", "graph", "kernels", "ms", "plan",
+           "llvm", "load", "rest", "jit", "ahead");
     for (int i = 2; i < argc; i++) {
-        if (!compile_one(ctx, argv[i], false, &ms, &kernels)) {
+        if (!compile_one(ctx, argv[i], false, &ms, &kernels, &t)) {
             failed++;
             continue;
         }
         const char *base = strrchr(argv[i], '/');
-        printf("%-40s %2d kernels %9.2f ms\n", base ? base + 1 : argv[i], kernels, ms);
+        double rest = t.total_ms - t.plan_ms - t.ptx_ms - t.load_ms;
+        printf("%-40s %7d %9.2f %8.2f %8.2f %8.2f %8.2f %4d %5d\n", base ? base + 1 : argv[i],
+               kernels, ms, t.plan_ms, t.ptx_ms, t.load_ms, rest, t.jit_modules,
+               t.ahead_modules);
+        sum.total_ms += t.total_ms;
+        sum.plan_ms += t.plan_ms;
+        sum.ptx_ms += t.ptx_ms;
+        sum.load_ms += t.load_ms;
         if (kernels > 0)
             per_kernel[n++] = ms / kernels;
     }
     if (n > 0) {
+        printf("sum: %.1f ms; planning %.1f, llvm %.1f, loading modules %.1f, the rest %.1f\n",
+               sum.total_ms, sum.plan_ms, sum.ptx_ms, sum.load_ms,
+               sum.total_ms - sum.plan_ms - sum.ptx_ms - sum.load_ms);
         qsort(per_kernel, (size_t)n, sizeof *per_kernel, by_value);
         double median = n % 2 ? per_kernel[n / 2] : (per_kernel[n / 2 - 1] + per_kernel[n / 2]) / 2;
         printf("median %.2f ms per kernel over %d graphs\n", median, n);

@@ -196,6 +196,22 @@ static astitch_graph *softmax_rows_graph(const Fake *f)
  * compiled beside the caller's slows it on the host, and is wasted unless the kernel spills);
  * when the kernel spills, its reload at the next bound compiles where it is needed. Compiles
  * count nvJitLink's and ptxas's. */
+/* x's compile times (astitch_compile_times): the parts within the total, `jit` modules by the
+ * driver's JIT and `ahead` from cubins, and LLVM's time spent (llvm) or none (every plan from
+ * the compile cache). */
+static void expect_times(const astitch_executable *x, int jit, int ahead, bool llvm)
+{
+    astitch_compile_times t;
+    assert_int_equal(astitch_executable_compile_times(x, &t), ASTITCH_OK);
+    printf("# compile: %.2f ms, plan %.2f, llvm %.2f, load %.2f; %d by the JIT, %d ahead\n",
+           t.total_ms, t.plan_ms, t.ptx_ms, t.load_ms, t.jit_modules, t.ahead_modules);
+    assert_true(t.plan_ms > 0 && t.load_ms >= 0 && t.ptx_ms >= 0);
+    assert_true(t.plan_ms + t.ptx_ms + t.load_ms <= t.total_ms);
+    assert_true(llvm ? t.ptx_ms > 0 : t.ptx_ms == 0);
+    assert_int_equal(t.jit_modules, jit);
+    assert_int_equal(t.ahead_modules, ahead);
+}
+
 static void test_lone_kernel_ahead(void **state)
 {
     const Fake *f = *state;
@@ -229,10 +245,25 @@ static void test_lone_kernel_ahead(void **state)
         assert_int_equal(f->loads() - loads, cases[i].loads);
         assert_int_equal(compiled, cases[i].compiles);
         assert_int_equal(after.started - before.started, 0);
+        bool by_nvjitlink = cases[i].ptx_jit && strcmp(cases[i].ptx_jit, "nvjitlink") == 0;
+        expect_times(ex, by_nvjitlink ? 0 : cases[i].loads, by_nvjitlink ? cases[i].loads : 0,
+                     true);
         astitch_executable_destroy(ex);
     }
     expect_ok(f, astitch_context_set_option(f->ctx, "ptx_jit", NULL));
     compile_cache_reset();
+    /* the reference target compiles nothing: no times; NULL arguments refused */
+    astitch_compile_options o;
+    astitch_compile_options_default(&o);
+    o.target = ASTITCH_TARGET_REFERENCE;
+    astitch_executable *ref = NULL;
+    expect_ok(f, astitch_compile(g, &o, &ref));
+    astitch_compile_times t = {.total_ms = -1};
+    expect_ok(f, astitch_executable_compile_times(ref, &t));
+    assert_true(t.total_ms == 0 && t.plan_ms == 0 && t.jit_modules == 0);
+    assert_int_equal(astitch_executable_compile_times(ref, NULL), ASTITCH_ERR_ARGUMENT);
+    assert_int_equal(astitch_executable_compile_times(NULL, &t), ASTITCH_ERR_ARGUMENT);
+    astitch_executable_destroy(ref);
     astitch_graph_destroy(g);
 }
 
@@ -386,10 +417,14 @@ static void test_bound_search(void **state)
         if (cases[i].ptx_jit) { /* the driver: every module by its JIT */
             assert_int_equal(ptxas_compiles(f) - ptxas, 0);
             assert_int_equal(after.started - before.started, 0);
-        } else { /* every module taken from a job of ptxas, the trial's too */
+        } else { /* every module taken from a job of ptxas, the trial's too; the jobs that
+                  * helper threads started for the forms ended with the compile */
             assert_int_equal(ptxas_compiles(f) - ptxas, after.started - before.started);
             assert_int_equal(after.taken - before.taken, COLUMN_SUMS_RUNS);
+            assert_int_equal(after.live, 0);
         }
+        expect_times(x, cases[i].ptx_jit ? COLUMN_SUMS_RUNS : 0,
+                     cases[i].ptx_jit ? 0 : COLUMN_SUMS_RUNS, true);
         time_runs(f, COLUMN_SUMS_RUNS, 2.0f, cases[i].trial_wins ? 1 : 0);
         run_plain(f, x);
         expect_ok(f, astitch_executable_variant(x, &v));
@@ -417,6 +452,7 @@ static void test_bound_search(void **state)
         assert_int_equal(v.ntrials, 0);
         assert_null(x->alt);
         assert_int_equal(f->loads() - loads, 1);
+        expect_times(x, 1, 0, false);
         assert_int_equal(lk.bound, cases[i].trial_wins ? 128 : 80);
         astitch_executable_destroy(x);
         cubin_jobs_wait_running();

@@ -132,6 +132,26 @@ ASTITCH_API const char *astitch_variant_form_name(int i);
 ASTITCH_API astitch_status astitch_executable_variant(const astitch_executable *x,
                                                       astitch_variant_info *out);
 
+/* Where astitch_compile's time went for x: wall milliseconds of the calling thread, the
+ * variant search's forms included. Work done meanwhile on other threads or processes (modules
+ * compiled ahead) shows only where this thread waited for it, in load_ms. */
+typedef struct astitch_compile_times {
+    double total_ms; /* astitch_compile, from entry to return */
+    double plan_ms;  /* planning: the executable's plan and its forms' */
+    double ptx_ms;   /* plans to PTX (LLVM), with the wait for the variant search's helper
+                      * threads doing the same; 0 for plans found in the compile cache */
+    double load_ms;  /* PTX to loaded modules: the driver's JIT, or the wait for and load of a
+                      * module compiled ahead; the rest of total_ms is the host side (views,
+                      * buffers, the dots' cuBLASLt set-up) */
+    int jit_modules;   /* modules the driver's JIT compiled in this thread */
+    int ahead_modules; /* modules loaded from a cubin: compiled ahead, or by nvJitLink */
+} astitch_compile_times;
+
+/* Fills *out for x (all zero for the reference target). ASTITCH_ERR_ARGUMENT for a NULL
+ * argument. */
+ASTITCH_API astitch_status astitch_executable_compile_times(const astitch_executable *x,
+                                                            astitch_compile_times *out);
+
 /* What the cuda target loaded for kernel k of x's plan. The plan's register bound is an
  * assumption: a kernel of a block per tile whose compiled form spills at it is loaded again with
  * a higher bound, and `bound` says which one it runs with; a kernel whose grid must be resident

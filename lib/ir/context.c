@@ -128,6 +128,15 @@ astitch_status ctx_failv(astitch_context *ctx, astitch_status s, const char *fmt
     return s;
 }
 
+void ctx_shadow(const astitch_context *ctx, astitch_context *out)
+{
+    memset(out, 0, sizeof *out);
+    out->error_node = ASTITCH_NO_NODE;
+    out->custom = ctx->custom;
+    out->ncustom = ctx->ncustom;
+    out->config = ctx->config;
+}
+
 astitch_status ctx_fail(astitch_context *ctx, astitch_status s, const char *fmt, ...)
 {
     va_list ap;

@@ -118,6 +118,10 @@ bool dtype_is_valid(astitch_dtype t);
 astitch_status ctx_fail(astitch_context *ctx, astitch_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 astitch_status ctx_failv(astitch_context *ctx, astitch_status s, const char *fmt, va_list ap);
+/* *out: a context for work another thread does on ctx's behalf: an error of its own, ctx's
+ * switches and custom ops borrowed (ctx must outlive it, unchanged). Never passed to
+ * astitch_context_destroy: it owns nothing. */
+void ctx_shadow(const astitch_context *ctx, astitch_context *out);
 /* After ctx_fail: the failure concerns node `node` (of the graph the failing call was given;
  * ctx_error_node_into translates from a copy) or place line:column of a graph.json text. */
 void ctx_error_at_node(astitch_context *ctx, int32_t node);

@@ -18,6 +18,7 @@
 
 #include "codegen/compile.h"
 #include "compile_cache.h"
+#include "compile_clock.h"
 #include "ir/config.h"
 #include "ir/ir.h"
 
@@ -240,6 +241,16 @@ static void store(const CacheKey *k, const char *text, size_t n)
 
 /* ---- entry points -------------------------------------------------------------------------- */
 
+/* compile_ptx, its time added to CLOCK_PTX. */
+static astitch_status clocked_compile_ptx(astitch_context *ctx, const astitch_plan *p, int sm,
+                                          bool as_parts, char **ptx)
+{
+    double t = compile_clock_now();
+    astitch_status s = compile_ptx(ctx, p, sm, as_parts, ptx);
+    compile_clock_add(CLOCK_PTX, t);
+    return s;
+}
+
 /* The compile cache's switch in the context of p's graph. */
 static bool cache_on(const astitch_plan *p)
 {
@@ -252,11 +263,11 @@ astitch_status cached_compile_ptx(astitch_context *ctx, const astitch_plan *p, i
     *ptx = NULL;
     CacheKey k;
     if (!cache_on(p) || !key_make("ptx", p, sm, as_parts, &k))
-        return compile_ptx(ctx, p, sm, as_parts, ptx);
+        return clocked_compile_ptx(ctx, p, sm, as_parts, ptx);
     astitch_status s = ASTITCH_OK;
     if (!(*ptx = lookup(&k))) {
         bump(&mem.stats.misses);
-        s = compile_ptx(ctx, p, sm, as_parts, ptx);
+        s = clocked_compile_ptx(ctx, p, sm, as_parts, ptx);
         if (s == ASTITCH_OK)
             store(&k, *ptx, strlen(*ptx));
     }

@@ -1,9 +1,10 @@
 /* cubin_jobs.c: compiles started ahead on worker threads, by nvJitLink or a ptxas process,
  * found again by their PTX text (nvjitlink.h). One list under one mutex holds the jobs; a take
- * copies a finished job's cubin (two forms of a search may have the same module). A job leaves the list when the
- * thread that started it ends its jobs: freed then if its compile is over, else by its own
- * (detached) thread when it is. An exit handler waits for the compiles still running, so that
- * none is inside nvJitLink (or waits on ptxas) while the process tears the library down. */
+ * copies a finished job's cubin (two forms of a search may have the same module). A job leaves
+ * the list when its owner (the thread that started it, or the one it was started for) ends its
+ * jobs: freed then if its compile is over, else by its own (detached) thread when it is. An
+ * exit handler waits for the compiles still running, so that none is inside nvJitLink (or
+ * waits on ptxas) while the process tears the library down. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,7 +18,7 @@ enum { MAX_JOBS = 16 };
 
 typedef struct CubinJob {
     struct CubinJob *next;
-    pthread_t thread, starter;
+    pthread_t thread, owner; /* owner: the thread whose cubin_jobs_end_mine ends it */
     char *ptx;
     uint64_t hash;
     int sm;
@@ -98,6 +99,11 @@ static CubinJob *find(const char *ptx, uint64_t h, int sm, CubinCompiler by)
 
 void cubin_job_start(const char *ptx, int sm, CubinCompiler by)
 {
+    cubin_job_start_for(ptx, sm, by, pthread_self());
+}
+
+void cubin_job_start_for(const char *ptx, int sm, CubinCompiler by, pthread_t owner)
+{
     if (!ptx || !(by == CUBIN_BY_PTXAS ? ptxas_jit_path() : nvjitlink_path()))
         return;
     uint64_t h = hash_of(ptx);
@@ -111,7 +117,7 @@ void cubin_job_start(const char *ptx, int sm, CubinCompiler by)
     j->hash = h;
     j->sm = sm;
     j->by = by;
-    j->starter = pthread_self();
+    j->owner = owner;
     pthread_once(&exit_once, register_exit);
     pthread_attr_t attr;
     bool start = pthread_attr_init(&attr) == 0;
@@ -178,7 +184,7 @@ void cubin_jobs_end_mine(void)
     pthread_mutex_lock(&jobs.lock);
     for (CubinJob **at = &jobs.list; *at;) {
         CubinJob *j = *at;
-        if (!pthread_equal(j->starter, me)) {
+        if (!pthread_equal(j->owner, me)) {
             at = &j->next;
             continue;
         }
@@ -206,6 +212,7 @@ CubinJobStats cubin_job_stats(void)
 {
     pthread_mutex_lock(&jobs.lock);
     CubinJobStats s = jobs.stats;
+    s.live = jobs.n;
     pthread_mutex_unlock(&jobs.lock);
     return s;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compile_clock.h"
 #include "cuda_driver.h"
 #include "ir/config.h"
 #include "ir/ir.h"
@@ -164,6 +165,8 @@ astitch_status cuda_module_load(astitch_context *ctx, const CudaDevice *dev, con
     Cubin c;
     CubinCompiler by;
     int sm = dev->info.cc_major * 10 + dev->info.cc_minor;
+    double t = compile_clock_now();
+    bool jit = false;
     if (mode == CONFIG_PTX_JIT_NVJITLINK) {
         s = load_by_nvjitlink(ctx, dev, ptx, m);
     } else {
@@ -175,9 +178,14 @@ astitch_status cuda_module_load(astitch_context *ctx, const CudaDevice *dev, con
         }
         if (refused) /* the driver's JIT from now on, for this module too */
             atomic_store(&ptxas_refused, true);
-        if (s != ASTITCH_OK)
+        if (s != ASTITCH_OK) {
             s = load_by_driver(ctx, dev, ptx, m);
+            jit = true;
+        }
     }
+    compile_clock_add(CLOCK_LOAD, t);
+    if (s == ASTITCH_OK)
+        compile_clock_module(jit);
     if (s != ASTITCH_OK) {
         free(m);
         return s;

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compile_clock.h"
 #include "nvjitlink.h"
 #include "runtime.h"
 
@@ -239,7 +240,7 @@ int exec_split_inits(const astitch_plan *p, int k, SplitInit *out, int n)
 static astitch_status plan_and_layout(astitch_executable *x, const astitch_device *dev,
                                       const astitch_plan_options *po)
 {
-    astitch_status s = astitch_plan_create(x->g, dev, po, &x->plan);
+    astitch_status s = clocked_plan_create(x->g, dev, po, &x->plan);
     if (s != ASTITCH_OK)
         return s;
     x->g = x->plan->graph; /* the plan's own rewritten copy, when it made one */
@@ -285,6 +286,7 @@ astitch_status astitch_compile(astitch_graph *g, const astitch_compile_options *
     astitch_executable *x = calloc(1, sizeof *x);
     if (!x)
         return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "out of memory");
+    compile_clock_start(&x->times);
     x->ctx = g->ctx;
     x->g = g;
     x->target = o->target;
@@ -293,6 +295,8 @@ astitch_status astitch_compile(astitch_graph *g, const astitch_compile_options *
     astitch_graph *run_g = x->views ? views_graph(x->views) : g; /* the graph x runs */
     x->g = run_g;
     if (x->target == ASTITCH_TARGET_REFERENCE) {
+        compile_clock_stop(&x->times);
+        x->times = (astitch_compile_times){0};
         *out = x;
         return ASTITCH_OK;
     }
@@ -336,10 +340,12 @@ astitch_status astitch_compile(astitch_graph *g, const astitch_compile_options *
         goto fail;
     x->dot_search = search;
     cubin_jobs_end_mine();
+    compile_clock_stop(&x->times);
     *out = x;
     return ASTITCH_OK;
 fail:
     cubin_jobs_end_mine();
+    compile_clock_stop(&x->times);
     if (x->plan) /* a failure naming a node of the plan's own copy names it in g */
         ctx_error_node_into(g->ctx, x->plan->graph, g);
     astitch_executable_destroy(x);
@@ -379,6 +385,15 @@ int astitch_executable_host_compute_ops(const astitch_executable *x)
              !(x->target == ASTITCH_TARGET_CUDA &&
                exec_cuda_compute_on_gpu(x, x->plan->step[i].index));
     return n;
+}
+
+astitch_status astitch_executable_compile_times(const astitch_executable *x,
+                                                astitch_compile_times *out)
+{
+    if (!x || !out)
+        return ASTITCH_ERR_ARGUMENT;
+    *out = x->times;
+    return ASTITCH_OK;
 }
 
 astitch_target astitch_executable_target(const astitch_executable *x)

@@ -151,20 +151,19 @@ static char *raised_ptx(const astitch_plan *p, const char *ptx)
     return next > 0 ? compile_ptx_with_maxnreg(ptx, name, next) : NULL;
 }
 
-void exec_cuda_compile_ahead(astitch_executable *x, const astitch_plan *p)
+void exec_cuda_compile_ahead(astitch_context *ctx, int sm, const astitch_plan *p,
+                             pthread_t owner)
 {
     char *ptx;
-    int sm = exec_cuda_sm(x);
     CubinCompiler by;
-    if (!cuda_module_compiles_ahead(x->ctx, &by) ||
-        cached_compile_ptx(x->ctx, p, sm, false, &ptx))
+    if (!cuda_module_compiles_ahead(ctx, &by) || cached_compile_ptx(ctx, p, sm, false, &ptx))
         return;
     /* p's module, and the module of raised_ptx where there is one */
     char *guess = raised_ptx(p, ptx), *text = NULL;
     const char *want[2] = {ptx, guess};
     for (int i = 0; i < 2; i++)
         if (want[i] && module_text(p, want[i], &text)) {
-            cubin_job_start(text ? text : want[i], sm, by);
+            cubin_job_start_for(text ? text : want[i], sm, by, owner);
             free(text);
         }
     free(guess);

@@ -20,6 +20,7 @@
 #ifndef ASTITCH_NVJITLINK_H
 #define ASTITCH_NVJITLINK_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -58,6 +59,9 @@ typedef enum CubinCompiler { CUBIN_BY_NVJITLINK, CUBIN_BY_PTXAS } CubinCompiler;
  * same text, sm and compiler lives. A job can be taken until the thread that started it
  * calls cubin_jobs_end_mine. */
 void cubin_job_start(const char *ptx, int sm, CubinCompiler by);
+/* cubin_job_start for a job that thread `owner` ends (its cubin_jobs_end_mine), started from
+ * another thread working on its behalf. */
+void cubin_job_start_for(const char *ptx, int sm, CubinCompiler by, pthread_t owner);
 /* A copy of the cubin of a living job of this text, sm and compiler, waiting for its compile
  * to end. False (*out empty) when there is no such job, its compile failed, or memory ran
  * out; the caller then compiles itself, for the error's sake too. */
@@ -68,10 +72,11 @@ bool cubin_job_take(const char *ptx, int sm, CubinCompiler by, Cubin *out);
 void cubin_jobs_end_mine(void);
 /* Waits until no job's compile runs, ended jobs' included (at exit; for tests). */
 void cubin_jobs_wait_running(void);
-/* Since the process began: jobs started, cubins taken, and jobs ended that nobody took
- * (for tests). */
+/* Since the process began: jobs started, cubins taken, and jobs ended that nobody took; and
+ * the jobs in the list now, not yet ended (for tests). */
 typedef struct CubinJobStats {
     long started, taken, untaken;
+    int live;
 } CubinJobStats;
 CubinJobStats cubin_job_stats(void);
 

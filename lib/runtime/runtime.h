@@ -15,12 +15,14 @@
  *   variant.c      the variant search: the forms of a plan the cost model cannot rank,
  *                  timed at the first run (docs/codegen.md, *Variant search*)
  *   compile_cache*.c  the PTX cache and the search's choices (compile_cache.h)
+ *   compile_clock.c   where a compile's time goes (compile_clock.h)
  *   simt*.c        the host SIMT runtime (simt.h)
  *   cuda_*.c       the CUDA driver, loaded with dlopen (cuda_driver.h)
  */
 #ifndef ASTITCH_RUNTIME_PRIVATE_H
 #define ASTITCH_RUNTIME_PRIVATE_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -96,6 +98,7 @@ struct astitch_executable {
                             * (astitch_compile_options.caller_workspace) */
     ViewOutputs *views;    /* outputs left as views (view_outputs), or NULL: x->g's outputs
                             * are then the caller's */
+    astitch_compile_times times; /* where astitch_compile's time went (compile_clock.h) */
 };
 
 /* exec.c */
@@ -126,11 +129,11 @@ void views_fill_host(const ViewOutputs *v, const void *const *inputs, void *cons
 /* The most executables the search times at once: each form, and each form's bound trial. */
 enum { VARIANT_RUNS = 2 * ASTITCH_VARIANT_FORMS };
 /* After x was planned from g under po for dev (cuda), before it is prepared: where another
- * form will be built (every form, or the recorded choice), nvJitLink compiles ahead, and the compile cache
- * keeps PTX for the builds to find it again, the LLVM step of x's plan and of each other form
- * runs here, one after another, and each module starts compiling on a worker thread as soon
- * as its PTX is there (exec_cuda_compile_ahead). Nothing fails here: what is not started is
- * compiled where it is loaded. */
+ * form will be built (every form, or the recorded choice), modules compile ahead, and the
+ * compile cache keeps PTX for the builds to find it again, the LLVM steps of x's plan and of
+ * each other form run here, at once on this thread and up to two helper threads, and each
+ * module starts compiling ahead as soon as its PTX is there (exec_cuda_compile_ahead). Nothing
+ * fails here: what is not started is compiled where it is loaded. */
 void exec_variant_ahead(astitch_executable *x, astitch_graph *g, const astitch_device *dev,
                         const astitch_plan_options *po);
 /* After x was built from g under po for dev (cuda): when another form of the search applies
@@ -198,10 +201,13 @@ astitch_status exec_cuda_prepare(astitch_executable *x);
  * the L2 (inputs out of the cache), and gives the fastest of each one's last three runs in
  * us[i], synchronizing. */
 int exec_cuda_sm(const astitch_executable *x);
-/* exec_cuda_load.c: plan p's module (a form of x's graph for x's device) starts compiling on a
- * worker thread (cubin_job_start), and the module of its next register bound where that can be
- * guessed; nothing where x's context compiles nothing ahead (cuda_module_compiles_ahead). */
-void exec_cuda_compile_ahead(astitch_executable *x, const astitch_plan *p);
+/* exec_cuda_load.c: plan p's PTX for sm_<sm> (through the compile cache, LLVM in the calling
+ * thread), then its module starts compiling on a worker thread for thread `owner`
+ * (cubin_job_start_for), and the module of its next register bound where that can be guessed;
+ * nothing where ctx compiles nothing ahead (cuda_module_compiles_ahead). ctx may be a shadow
+ * of the compile's context (ctx_shadow), so that several threads run this at once. */
+void exec_cuda_compile_ahead(astitch_context *ctx, int sm, const astitch_plan *p,
+                             pthread_t owner);
 astitch_status exec_cuda_capturing(astitch_executable *x, void *stream, bool *capturing);
 astitch_status exec_cuda_time_forms(astitch_executable *const *x, int n, const uint64_t *in,
                                     const uint64_t *out, void *stream, double *us);

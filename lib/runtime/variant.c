@@ -12,10 +12,12 @@
  * capture). The search never fails a compile or a run of its own: a form that cannot be built
  * is left out, and a timing that fails leaves the default form alone (state NONE).
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "compile_cache.h"
+#include "compile_clock.h"
 #include "cublaslt.h"
 #include "exec_cuda.h"
 #include "ir/config.h"
@@ -99,7 +101,7 @@ static void applicable_forms(astitch_graph *g, const astitch_device *dev,
             continue;
         astitch_plan_options o = form_options(po, f);
         astitch_plan *p = NULL;
-        if (astitch_plan_create(g, dev, &o, &p) != ASTITCH_OK)
+        if (clocked_plan_create(g, dev, &o, &p) != ASTITCH_OK)
             continue; /* a form that cannot be planned is left out */
         if ((!forms[f].column_sums_in_rows || plan_has_across(p)) && (text[f] = kernels_text(p))) {
             want[f] = true;
@@ -142,6 +144,33 @@ static astitch_status build_form(astitch_executable *x, astitch_graph *g, const 
     return ASTITCH_OK;
 }
 
+/* The LLVM steps of exec_variant_ahead: the plans to compile, x's first (the calling thread's,
+ * whose module loads first), the others taken in order by the calling thread when done with
+ * it and by up to AHEAD_HELPERS helper threads, each with a shadow of the context. Two
+ * helpers: on an H200 machine's host (16 cores), the driver's JIT of one module ran as fast
+ * beside one or two ptxas processes and 1.6 times slower beside four (bench/RESULTS.md). */
+enum { AHEAD_HELPERS = 2 };
+
+typedef struct Ahead {
+    const astitch_context *ctx;
+    int sm;
+    pthread_t owner;
+    const astitch_plan *plan[ASTITCH_VARIANT_FORMS];
+    int nplan;
+    atomic_int next; /* the next plan to take */
+} Ahead;
+
+/* Takes plans from a until none is left, each to PTX and its modules started. */
+static void *ahead_work(void *arg)
+{
+    Ahead *a = arg;
+    astitch_context shadow;
+    ctx_shadow(a->ctx, &shadow);
+    for (int i; (i = atomic_fetch_add(&a->next, 1)) < a->nplan;)
+        exec_cuda_compile_ahead(&shadow, a->sm, a->plan[i], a->owner);
+    return NULL;
+}
+
 void exec_variant_ahead(astitch_executable *x, astitch_graph *g, const astitch_device *dev,
                         const astitch_plan_options *po)
 {
@@ -156,16 +185,30 @@ void exec_variant_ahead(astitch_executable *x, astitch_graph *g, const astitch_d
     if (n == 0 || choice == 0)
         return; /* x's module alone: it compiles where it loads */
     bool one = choice > 0 && choice < ASTITCH_VARIANT_FORMS && want[choice];
-    exec_cuda_compile_ahead(x, x->plan);
+    Ahead a = {.ctx = x->ctx, .sm = exec_cuda_sm(x), .owner = pthread_self(),
+               .plan = {x->plan}, .nplan = 1};
+    astitch_plan *made[ASTITCH_VARIANT_FORMS] = {NULL};
     for (int f = 1; f < ASTITCH_VARIANT_FORMS; f++) {
         if (!want[f] || (one && f != choice))
             continue; /* as exec_variant_prepare: the recorded choice alone, else every form */
         astitch_plan_options o = form_options(po, f);
-        astitch_plan *p = NULL;
-        if (astitch_plan_create(g, dev, &o, &p) == ASTITCH_OK)
-            exec_cuda_compile_ahead(x, p);
-        astitch_plan_destroy(p);
+        if (clocked_plan_create(g, dev, &o, &made[f]) == ASTITCH_OK)
+            a.plan[a.nplan++] = made[f];
     }
+    atomic_init(&a.next, 1);
+    pthread_t helper[AHEAD_HELPERS];
+    int helpers = 0;
+    while (helpers < AHEAD_HELPERS && helpers < a.nplan - 1 &&
+           pthread_create(&helper[helpers], NULL, ahead_work, &a) == 0)
+        helpers++;
+    exec_cuda_compile_ahead(x->ctx, a.sm, x->plan, a.owner);
+    ahead_work(&a);
+    double t = compile_clock_now();
+    for (int i = 0; i < helpers; i++)
+        pthread_join(helper[i], NULL);
+    compile_clock_add(CLOCK_PTX, t); /* the caller waits for LLVM */
+    for (int f = 0; f < ASTITCH_VARIANT_FORMS; f++)
+        astitch_plan_destroy(made[f]);
 }
 
 /* The variant state of x running its own plan as form f. */
