@@ -80,8 +80,8 @@ static LLVMMemoryBufferRef memo_find(const char *key)
     return buf;
 }
 
-/* Keeps lib's bitcode under key (takes key) while there is room; a failure only loses the
- * memo. */
+/* Keeps lib's bitcode under key (takes key) while there is room, unless another thread kept
+ * it first; a failure only loses the memo. */
 static void memo_keep(char *key, LLVMModuleRef lib)
 {
     LLVMMemoryBufferRef buf = LLVMWriteBitcodeToMemoryBuffer(lib);
@@ -92,6 +92,11 @@ static void memo_keep(char *key, LLVMModuleRef lib)
     if (buf)
         LLVMDisposeMemoryBuffer(buf);
     pthread_mutex_lock(&memo.lock);
+    for (int i = 0; i < memo.n && code; i++)
+        if (strcmp(memo.entry[i].key, key) == 0) {
+            free(code);
+            code = NULL;
+        }
     if (code && memo.n < MEMO_ENTRIES) {
         memo.entry[memo.n++] = (MemoEntry){key, code, len};
         key = NULL;
