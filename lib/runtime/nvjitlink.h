@@ -56,8 +56,8 @@ typedef enum CubinCompiler { CUBIN_BY_NVJITLINK, CUBIN_BY_PTXAS } CubinCompiler;
 /* Compiles ahead: a job starts compiling a copy of ptx for sm_<sm> with `by` on a thread of
  * its own, for whoever next needs that text's cubin (cuda_module_load). Nothing starts where
  * that compiler is missing, a thread cannot be made, 16 jobs live already, or a job of the
- * same text, sm and compiler lives. A job can be taken until the thread that started it
- * calls cubin_jobs_end_mine. */
+ * same text, sm and compiler lives. A job can be taken until its owner (the thread that
+ * started it, or the one named to cubin_job_start_for) calls cubin_jobs_end_mine. */
 void cubin_job_start(const char *ptx, int sm, CubinCompiler by);
 /* cubin_job_start for a job that thread `owner` ends (its cubin_jobs_end_mine), started from
  * another thread working on its behalf. */
