@@ -207,46 +207,40 @@ static int temp_file(char *path, size_t len, const char *suffix)
     return mkstemps(path, (int)strlen(suffix));
 }
 
-bool ptxas_assemble(const char *exe, const char *ptx, int sm, void **cubin, size_t *size,
-                    char **log, char *why, size_t len)
+/* One run of `exe -arch=sm_<sm> -v -o OUT IN`, IN a temporary file holding ptx, the output
+ * captured: OUT is a temporary file read back into *cubin (*size bytes, malloc'd; NULL when
+ * unreadable) where cubin is given, else /dev/null. *rc: the exit status (-1: not run); *log:
+ * the output (malloc'd; NULL when unreadable). False, with nothing to free and errno saying
+ * why, when a temporary file could not be made or written. */
+static bool run_ptxas(const char *exe, const char *ptx, int sm, int *rc, char **log,
+                      void **cubin, size_t *size)
 {
-    *cubin = NULL;
-    *size = 0;
+    *rc = -1;
     *log = NULL;
-    char in[4096], out[4096], out_log[4096], arch[32];
+    if (cubin) {
+        *cubin = NULL;
+        *size = 0;
+    }
+    char in[4096], out[4096] = "/dev/null", out_log[4096], arch[32];
     snprintf(arch, sizeof arch, "-arch=sm_%d", sm);
     int in_fd = temp_file(in, sizeof in, ".ptx");
-    int out_fd = in_fd >= 0 ? temp_file(out, sizeof out, ".cubin") : -1;
-    int log_fd = out_fd >= 0 ? temp_file(out_log, sizeof out_log, ".log") : -1;
-    bool ok = false;
-    if (log_fd < 0 || !write_all(in_fd, ptx, strlen(ptx))) {
-        snprintf(why, len, "temporary file in %s: %s", config_tmpdir(), strerror(errno));
-    } else {
+    int out_fd = in_fd >= 0 && cubin ? temp_file(out, sizeof out, ".cubin") : -1;
+    int log_fd = in_fd >= 0 && (out_fd >= 0 || !cubin) ? temp_file(out_log, sizeof out_log, ".log")
+                                                        : -1;
+    bool made = log_fd >= 0 && write_all(in_fd, ptx, strlen(ptx));
+    if (made) {
         char *argv[] = {(char *)exe, arch, "-v", "-o", out, in, NULL};
-        int rc = spawn_wait(argv, log_fd);
-        char *text = read_all(log_fd), *bin = NULL;
-        int cubin_fd = rc == 0 ? open(out, O_RDONLY) : -1; /* by name: ptxas may replace it */
-        struct stat st = {0};
-        if (cubin_fd >= 0) {
-            bin = fstat(cubin_fd, &st) == 0 ? read_all(cubin_fd) : NULL;
-            close(cubin_fd);
-        }
-        if (rc < 0)
-            snprintf(why, len, "cannot run %s", exe);
-        else if (rc != 0)
-            snprintf(why, len, "%s failed (exit %d): %s", exe, rc, text ? text : "");
-        else if (!text || !bin || st.st_size == 0)
-            snprintf(why, len, "%s: cannot read its cubin or output", exe);
-        else {
-            *cubin = bin;
+        *rc = spawn_wait(argv, log_fd);
+        *log = read_all(log_fd);
+        int cubin_fd = cubin && *rc == 0 ? open(out, O_RDONLY) : -1; /* by name: ptxas may
+                                                                        * replace the file */
+        struct stat st;
+        if (cubin_fd >= 0 && fstat(cubin_fd, &st) == 0 && (*cubin = read_all(cubin_fd)))
             *size = (size_t)st.st_size;
-            *log = text;
-            bin = text = NULL;
-            ok = true;
-        }
-        free(bin);
-        free(text);
+        if (cubin_fd >= 0)
+            close(cubin_fd);
     }
+    int saved = errno;
     const char *paths[3] = {in, out, out_log};
     int fds[3] = {in_fd, out_fd, log_fd};
     for (int i = 0; i < 3; i++)
@@ -254,6 +248,40 @@ bool ptxas_assemble(const char *exe, const char *ptx, int sm, void **cubin, size
             close(fds[i]);
             unlink(paths[i]);
         }
+    errno = saved;
+    return made;
+}
+
+bool ptxas_assemble(const char *exe, const char *ptx, int sm, void **cubin, size_t *size,
+                    char **log, char *why, size_t len)
+{
+    int rc;
+    char *text;
+    void *bin;
+    size_t n;
+    if (!run_ptxas(exe, ptx, sm, &rc, &text, &bin, &n)) {
+        snprintf(why, len, "temporary file in %s: %s", config_tmpdir(), strerror(errno));
+        *cubin = NULL;
+        *size = 0;
+        *log = NULL;
+        return false;
+    }
+    bool ok = rc == 0 && text && bin && n > 0;
+    if (rc < 0)
+        snprintf(why, len, "cannot run %s", exe);
+    else if (rc != 0)
+        snprintf(why, len, "%s failed (exit %d): %s", exe, rc, text ? text : "");
+    else if (!ok)
+        snprintf(why, len, "%s: cannot read its cubin or output", exe);
+    if (!ok) {
+        free(bin);
+        free(text);
+        bin = text = NULL;
+        n = 0;
+    }
+    *cubin = bin;
+    *size = n;
+    *log = text;
     return ok;
 }
 
@@ -264,36 +292,19 @@ astitch_status ptxas_run(astitch_context *ctx, const char *ptx, int sm, PtxasRep
     if (!exe)
         return ctx_fail(ctx, ASTITCH_ERR_UNSUPPORTED, "ptxas: not found in %s/bin nor on PATH",
                         cuda_toolkit_path());
-    const char *tmp = config_tmpdir();
-    char in[4096], log[4096], arch[32];
-    snprintf(arch, sizeof arch, "-arch=sm_%d", sm ? sm : 90);
-    int in_fd = temp_file(in, sizeof in, ".ptx");
-    int log_fd = in_fd >= 0 ? temp_file(log, sizeof log, ".log") : -1;
+    int rc;
     astitch_status st = ASTITCH_OK;
-    if (in_fd < 0 || log_fd < 0 || !write_all(in_fd, ptx, strlen(ptx))) {
-        st = ctx_fail(ctx, ASTITCH_ERR_IO, "ptxas: temporary file in %s: %s",
-                      tmp && *tmp ? tmp : "/tmp", strerror(errno));
-    } else {
-        char *argv[] = {exe, arch, "-v", "-o", "/dev/null", in, NULL};
-        int rc = spawn_wait(argv, log_fd);
-        r->log = read_all(log_fd);
-        if (rc < 0)
-            st = ctx_fail(ctx, ASTITCH_ERR_IO, "ptxas: cannot run %s", exe);
-        else if (!r->log)
-            st = ctx_fail(ctx, ASTITCH_ERR_IO, "ptxas: cannot read its output");
-        else if (rc != 0)
-            st = ctx_fail(ctx, ASTITCH_ERR_COMPILE, "ptxas failed (exit %d): %s", rc, r->log);
-        else if (!ptxas_parse(r->log, r))
-            st = ctx_fail(ctx, ASTITCH_ERR_MEMORY, "ptxas: out of memory");
-    }
-    if (in_fd >= 0) {
-        close(in_fd);
-        unlink(in);
-    }
-    if (log_fd >= 0) {
-        close(log_fd);
-        unlink(log);
-    }
+    if (!run_ptxas(exe, ptx, sm ? sm : 90, &rc, &r->log, NULL, NULL))
+        st = ctx_fail(ctx, ASTITCH_ERR_IO, "ptxas: temporary file in %s: %s", config_tmpdir(),
+                      strerror(errno));
+    else if (rc < 0)
+        st = ctx_fail(ctx, ASTITCH_ERR_IO, "ptxas: cannot run %s", exe);
+    else if (!r->log)
+        st = ctx_fail(ctx, ASTITCH_ERR_IO, "ptxas: cannot read its output");
+    else if (rc != 0)
+        st = ctx_fail(ctx, ASTITCH_ERR_COMPILE, "ptxas failed (exit %d): %s", rc, r->log);
+    else if (!ptxas_parse(r->log, r))
+        st = ctx_fail(ctx, ASTITCH_ERR_MEMORY, "ptxas: out of memory");
     free(exe);
     if (st && st != ASTITCH_ERR_COMPILE)
         ptxas_report_free(r);
