@@ -1,11 +1,11 @@
 /* test_ptxas.c: the PTX of every example and of many random graphs, planned for the h100 model
  * under fusion none, xla and stitch, each with the plan option column_vectors off and on,
- * assembled with `ptxas -arch=sm_90 -v`: every kernel assembles, uses at most the plan's
- * register bound, spills nothing and has no static shared memory (the shared memory the plan
- * sizes is dynamic, given at launch, and not in ptxas's count). ASTITCH_PTXAS_GRAPHS sets the
- * number of random graphs (default 120: fixed seeds 1..N-1 and one fresh seed, printed;
- * ASTITCH_FRESH_SEED replays one), and the fresh seeds that once failed run too. Exit
- * 77 (skip) when there is no ptxas. */
+ * assembled with `ptxas -arch=sm_90 -v`: every kernel assembles, uses at most its PTX's
+ * register bound (the plan's, or raised by ptx_raise_bounds), spills nothing and has no static
+ * shared memory (the shared memory the plan sizes is dynamic, given at launch, and not in
+ * ptxas's count). ASTITCH_PTXAS_GRAPHS sets the number of random graphs (default 120: fixed
+ * seeds 1..N-1 and one fresh seed, printed; ASTITCH_FRESH_SEED replays one), and the fresh
+ * seeds that once failed run too. Exit 77 (skip) when there is no ptxas. */
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -74,16 +74,17 @@ static int check_fusion(astitch_graph *g, astitch_fusion f, bool column_vectors,
         char name[64];
         compile_kernel_name(p, k, -1, name, sizeof name);
         const PtxasKernel *a = ptxas_kernel(&r, name);
+        int bound = compile_ptx_maxnreg(ptx, name); /* the plan's, or raised (ptx_pressure.c) */
         (*kernels)++;
         if (!a) {
             printf("FAIL %s fusion=%s kernel %s: not in the ptxas report\n", what, fname, name);
             failures++;
-        } else if (a->registers > pk->regs || a->spill_store_bytes || a->spill_load_bytes ||
-                   a->shared_bytes) {
-            printf("FAIL %s fusion=%s kernel %s (block %d, grid %d): registers %d vs bound %d, "
-                   "spill stores %d bytes, spill loads %d bytes, static shared %d bytes "
-                   "(dynamic %lld planned)\n",
-                   what, fname, name, pk->block, pk->grid, a->registers, pk->regs,
+        } else if (bound < pk->regs || a->registers > bound || a->spill_store_bytes ||
+                   a->spill_load_bytes || a->shared_bytes) {
+            printf("FAIL %s fusion=%s kernel %s (block %d, grid %d): registers %d vs bound %d "
+                   "(planned %d), spill stores %d bytes, spill loads %d bytes, static shared %d "
+                   "bytes (dynamic %lld planned)\n",
+                   what, fname, name, pk->block, pk->grid, a->registers, bound, pk->regs,
                    a->spill_store_bytes, a->spill_load_bytes, a->shared_bytes,
                    (long long)pk->shared_bytes);
             failures++;
@@ -275,6 +276,23 @@ static int spill_bytes(astitch_context *ctx, const char *ptx, const char *name)
     return bytes;
 }
 
+/* The PTX of graph g (file) under the default plan options for the h100 model, whose plan is
+ * *p; fails the test when either fails. */
+static char *default_ptx(astitch_graph *g, const char *file, astitch_plan **p)
+{
+    astitch_context *ctx = astitch_graph_context(g);
+    astitch_device dev;
+    astitch_device_builtin("h100", &dev);
+    astitch_plan_options po;
+    astitch_plan_options_default(&po);
+    char *ptx = NULL;
+    *p = NULL;
+    if (astitch_plan_create(g, &dev, &po, p) != ASTITCH_OK ||
+        compile_ptx(ctx, *p, 90, false, &ptx) != ASTITCH_OK)
+        fail_msg("%s: %s", file, astitch_last_error(ctx));
+    return ptx;
+}
+
 typedef struct LeanCount {
     int resident, lean;
 } LeanCount;
@@ -285,15 +303,8 @@ static int check_resident_lean(astitch_graph *g, const char *file, void *user)
 {
     LeanCount *c = user;
     astitch_context *ctx = astitch_graph_context(g);
-    astitch_device dev;
-    astitch_device_builtin("h100", &dev);
-    astitch_plan *p = NULL;
-    astitch_plan_options po;
-    astitch_plan_options_default(&po);
-    char *ptx = NULL;
-    if (astitch_plan_create(g, &dev, &po, &p) != ASTITCH_OK ||
-        compile_ptx(ctx, p, 90, false, &ptx) != ASTITCH_OK)
-        fail_msg("%s: %s", file, astitch_last_error(ctx));
+    astitch_plan *p;
+    char *ptx = default_ptx(g, file, &p);
     bool *want = calloc((size_t)p->nkernel + 1, sizeof *want), any = false;
     assert_non_null(want);
     for (int k = 0; k < p->nkernel; k++) {
@@ -329,6 +340,64 @@ static int check_resident_lean(astitch_graph *g, const char *file, void *user)
     return failures;
 }
 
+typedef struct RaiseCount {
+    int raised, kept;
+} RaiseCount;
+
+/* check of test_raised_bounds for graph g (file): each kernel compile_ptx gave a bound above
+ * the plan's spills at the plan's, and less at its own (the runtime relaxes the rest); returns
+ * the failures. */
+static int check_raised(astitch_graph *g, const char *file, void *user)
+{
+    RaiseCount *c = user;
+    astitch_context *ctx = astitch_graph_context(g);
+    astitch_plan *p;
+    char *ptx = default_ptx(g, file, &p);
+    int failures = 0;
+    for (int k = 0; k < p->nkernel; k++) {
+        char name[64];
+        compile_kernel_name(p, k, -1, name, sizeof name);
+        int bound = compile_ptx_maxnreg(ptx, name), planned = p->kernel[k].regs;
+        if (bound == planned) {
+            c->kept++;
+            continue;
+        }
+        c->raised++;
+        char *at_plan = compile_ptx_with_maxnreg(ptx, name, planned);
+        assert_non_null(at_plan);
+        int before = spill_bytes(ctx, at_plan, name), after = spill_bytes(ctx, ptx, name);
+        printf("%s kernel %s: %d live registers estimated, bound %d raised to %d: spills %d "
+               "bytes at %d, %d at %d\n", file, name, ptx_live_registers(ptx, name), planned,
+               bound, before, planned, after, bound);
+        if (before <= 0 || after < 0 || after >= before || bound < planned) {
+            printf("FAIL %s kernel %s: the raise is not needed, or spills no less\n", file,
+                   name);
+            failures++;
+        }
+        free(at_plan);
+    }
+    free(ptx);
+    astitch_plan_destroy(p);
+    return failures;
+}
+
+/* The suite's graphs and the examples: a kernel whose bound compile_ptx raised, where its
+ * estimated live registers passed the plan's bound (ptx_raise_bounds), spills at the plan's
+ * bound under ptxas and less at the raised one; and some are raised (softmax_backward,
+ * bert_base_bwd_attn_softmax: 8 bytes at 40 registers). */
+static void test_raised_bounds(void **state)
+{
+    (void)state;
+    RaiseCount c = {0};
+    int graphs = 0;
+    int failures = for_each_graph("bench/graphs", check_raised, &c, &graphs) +
+                   for_each_graph("examples", check_raised, &c, &graphs);
+    printf("raised bounds: %d graphs, %d kernels raised, %d at the plan's bound, %d failures\n",
+           graphs, c.raised, c.kept, failures);
+    assert_true(graphs >= 50 && c.raised >= 2);
+    assert_int_equal(failures, 0);
+}
+
 /* The suite's graphs and the examples as the cuda runtime loads them (exec_cuda_load.c,
  * lean_spills): a kernel whose grid must be resident and that spills at its bound is compiled
  * again in its lean form, which must not spill. A kernel of a block per tile that spills gets a
@@ -360,6 +429,7 @@ int main(void)
         cmocka_unit_test(test_examples),
         cmocka_unit_test(test_random_graphs),
         cmocka_unit_test(test_resident_lean),
+        cmocka_unit_test(test_raised_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

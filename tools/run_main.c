@@ -273,8 +273,9 @@ static void note_loaded_kernels(const astitch_executable *x)
             continue;
         if (lk.bound != lk.planned_bound)
             fprintf(stderr, "astitch-run: note: kernel %s runs with a bound of %d registers "
-                            "instead of the planned %d (it spilled there, or ran slower: "
-                            "variant search) (%d used, %d blocks per SM)\n",
+                            "instead of the planned %d (its code needs more registers, "
+                            "it spilled there, or it ran slower: variant search) (%d used, "
+                            "%d blocks per SM)\n",
                     info.name, lk.bound, lk.planned_bound, lk.regs, lk.blocks_per_sm);
         if (lk.lean)
             fprintf(stderr, "astitch-run: note: kernel %s spilled at its %d registers, which "

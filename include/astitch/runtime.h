@@ -159,7 +159,9 @@ ASTITCH_API astitch_status astitch_executable_compile_times(const astitch_execut
  * instead, one element per iteration of its walks (docs/codegen.md, *Targets*). */
 typedef struct astitch_loaded_kernel {
     int regs;           /* registers per thread, as compiled */
-    int bound;          /* the register bound it was compiled with (the plan's, or relaxed) */
+    int bound;          /* the register bound it was compiled with: the plan's, raised where
+                         * the code's estimated live registers passed it, or relaxed after a
+                         * spill (docs/codegen.md, *Targets*) */
     int planned_bound;  /* the plan's (astitch_kernel_info.regs) */
     long local_bytes;   /* local memory per thread (spills): 0 unless even the last bound spilled */
     int blocks_per_sm;  /* resident blocks per SM at that register count */

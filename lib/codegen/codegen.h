@@ -11,6 +11,8 @@
  *   host_symbols.c  what host kernels may call: primitives -> the SIMT runtime
  *                   (lib/runtime/simt.h), math -> libm
  *   ptxas.c         runs `ptxas -v` on PTX text and reads registers, spills, shared memory
+ *   ptx_pressure.c  the registers a PTX kernel keeps live, estimated from its text; register
+ *                   bounds raised where the estimate says they would spill
  *
  * Modules. A kernel module holds kernels `void name(ptr, ..., ptr)` that reach everything
  * target-specific through the primitives of prims.h and the math functions below, declared
@@ -224,6 +226,20 @@ bool ptxas_parse(const char *log, PtxasReport *r);
 /* The entry of kernel name in r, NULL when absent. */
 const PtxasKernel *ptxas_kernel(const PtxasReport *r, const char *name);
 void ptxas_report_free(PtxasReport *r); /* accepts NULL; leaves *r empty */
+
+/* ---- ptx_pressure.c ---------------------------------------------------------------------- */
+
+/* The most 32-bit registers kernel `name` of PTX text ptx keeps live at once in program order
+ * (a register from its first mention to its last, one live into a loop to the loop's end;
+ * predicates free, 64-bit registers two): an estimate of what ptxas needs, before ptxas. -1
+ * when the kernel is not there or memory runs out. */
+int ptx_live_registers(const char *ptx, const char *name);
+/* Raises, in *ptx (p's whole kernels from compile_ptx, replaced), the register bound of each
+ * kernel of a block per tile holding rows in registers whose ptx_live_registers passes its
+ * bound by a margin, to the bound of one block fewer per SM (launch_next_regs): the bound the
+ * runtime would relax it to after it spilled, without compiling it twice. Fails only when out
+ * of memory. */
+astitch_status ptx_raise_bounds(astitch_context *ctx, const astitch_plan *p, char **ptx);
 
 /* ---- kernel emission (emit*.c) ----------------------------------------------------------- */
 

@@ -158,6 +158,8 @@ static astitch_status lower_ptx(astitch_context *ctx, const astitch_plan *p, int
         }
         NvptxOptions no = {.sm = sm, .kernel = ks, .nkernel = nfn};
         s = nvptx_compile(ctx, m, &no, ptx);
+        if (s == ASTITCH_OK && !as_parts)
+            s = ptx_raise_bounds(ctx, p, ptx);
     }
     free(ks);
     free(names);

@@ -56,6 +56,17 @@ int64_t launch_regs_for(const astitch_device *d, int64_t block, int64_t blocks)
     return regs;
 }
 
+int64_t launch_next_regs(const astitch_device *d, int64_t block, int64_t regs,
+                         int64_t blocks_per_sm)
+{
+    for (int64_t bps = blocks_per_sm - 1; bps >= 1; bps--) {
+        int64_t r = launch_regs_for(d, block, bps);
+        if (r > regs)
+            return r;
+    }
+    return 0;
+}
+
 astitch_status pass_launch(Planner *pl, PlanKernel *k, bool *smaller_wave)
 {
     const astitch_device *d = &pl->p->dev;

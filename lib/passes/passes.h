@@ -295,5 +295,10 @@ int64_t launch_regs_for(const astitch_device *d, int64_t block, int64_t blocks);
 /* How many blocks of `block` threads at `regs` registers each and `shared` bytes of shared
  * memory fit on an SM of d (the device's block and thread limits included). */
 int64_t launch_blocks_per_sm(const astitch_device *d, int64_t block, int64_t regs, int64_t shared);
+/* The register bound for a kernel of `block` threads at `regs` registers and `blocks_per_sm`
+ * resident blocks that gives up the fewest blocks per SM and still raises its registers (what
+ * a spilling kernel is relaxed to), or 0 when none does. */
+int64_t launch_next_regs(const astitch_device *d, int64_t block, int64_t regs,
+                         int64_t blocks_per_sm);
 
 #endif

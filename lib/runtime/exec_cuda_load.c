@@ -81,23 +81,10 @@ static astitch_status load_whole(astitch_executable *x, ExecCuda *c, const char 
     return s;
 }
 
-/* The register bound for a kernel of `block` threads compiled to `regs` registers at
- * `blocks_per_sm` resident blocks that gives up the fewest blocks per SM and still raises its
- * registers, or 0 when none does. */
-static int next_bound(const astitch_device *d, int block, int regs, int blocks_per_sm)
-{
-    for (int bps = blocks_per_sm - 1; bps >= 1; bps--) {
-        int64_t r = launch_regs_for(d, block, bps);
-        if (r > regs)
-            return (int)r;
-    }
-    return 0;
-}
-
-/* next_bound of compiled kernel k. */
+/* launch_next_regs of compiled kernel k. */
 static int relaxed_bound(const astitch_device *d, const CudaKernel *k)
 {
-    return next_bound(d, k->block, k->regs, k->blocks_per_sm);
+    return (int)launch_next_regs(d, k->block, k->regs, k->blocks_per_sm);
 }
 
 /* Whether relax_spills may raise kernel k's bound: a kernel of a block per tile. */
@@ -132,7 +119,7 @@ static int next_planned_bound(const astitch_plan *p, int k, int bound)
     const PlanKernel *pk = &p->kernel[k];
     int bps = bound > 0 ? (int)launch_blocks_per_sm(&p->dev, pk->block, bound, pk->shared_bytes)
                         : 0;
-    return bps > 0 ? next_bound(&p->dev, pk->block, bound, bps) : 0;
+    return bps > 0 ? (int)launch_next_regs(&p->dev, pk->block, bound, bps) : 0;
 }
 
 /* ptx with p's bound_kernel at its next bound, where ptx holds it at the planned bound (not a
