@@ -16,8 +16,10 @@
  *                  in its combines; with the wide_rows option such rows take the lanes of
  *                  the goal instead: a choice the variant search times), and at least the lanes
  *                  whose vectors fill a 128-byte line (short rows: a thread then takes
- *                  several tiles at once, see plan_resident_tiles). Longer rows are streamed:
- *                  lanes grow with the row (about four elements per lane, up to the block).
+ *                  several tiles at once, see plan_resident_tiles), at most
+ *                  RESIDENT_LANES_MAX (rows past 4096 elements: up to LANE_ELEMENTS_MAX each).
+ *                  Longer rows are streamed: lanes grow with the row (about four elements per
+ *                  lane, up to the block).
  *                  Short rows are packed several per block (horizontal packing). When there
  *                  are fewer row tiles than blocks per wave and streamed rows are longer than
  *                  a block, a row is split across blocks (task splitting) whose partial
@@ -119,6 +121,8 @@ static bool resident_layout(const astitch_mapping *m, const MapCtx *c, int64_t m
     while (v > 1 && k % v)
         v /= 2;
     int64_t t = pow2_ceil(ceil_div(k, LANE_ELEMENTS_GOAL));
+    if (t > RESIDENT_LANES_MAX) /* a long row: more than the goal per lane, up to the most */
+        t = RESIDENT_LANES_MAX;
     if (!c->wide_rows && t > warp && k <= warp * LANE_ELEMENTS_MAX)
         t = warp;
     int64_t line = ROW_LINE_BYTES / (v * (min_bytes > 0 ? min_bytes : 4)); /* short rows */

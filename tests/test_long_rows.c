@@ -1,0 +1,146 @@
+/* test_long_rows.c: rows of 4097 to 8192 elements (the hidden sizes of larger models: 5120,
+ * 6144, 8192) are resident at the most lanes a row takes (256), 20 to 32 elements per lane,
+ * planned for the h100 model; a row past 256 x 32 streams. Each plan also runs on the host
+ * target against the reference on fresh random inputs (RMSNorm in bf16 and f32, a layer norm,
+ * lengths that 256 lanes of vectors do not divide). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include <cmocka.h>
+
+#include "diff_check.h"
+
+static astitch_node to_f32(astitch_graph *g, astitch_node x, astitch_dtype t)
+{
+    return t == ASTITCH_F32 ? x : astitch_convert(g, x, ASTITCH_F32);
+}
+
+/* weight * x * rsqrt(mean(x^2) + eps) over the rows of x [rows, cols], in f32, output in t. */
+static astitch_graph *rms_norm(astitch_context *ctx, astitch_dtype t, int64_t rows, int64_t cols)
+{
+    astitch_graph *g = NULL;
+    assert_int_equal(astitch_graph_create(ctx, &g), ASTITCH_OK);
+    int64_t dims[2] = {rows, cols}, axis = 1, keep = 0, last = 1;
+    astitch_node x = to_f32(g, astitch_parameter(g, "x", t, 2, dims), t);
+    astitch_node w = to_f32(g, astitch_parameter(g, "weight", t, 1, &cols), t);
+    double inv = 1.0 / (double)cols, eps = 1e-6;
+    astitch_node ms = astitch_binary(g, ASTITCH_OP_MUL,
+                                     astitch_reduce(g, ASTITCH_REDUCE_SUM,
+                                                    astitch_binary(g, ASTITCH_OP_MUL, x, x), 1,
+                                                    &axis),
+                                     astitch_constant(g, ASTITCH_F32, 1, &rows, &inv, 1));
+    astitch_node rstd = astitch_unary(
+        g, ASTITCH_OP_RSQRT,
+        astitch_binary(g, ASTITCH_OP_ADD, ms, astitch_constant(g, ASTITCH_F32, 1, &rows, &eps, 1)));
+    astitch_node out = astitch_binary(
+        g, ASTITCH_OP_MUL,
+        astitch_binary(g, ASTITCH_OP_MUL, x, astitch_broadcast_in_dim(g, rstd, 2, dims, &keep)),
+        astitch_broadcast_in_dim(g, w, 2, dims, &last));
+    assert_int_equal(astitch_add_output(g, t == ASTITCH_F32 ? out : astitch_convert(g, out, t)),
+                     ASTITCH_OK);
+    return g;
+}
+
+/* (x - mean) * rstd over the rows of x [rows, cols] (f32), with the mean as a second output. */
+static astitch_graph *layer_norm(astitch_context *ctx, astitch_dtype t, int64_t rows,
+                                 int64_t cols)
+{
+    (void)t;
+    astitch_graph *g = NULL;
+    assert_int_equal(astitch_graph_create(ctx, &g), ASTITCH_OK);
+    int64_t dims[2] = {rows, cols}, axis = 1, keep = 0;
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, dims);
+    double inv = 1.0 / (double)cols, eps = 1e-5;
+    astitch_node n = astitch_constant(g, ASTITCH_F32, 1, &rows, &inv, 1);
+    astitch_node mean = astitch_binary(g, ASTITCH_OP_MUL,
+                                       astitch_reduce(g, ASTITCH_REDUCE_SUM, x, 1, &axis), n);
+    astitch_node d = astitch_binary(g, ASTITCH_OP_SUB, x,
+                                    astitch_broadcast_in_dim(g, mean, 2, dims, &keep));
+    astitch_node var = astitch_binary(
+        g, ASTITCH_OP_MUL,
+        astitch_reduce(g, ASTITCH_REDUCE_SUM, astitch_binary(g, ASTITCH_OP_MUL, d, d), 1, &axis),
+        n);
+    astitch_node rstd = astitch_unary(
+        g, ASTITCH_OP_RSQRT,
+        astitch_binary(g, ASTITCH_OP_ADD, var, astitch_constant(g, ASTITCH_F32, 1, &rows, &eps, 1)));
+    assert_int_equal(astitch_add_output(g, astitch_binary(g, ASTITCH_OP_MUL, d,
+                                                          astitch_broadcast_in_dim(
+                                                              g, rstd, 2, dims, &keep))),
+                     ASTITCH_OK);
+    assert_int_equal(astitch_add_output(g, mean), ASTITCH_OK);
+    return g;
+}
+
+typedef astitch_graph *(*Build)(astitch_context *ctx, astitch_dtype t, int64_t rows,
+                                int64_t cols);
+
+/* Plans build(t, rows, cols) for the h100 model: its first phase is resident with 256 lanes of
+ * `per_lane` elements (per_lane 0: streamed); then runs it on the host target against the
+ * reference. */
+static void check_rows(const char *what, Build build, astitch_dtype t, int64_t rows, int64_t cols,
+                       int64_t per_lane)
+{
+    astitch_context *ctx = NULL;
+    assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
+    astitch_graph *g = build(ctx, t, rows, cols);
+    if (astitch_graph_verify(g) != ASTITCH_OK)
+        fail_msg("%s: verify: %s", what, astitch_last_error(ctx));
+    astitch_compile_options o;
+    astitch_compile_options_default(&o);
+    o.target = ASTITCH_TARGET_HOST;
+    astitch_device model;
+    assert_int_equal(astitch_device_builtin("h100", &model), ASTITCH_OK);
+    o.device = &model;
+    astitch_plan *p = NULL;
+    assert_int_equal(astitch_plan_create(g, &model, &o.plan, &p), ASTITCH_OK);
+    astitch_phase_info ph;
+    assert_int_equal(astitch_plan_phase_info(p, 0, 0, &ph), ASTITCH_OK);
+    int64_t e = astitch_mapping_elements_per_thread(&ph.mapping);
+    printf("%s %s [%lld, %lld]: %s, %d lanes per row, %lld elements per lane\n", what,
+           astitch_dtype_name(t), (long long)rows, (long long)cols,
+           ph.resident ? "resident" : "streamed", ph.mapping.threads_per_row, (long long)e);
+    assert_int_equal(ph.resident, per_lane > 0);
+    if (per_lane > 0) {
+        assert_int_equal(ph.mapping.threads_per_row, 256);
+        assert_int_equal(e, per_lane);
+    }
+    astitch_plan_destroy(p);
+    uint64_t seed = diff_fresh_seed();
+    DiffResult r;
+    if (diff_run_with(g, &o, seed, &r) != ASTITCH_OK)
+        fail_msg("%s: run: %s", what, astitch_last_error(ctx));
+    printf("  host against the reference: seed %llu, worst normalized error %.3g\n",
+           (unsigned long long)seed, r.worst);
+    if (!r.ok)
+        fail_msg("%s (seed %llu): %s", what, (unsigned long long)seed, r.message);
+    astitch_graph_destroy(g);
+    astitch_context_destroy(ctx);
+}
+
+static void test_resident(void **state)
+{
+    (void)state;
+    check_rows("rmsnorm", rms_norm, ASTITCH_BF16, 6, 5120, 24);  /* 640 vectors of 8 */
+    check_rows("rmsnorm", rms_norm, ASTITCH_BF16, 3, 8192, 32);
+    check_rows("rmsnorm", rms_norm, ASTITCH_F32, 4, 6000, 24);   /* 1500 vectors of 4 */
+    check_rows("layernorm", layer_norm, ASTITCH_F32, 5, 8192, 32);
+    check_rows("layernorm", layer_norm, ASTITCH_F32, 3, 4098, 18); /* vectors of 2 */
+}
+
+static void test_streamed(void **state)
+{
+    (void)state;
+    check_rows("rmsnorm", rms_norm, ASTITCH_F32, 2, 8200, 0); /* 36 per lane: more than 32 */
+    check_rows("layernorm", layer_norm, ASTITCH_F32, 2, 9000, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_resident),
+        cmocka_unit_test(test_streamed),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
