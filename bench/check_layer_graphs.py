@@ -233,26 +233,30 @@ def check_bias_grads(args, rng):
 
 def check_rmsnorm_backward(args, rng):
     """dh against the finite-difference gradient of LlamaRMSNorm (the bf16 rounding of the
-    normalized value left out, as autograd leaves it), dweight against sum(dy * normalized)."""
-    path, g = load("llama2_7b_bwd_rmsnorm")
-    T, H = shape_of(g, "h")
-    eps = 1e-6
-    h = from_bf16_bits(to_bf16_bits(rng.standard_normal([T, H]) * 2)).astype(np.float64)
-    w = from_bf16_bits(to_bf16_bits(rng.standard_normal(H))).astype(np.float64)
-    inputs = {"dy": rng.standard_normal([T, H]), "h": h, "weight": w,
-              "rstd": 1 / np.sqrt((h * h).mean(1) + eps)}
-    out, dt, inp = run(args, path, g, inputs)
-    dy, rstd = inp["dy"], inp["rstd"]
+    normalized value left out, as autograd leaves it), dweight against sum(dy * normalized);
+    for Llama-2-7B, -13B and -70B (hidden 4096, 5120, 8192)."""
+    res = []
+    for name in ("llama2_7b_bwd_rmsnorm", "llama2_13b_bwd_rmsnorm", "llama2_70b_bwd_rmsnorm"):
+        path, g = load(name)
+        T, H = shape_of(g, "h")
+        eps = 1e-6
+        h = from_bf16_bits(to_bf16_bits(rng.standard_normal([T, H]) * 2)).astype(np.float64)
+        w = from_bf16_bits(to_bf16_bits(rng.standard_normal(H))).astype(np.float64)
+        inputs = {"dy": rng.standard_normal([T, H]), "h": h, "weight": w,
+                  "rstd": 1 / np.sqrt((h * h).mean(1) + eps)}
+        out, dt, inp = run(args, path, g, inputs)
+        dy, rstd = inp["dy"], inp["rstd"]
 
-    def fwd(x):
-        return w * x / np.sqrt((x * x).mean(1, keepdims=True) + eps)
-    v = rng.standard_normal([T, H])
-    fd = np.sum(dy * directional(fwd, h, v))
-    normed = from_bf16_bits(to_bf16_bits(h * rstd[:, None])).astype(np.float64)
-    return [("llama2_7b_bwd_rmsnorm: <dh, v> vs finite difference",
-             error(np.sum(out["dh"] * v), fd), "bf16"),
-            ("llama2_7b_bwd_rmsnorm: dweight vs sum(dy * normalized)",
-             error(out["dweight"], (dy * normed).sum(0)), "bf16")]
+        def fwd(x):
+            return w * x / np.sqrt((x * x).mean(1, keepdims=True) + eps)
+        v = rng.standard_normal([T, H])
+        fd = np.sum(dy * directional(fwd, h, v))
+        normed = from_bf16_bits(to_bf16_bits(h * rstd[:, None])).astype(np.float64)
+        res += [(f"{name}: <dh, v> vs finite difference",
+                 error(np.sum(out["dh"] * v), fd), "bf16"),
+                (f"{name}: dweight vs sum(dy * normalized)",
+                 error(out["dweight"], (dy * normed).sum(0)), "bf16")]
+    return res
 
 
 def check_silu_backward(args, rng):
@@ -427,7 +431,8 @@ def check_config():
     want = [("bert_base_fwd_attn_out_ln", "ln_eps", 1e-12), ("bert_base_fwd_attn_softmax",
             "sqrt_d", 8.0), ("gpt2_fwd_attn_out_ln", "ln_2_eps", 1e-5),
             ("gpt2_fwd_causal_softmax", "rsqrt_d", 0.125), ("llama2_7b_fwd_residual_rmsnorm",
-            "eps", 1e-6), ("vit_b16_fwd_embed_ln", "ln_eps", 1e-6),
+            "eps", 1e-6), ("llama2_13b_fwd_residual_rmsnorm", "eps", 1e-6),
+            ("llama2_70b_fwd_residual_rmsnorm", "eps", 1e-6), ("vit_b16_fwd_embed_ln", "ln_eps", 1e-6),
             ("vit_b16_fwd_attn_softmax", "sqrt_d", 8.0),
             ("bert_base_bwd_attn_softmax", "sqrt_d", 8.0), ("gpt2_block_fwd", "ln_1_eps", 1e-5),
             ("gpt2_block_fwd", "ln_2_eps", 1e-5), ("gpt2_block_fwd", "rsqrt_d", 0.125),

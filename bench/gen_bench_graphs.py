@@ -677,10 +677,11 @@ def llama_rmsnorm(g, p, h, weight, eps):
     return g.mul(p + "out", g.broadcast(weight + ".b", weight, s, [r]), normed)
 
 
-def llama_fwd_residual_rmsnorm(T=LLAMA_T, H=4096):
-    g = Graph("llama2_7b_fwd_residual_rmsnorm",
-              LLAMA + ". Forward, between the attention o_proj and the MLP's gate/up "
-              "projections: h = residual + o_proj output [4096, 4096] (bf16 add; the residual "
+def llama_fwd_residual_rmsnorm(T=LLAMA_T, H=4096, name="llama2_7b_fwd_residual_rmsnorm",
+                               model=LLAMA):
+    g = Graph(name,
+              model + ". Forward, between the attention o_proj and the MLP's gate/up "
+              f"projections: h = residual + o_proj output [{T}, {H}] (bf16 add; the residual "
               "stream, an output), then LlamaRMSNorm: h.to(float32), variance = mean(h^2), "
               "h * rsqrt(variance + 1e-6), .to(bf16), weight * that.")
     s = [T, H]
@@ -732,14 +733,14 @@ def llama_fwd_silu_gate(T=LLAMA_T, F=11008):
     return g
 
 
-def llama_bwd_rmsnorm(T=LLAMA_T, H=4096):
-    g = Graph("llama2_7b_bwd_rmsnorm",
-              LLAMA + ". Training backward of LlamaRMSNorm (llama_rmsnorm above) as autograd "
+def llama_bwd_rmsnorm(T=LLAMA_T, H=4096, name="llama2_7b_bwd_rmsnorm", model=LLAMA):
+    g = Graph(name,
+              model + ". Training backward of LlamaRMSNorm (llama_rmsnorm above) as autograd "
               "differentiates its ops, between the gradients of the next matmuls and of the "
-              "residual: dy [4096, 4096] (bf16), the saved input h (bf16) and rstd [4096] (f32); "
+              f"residual: dy [{T}, {H}] (bf16), the saved input h (bf16) and rstd [{T}] (f32); "
               "dweight = sum over tokens of dy * normalized (the bf16 product, summed in f32), "
               "dn = (dy * weight).to(float32), drstd = sum(dn * h) per token, dvar = -0.5 * "
-              "drstd * rstd^3, dh = dn * rstd + h * 2 * dvar / 4096, .to(bf16).")
+              f"drstd * rstd^3, dh = dn * rstd + h * 2 * dvar / {H}, .to(bf16).")
     s = [T, H]
     dy, h = g.parameter("dy", s, "bf16"), g.parameter("h", s, "bf16")
     rstd, w = g.parameter("rstd", [T]), g.parameter("weight", [H], "bf16")
@@ -758,6 +759,34 @@ def llama_bwd_rmsnorm(T=LLAMA_T, H=4096):
                g.mul("h_coef", hf, g.broadcast("coef.b", coef, s, [0])))
     g.output(g.convert("dh", dh, "bf16"), dweight)
     return g
+
+
+# Llama-2-13B and -70B: the same decoder layer at a wider hidden size, whose norms' rows (5120
+# and 8192 elements) are longer than any other region's here; their RMSNorm regions, forward and
+# backward, as above. Both models share Llama-2-7B's 4096-token context.
+LLAMA_13B = ("Llama-2-13B (hidden 5120, 40 heads x 128, intermediate 13824, RMSNorm eps 1e-6, "
+             "bf16 weights and activations) on one 4096-token sequence (prefill at its full "
+             "context); ops as Hugging Face's LlamaDecoderLayer, as for Llama-2-7B")
+LLAMA_70B = ("Llama-2-70B (hidden 8192, 64 query heads and 8 key/value heads x 128, intermediate "
+             "28672, RMSNorm eps 1e-6, bf16 weights and activations) on one 4096-token sequence "
+             "(prefill at its full context); ops as Hugging Face's LlamaDecoderLayer, as for "
+             "Llama-2-7B")
+
+
+def llama13b_fwd_residual_rmsnorm(T=LLAMA_T, H=5120):
+    return llama_fwd_residual_rmsnorm(T, H, "llama2_13b_fwd_residual_rmsnorm", LLAMA_13B)
+
+
+def llama13b_bwd_rmsnorm(T=LLAMA_T, H=5120):
+    return llama_bwd_rmsnorm(T, H, "llama2_13b_bwd_rmsnorm", LLAMA_13B)
+
+
+def llama70b_fwd_residual_rmsnorm(T=LLAMA_T, H=8192):
+    return llama_fwd_residual_rmsnorm(T, H, "llama2_70b_fwd_residual_rmsnorm", LLAMA_70B)
+
+
+def llama70b_bwd_rmsnorm(T=LLAMA_T, H=8192):
+    return llama_bwd_rmsnorm(T, H, "llama2_70b_bwd_rmsnorm", LLAMA_70B)
 
 
 def llama_bwd_silu_gate(T=LLAMA_T, F=11008):
@@ -1131,6 +1160,10 @@ LAYERS = [
     (llama_fwd_cross_entropy, lambda: llama_fwd_cross_entropy(8, 64)),
     (llama_bwd_cross_entropy, lambda: llama_bwd_cross_entropy(8, 64)),
     (resnet50_train_bwd_relu_bn, lambda: resnet50_train_bwd_relu_bn(2, 4, 3)),
+    (llama13b_fwd_residual_rmsnorm, lambda: llama13b_fwd_residual_rmsnorm(8, 40)),
+    (llama13b_bwd_rmsnorm, lambda: llama13b_bwd_rmsnorm(8, 40)),
+    (llama70b_fwd_residual_rmsnorm, lambda: llama70b_fwd_residual_rmsnorm(8, 64)),
+    (llama70b_bwd_rmsnorm, lambda: llama70b_bwd_rmsnorm(8, 64)),
 ]
 
 # The wholelayers suite (with examples/bert_layer.json); (full-size graph, small copy).
