@@ -229,6 +229,10 @@ void ptxas_report_free(PtxasReport *r); /* accepts NULL; leaves *r empty */
 
 /* ---- ptx_pressure.c ---------------------------------------------------------------------- */
 
+/* compile.c: where kernel `name`'s declaration in PTX text ptx starts (its name after
+ * `.entry `), or NULL. */
+const char *ptx_entry(const char *ptx, const char *name);
+
 /* The most 32-bit registers kernel `name` of PTX text ptx keeps live at once in program order
  * (a register from its first mention to its last, one live into a loop to the loop's end;
  * predicates free, 64-bit registers two): an estimate of what ptxas needs, before ptxas. -1
@@ -236,7 +240,7 @@ void ptxas_report_free(PtxasReport *r); /* accepts NULL; leaves *r empty */
 int ptx_live_registers(const char *ptx, const char *name);
 /* Raises, in *ptx (p's whole kernels from compile_ptx, replaced), the register bound of each
  * kernel of a block per tile holding rows in registers whose ptx_live_registers passes its
- * bound by a margin, to the bound of one block fewer per SM (launch_next_regs): the bound the
+ * bound by a margin, to the bound of one block fewer per SM (launch_next_bound): the bound the
  * runtime would relax it to after it spilled, without compiling it twice. Fails only when out
  * of memory. */
 astitch_status ptx_raise_bounds(astitch_context *ctx, const astitch_plan *p, char **ptx);

@@ -188,16 +188,21 @@ bool compile_ptx_is_lean(const char *ptx, const char *name)
     return strstr(ptx, line) != NULL;
 }
 
+const char *ptx_entry(const char *ptx, const char *name)
+{
+    size_t nlen = strlen(name);
+    for (const char *entry = ptx; (entry = strstr(entry, ".entry ")) != NULL;) {
+        entry += strlen(".entry ");
+        if (strncmp(entry, name, nlen) == 0 && entry[nlen] == '(')
+            return entry;
+    }
+    return NULL;
+}
+
 /* Where the number of kernel name's .maxnreg directive starts in ptx, or NULL. */
 static const char *maxnreg_at(const char *ptx, const char *name)
 {
-    size_t nlen = strlen(name);
-    const char *entry = ptx;
-    while ((entry = strstr(entry, ".entry ")) != NULL) {
-        entry += strlen(".entry ");
-        if (strncmp(entry, name, nlen) == 0 && entry[nlen] == '(')
-            break;
-    }
+    const char *entry = ptx_entry(ptx, name);
     if (!entry)
         return NULL;
     const char *body = strchr(entry, '{'), *at = strstr(entry, "\n.maxnreg ");

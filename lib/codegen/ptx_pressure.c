@@ -53,18 +53,12 @@ static int type_width(const char *type, size_t len)
  * alone on a line), or NULL. */
 static const char *kernel_body(const char *ptx, const char *name, const char **end)
 {
-    size_t nlen = strlen(name);
-    for (const char *at = ptx; (at = strstr(at, ".entry ")) != NULL;) {
-        at += strlen(".entry ");
-        if (strncmp(at, name, nlen) != 0 || at[nlen] != '(')
-            continue;
-        const char *open = strstr(at, "\n{"), *close = open ? strstr(open, "\n}") : NULL;
-        if (!close)
-            return NULL;
-        *end = close;
-        return open + 2;
-    }
-    return NULL;
+    const char *at = ptx_entry(ptx, name);
+    const char *open = at ? strstr(at, "\n{") : NULL, *close = open ? strstr(open, "\n}") : NULL;
+    if (!close)
+        return NULL;
+    *end = close;
+    return open + 2;
 }
 
 /* Reads the `.reg .type %prefix<count>;` lines of [at, end) into k; false when they do not
@@ -260,20 +254,6 @@ int ptx_live_registers(const char *ptx, const char *name)
     return most;
 }
 
-/* Whether kernel k of p may run at another register bound than planned: a block per tile that
- * holds rows in registers (a persistent grid or one with global barriers counts on its
- * residency; an element-wise or streamed kernel's estimate counts its loop's values too
- * coarsely to act on). */
-static bool raisable(const PlanKernel *k)
-{
-    if (k->persistent || k->global_barriers > 0)
-        return false;
-    for (int ph = 0; ph < k->nphase; ph++)
-        if (k->phase[ph].resident)
-            return true;
-    return false;
-}
-
 astitch_status ptx_raise_bounds(astitch_context *ctx, const astitch_plan *p, char **ptx)
 {
     for (int k = 0; k < p->nkernel; k++) {
@@ -283,11 +263,12 @@ astitch_status ptx_raise_bounds(astitch_context *ctx, const astitch_plan *p, cha
         int bound = compile_ptx_maxnreg(*ptx, name);
         int margin = bound / RAISE_MARGIN_SHARE > RAISE_MARGIN ? bound / RAISE_MARGIN_SHARE
                                                                  : RAISE_MARGIN;
-        if (!raisable(pk) || bound <= 0 || ptx_live_registers(*ptx, name) < bound + margin)
+        /* a kernel whose grid counts on its residency keeps its bound; an element-wise or
+         * streamed kernel's estimate counts its loop's values too coarsely to act on */
+        if (!launch_bound_may_change(pk) || !plan_kernel_holds_rows(pk) || bound <= 0 ||
+            ptx_live_registers(*ptx, name) < bound + margin)
             continue;
-        int next = (int)launch_next_regs(&p->dev, pk->block, bound,
-                                         launch_blocks_per_sm(&p->dev, pk->block, bound,
-                                                              pk->shared_bytes));
+        int next = (int)launch_next_bound(&p->dev, pk, bound);
         if (next <= 0)
             continue;
         char *raised = compile_ptx_with_maxnreg(*ptx, name, next);

@@ -67,6 +67,17 @@ int64_t launch_next_regs(const astitch_device *d, int64_t block, int64_t regs,
     return 0;
 }
 
+bool launch_bound_may_change(const PlanKernel *k)
+{
+    return !k->persistent && k->global_barriers == 0;
+}
+
+int64_t launch_next_bound(const astitch_device *d, const PlanKernel *k, int64_t bound)
+{
+    int64_t bps = bound > 0 ? launch_blocks_per_sm(d, k->block, bound, k->shared_bytes) : 0;
+    return bps > 0 ? launch_next_regs(d, k->block, bound, bps) : 0;
+}
+
 astitch_status pass_launch(Planner *pl, PlanKernel *k, bool *smaller_wave)
 {
     const astitch_device *d = &pl->p->dev;

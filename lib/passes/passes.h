@@ -300,5 +300,11 @@ int64_t launch_blocks_per_sm(const astitch_device *d, int64_t block, int64_t reg
  * a spilling kernel is relaxed to), or 0 when none does. */
 int64_t launch_next_regs(const astitch_device *d, int64_t block, int64_t regs,
                          int64_t blocks_per_sm);
+/* Whether kernel k may run at another register bound than planned: a block per tile (a
+ * persistent grid, or one with global barriers, counts on the planned residency). */
+bool launch_bound_may_change(const PlanKernel *k);
+/* launch_next_regs of kernel k at `bound`, with as many blocks per SM as the bound and its
+ * shared memory allow on d; 0 when there is no higher bound. */
+int64_t launch_next_bound(const astitch_device *d, const PlanKernel *k, int64_t bound);
 
 #endif

@@ -156,6 +156,15 @@ typedef struct PlanKernel {
     PlanCarry carry;           /* values kept across a global barrier (carry.c) */
 } PlanKernel;
 
+/* Whether kernel k holds rows in registers in some phase (PlanPhase.resident). */
+static inline bool plan_kernel_holds_rows(const PlanKernel *k)
+{
+    for (int32_t ph = 0; ph < k->nphase; ph++)
+        if (k->phase[ph].resident)
+            return true;
+    return false;
+}
+
 typedef struct PlanStep {
     astitch_step_kind kind;
     int32_t index;             /* kernel index or compute node */

@@ -87,12 +87,6 @@ static int relaxed_bound(const astitch_device *d, const CudaKernel *k)
     return (int)launch_next_regs(d, k->block, k->regs, k->blocks_per_sm);
 }
 
-/* Whether relax_spills may raise kernel k's bound: a kernel of a block per tile. */
-static bool may_relax(const PlanKernel *pk)
-{
-    return !pk->persistent && pk->global_barriers == 0;
-}
-
 /* The kernel of plan p whose register bound the bound search may raise, and whose module at
  * the next bound compiles ahead: the only kernel of p that may relax, where it holds rows in
  * registers (the kernels whose bound decides their speed; an element-wise kernel is left to
@@ -101,25 +95,12 @@ static int bound_kernel(const astitch_plan *p)
 {
     int only = -1;
     for (int k = 0; k < p->nkernel; k++)
-        if (may_relax(&p->kernel[k])) {
+        if (launch_bound_may_change(&p->kernel[k])) {
             if (only >= 0)
                 return -1;
             only = k;
         }
-    for (int ph = 0; only >= 0 && ph < p->kernel[only].nphase; ph++)
-        if (p->kernel[only].phase[ph].resident)
-            return only;
-    return -1;
-}
-
-/* The next register bound of kernel k of p from `bound` (as many blocks per SM as the bound
- * and its shared memory allow, from the device model), or 0 when there is none. */
-static int next_planned_bound(const astitch_plan *p, int k, int bound)
-{
-    const PlanKernel *pk = &p->kernel[k];
-    int bps = bound > 0 ? (int)launch_blocks_per_sm(&p->dev, pk->block, bound, pk->shared_bytes)
-                        : 0;
-    return bps > 0 ? (int)launch_next_regs(&p->dev, pk->block, bound, bps) : 0;
+    return only >= 0 && plan_kernel_holds_rows(&p->kernel[only]) ? only : -1;
 }
 
 /* ptx with p's bound_kernel at its next bound, where ptx holds it at the planned bound (not a
@@ -134,7 +115,8 @@ static char *raised_ptx(const astitch_plan *p, const char *ptx)
     char name[64];
     compile_kernel_name(p, k, -1, name, sizeof name);
     int bound = compile_ptx_maxnreg(ptx, name);
-    int next = bound == p->kernel[k].regs ? next_planned_bound(p, k, bound) : 0;
+    int next = bound == p->kernel[k].regs ? (int)launch_next_bound(&p->dev, &p->kernel[k], bound)
+                                          : 0;
     return next > 0 ? compile_ptx_with_maxnreg(ptx, name, next) : NULL;
 }
 
@@ -172,7 +154,7 @@ static astitch_status relax_spills(astitch_executable *x, ExecCuda *c, char **pt
         for (int k = 0; k < p->nkernel; k++) {
             const PlanKernel *pk = &p->kernel[k];
             int regs = relaxed_bound(&p->dev, &c->kern[k]);
-            if (!may_relax(pk) || c->kern[k].local_bytes == 0 || !regs)
+            if (!launch_bound_may_change(pk) || c->kern[k].local_bytes == 0 || !regs)
                 continue;
             char name[64];
             char *next = compile_ptx_with_maxnreg(*ptx, compile_kernel_name(p, k, -1, name, sizeof name),
@@ -206,7 +188,7 @@ static astitch_status lean_spills(astitch_executable *x, ExecCuda *c, int sm, bo
         return ctx_fail(x->ctx, ASTITCH_ERR_MEMORY, "out of memory");
     for (int k = 0; k < p->nkernel; k++) {
         const PlanKernel *pk = &p->kernel[k];
-        lean[k] = c->lean[k] || ((pk->persistent || pk->global_barriers > 0) &&
+        lean[k] = c->lean[k] || (!launch_bound_may_change(pk) &&
                                  (force || c->kern[k].local_bytes > 0));
         any |= lean[k] && !c->lean[k];
     }
@@ -237,7 +219,8 @@ bool exec_cuda_bound_searchable(const astitch_executable *x)
     const ExecCuda *c = x->cuda;
     int k = c && !x->bound_trial ? bound_kernel(p) : -1;
     return k >= 0 && c->bound[k] == p->kernel[k].regs && !c->lean[k] &&
-           c->kern[k].local_bytes == 0 && next_planned_bound(p, k, c->bound[k]) > 0 &&
+           c->kern[k].local_bytes == 0 &&
+           launch_next_bound(&p->dev, &p->kernel[k], c->bound[k]) > 0 &&
            !compile_cache_bound_kept(p, exec_cuda_sm(x));
 }
 
