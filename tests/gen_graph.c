@@ -497,6 +497,28 @@ astitch_graph *gen_graph(astitch_context *ctx, uint64_t seed, const gen_options 
     return s.g;
 }
 
+astitch_node gen_layer_norm(astitch_graph *g, astitch_node x, int64_t rows, int64_t cols,
+                            double eps, astitch_node *mean)
+{
+    int64_t dims[2] = {rows, cols}, axis = 1, keep = 0;
+    double inv = 1.0 / (double)cols;
+    astitch_node n = astitch_constant(g, ASTITCH_F32, 1, &rows, &inv, 1);
+    astitch_node mu = astitch_binary(g, ASTITCH_OP_MUL,
+                                     astitch_reduce(g, ASTITCH_REDUCE_SUM, x, 1, &axis), n);
+    astitch_node d = astitch_binary(g, ASTITCH_OP_SUB, x,
+                                    astitch_broadcast_in_dim(g, mu, 2, dims, &keep));
+    astitch_node var = astitch_binary(
+        g, ASTITCH_OP_MUL,
+        astitch_reduce(g, ASTITCH_REDUCE_SUM, astitch_binary(g, ASTITCH_OP_MUL, d, d), 1, &axis),
+        n);
+    astitch_node rstd = astitch_unary(
+        g, ASTITCH_OP_RSQRT,
+        astitch_binary(g, ASTITCH_OP_ADD, var, astitch_constant(g, ASTITCH_F32, 1, &rows, &eps, 1)));
+    if (mean)
+        *mean = mu;
+    return astitch_binary(g, ASTITCH_OP_MUL, d, astitch_broadcast_in_dim(g, rstd, 2, dims, &keep));
+}
+
 astitch_graph *gen_split_kinds(astitch_context *ctx, int64_t rows, int64_t cols)
 {
     astitch_graph *g;

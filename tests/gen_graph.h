@@ -42,6 +42,11 @@ astitch_graph *gen_graph(astitch_context *ctx, uint64_t seed, const gen_options 
  * long rows the planner splits them across blocks. NULL on failure (message in ctx). */
 astitch_graph *gen_split_kinds(astitch_context *ctx, int64_t rows, int64_t cols);
 
+/* (x - mean) * rsqrt(var + eps) over the rows of x [rows, cols] (f32), the variance the mean of
+ * the squared deviations; *mean (when not NULL) the rows' means. */
+astitch_node gen_layer_norm(astitch_graph *g, astitch_node x, int64_t rows, int64_t cols,
+                            double eps, astitch_node *mean);
+
 /* exp(dot(x + x, w)) for x [m, k] and w [k, n]: the dot, named "between", is a compute op
  * between two kernels. NULL on failure (message in ctx). */
 astitch_graph *gen_dot_between(astitch_context *ctx, int64_t m, int64_t k, int64_t n);

@@ -260,6 +260,7 @@ astitch_status ptx_raise_bounds(astitch_context *ctx, const astitch_plan *p, cha
  *   emit_carry.c   values a walk keeps in shared memory for a later walk across a global
  *                  barrier
  *   emit_resident.c  a resident tile run: rows kept in registers across its phases
+ *   emit_slot.c    a resident lane's slot computed as one run through a concatenate
  *   emit_guard.c   kernel inputs a select discards where its condition (read from no tensor)
  *                  fails: their loads are skipped there
  *   emit_value.c   the value of an op at an element: index propagation, a walk over the
@@ -355,6 +356,8 @@ typedef struct Emit {
     const Index *vcache_ix;
     LLVMValueRef *rowval;    /* resident run (emit_resident.c): per graph node, its value at
                               * the row being emitted, or NULL; NULL outside such a run */
+    struct Resident *resident; /* resident run: the lane's tile whose element the cache is
+                              * for (resident.h), else NULL */
     bool interleave;         /* no SHARED buffer in the kernel: element-wise phases and
                               * resident runs take tiles ctaid, ctaid + grid, ... (all blocks
                               * sweep the tensors together) instead of a contiguous chunk */

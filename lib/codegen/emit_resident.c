@@ -147,6 +147,8 @@ void resident_at_element(Emit *e, Resident *r, int k)
 {
     e->cache = &r->cache[(size_t)k * (size_t)e->g->nnode];
     e->cache_ix = &r->ix[k];
+    e->resident = r;
+    r->at = k;
 }
 
 LLVMValueRef resident_slot_valid(Emit *e, const Resident *r, int s)
@@ -358,7 +360,9 @@ static bool resident_alloc(Resident *r, size_t nnode)
     r->cache = malloc((size_t)r->n * nnode * sizeof *r->cache);
     r->rowcache = malloc(nnode * sizeof *r->rowcache);
     r->rowval = malloc(nnode * sizeof *r->rowval);
-    return r->slot_ok && r->ix && r->col && r->cache && r->rowcache && r->rowval;
+    r->slot_kind = malloc(nnode);
+    r->slot_phase = -1;
+    return r->slot_ok && r->ix && r->col && r->cache && r->rowcache && r->rowval && r->slot_kind;
 }
 
 static void resident_free(Resident *r)
@@ -369,6 +373,7 @@ static void resident_free(Resident *r)
     free(r->cache);
     free(r->rowcache);
     free(r->rowval);
+    free(r->slot_kind);
 }
 
 void emit_resident_run(Emit *e, int32_t first, int32_t end)
@@ -452,6 +457,7 @@ out:
     e->cache = element_cache;
     e->cache_ix = NULL;
     e->rowval = NULL;
+    e->resident = NULL;
     for (int u = 0; u < tiles; u++)
         resident_free(&r[u]);
     free(vals);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "codegen.h"
+#include "resident.h"
 
 /* Records the first failure of e's emission (with its node, or ASTITCH_NO_NODE). */
 static void fail_first(Emit *e, int32_t node, astitch_status s, const char *fmt, va_list ap)
@@ -418,6 +419,11 @@ static LLVMValueRef enter(Emit *e, Walk *w, int32_t n, int32_t ix_of)
     bool cacheable = ix == e->cache_ix || (e->cache_ix && ix->lin && ix->lin == e->cache_ix->lin);
     if (cacheable && e->cache[n])
         return e->cache[n];
+    LLVMValueRef run = cacheable && e->resident ? resident_slot_value(e, n) : NULL;
+    if (run) {
+        e->cache[n] = run;
+        return run;
+    }
     int32_t slot = cacheable ? -1 : ev_memo_find(&w->memo, n, walk_gen(w, ix_of));
     if (slot >= 0)
         return w->val[slot];

@@ -23,7 +23,8 @@
  * RAISE_MARGIN, or an eighth of the bound where that is more. ptxas reorders more values in a
  * larger kernel, so the estimate errs by more there, and a needless raise costs more (one
  * block in three per SM at 80 registers, one in six at 40): the backward RMSNorm of 5120
- * columns estimates 89 at a bound of 80 and does not spill; vit_b16_fwd_embed_ln's 91 does. */
+ * columns estimates 89 at a bound of 80 and does not spill; vit_b16_fwd_embed_ln's 91 did
+ * (its concatenate then computed element by element: emit_slot.c). */
 enum { RAISE_MARGIN = 6, RAISE_MARGIN_SHARE = 8 };
 
 enum { MAX_KINDS = 16 };

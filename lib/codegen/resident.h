@@ -17,10 +17,18 @@ typedef struct Resident {
     Index rowix;               /* the row, in the kept axes' shape */
     LLVMValueRef *rowcache;    /* nnode cached values at the row */
     LLVMValueRef *rowval;      /* nnode values of the run's row roots (Emit.rowval) */
+    int at;                    /* the element ev_value caches for (resident_at_element) */
+    signed char *slot_kind;    /* per node: whether a slot computes it as a run (emit_slot.c) */
+    int32_t slot_phase;        /* the phase slot_kind is for (-1: none yet) */
+    bool in_slot;              /* a slot's run is being emitted */
 } Resident;
 
 /* Makes element k of the lane the one ev_value caches for. */
 void resident_at_element(Emit *e, Resident *r, int k);
+/* emit_slot.c: node n at the element ev_value caches for, computed for the element's whole slot
+ * by the vector walk into the slot's caches, where node n has a concatenate in its cone and
+ * nothing the walk cannot compute without the run; NULL to compute it element by element. */
+LLVMValueRef resident_slot_value(Emit *e, int32_t n);
 /* A condition that holds where the lane's row is valid and slot s is inside it. */
 LLVMValueRef resident_slot_valid(Emit *e, const Resident *r, int s);
 
