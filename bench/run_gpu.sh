@@ -10,11 +10,16 @@
 #              a few timed runs (the timing code path)               -> selfcheck.txt
 #   astitch    astitch-bench on the full suite                       -> astitch.{txt,json,csv}
 #   compile    plan_bench: planning time of 1,000 and 10,000-node graphs -> plan_bench.txt
+#   coldcompile  astitch-compile-time over the suite with the driver's JIT cache and astitch's
+#              disk cache off (graph to loaded module, after a warm-up graph), COMPILE_RUNS
+#              times                                                 -> compile_time.txt
 #   peers      peers.py beside astitch.json (this run's, or $ASTITCH_JSON from an earlier run)
 #                                                                    -> peers.{txt,json,csv}
 # Environment: ASTITCH_BUILD (build folder, default build-gpu), OUT or RESULTS_DIR (default
 # bench-results), ASTITCH_COMMIT (recorded in the JSON), BENCH_ARGS and PEERS_ARGS (extra
-# arguments, e.g. BENCH_ARGS=--filter=softmax PEERS_ARGS=--peers=eager,jax).
+# arguments, e.g. BENCH_ARGS=--filter=softmax PEERS_ARGS=--peers=eager,jax), SUITE_PART=K/N
+# (the astitch and coldcompile stages take every N-th graph of the suite from the K-th, K from
+# 1, so that one run can be split over jobs of limited length), COMPILE_RUNS (default 3).
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -60,8 +65,22 @@ stage_selfcheck() {
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 }
 
+# The suite's graph files, or the part SUITE_PART names, one per line.
+suite_graphs() {
+  local part="${SUITE_PART:-1/1}" k n
+  k="${part%/*}"; n="${part#*/}"
+  if ! [[ "$k" =~ ^[0-9]+$ && "$n" =~ ^[0-9]+$ ]] || [ "$k" -lt 1 ] || [ "$k" -gt "$n" ]; then
+    echo "run_gpu.sh: SUITE_PART='$part': expected K/N with 1 <= K <= N" >&2
+    return 2
+  fi
+  "$bench" --suite=full --list | awk -v k="$k" -v n="$n" '(NR - k) % n == 0'
+}
+
 stage_astitch() {
-  "$bench" --suite=full --json="$out/astitch.json" --csv="$out/astitch.csv" ${BENCH_ARGS:-} \
+  local graphs
+  graphs="$(suite_graphs)" || exit 2
+  # shellcheck disable=SC2086 # one graph file per word
+  "$bench" --json="$out/astitch.json" --csv="$out/astitch.csv" ${BENCH_ARGS:-} $graphs \
     > "$out/astitch.txt" 2> "$out/astitch.log"
   local rc=$?
   [ "$rc" -eq 0 ] || { status=1; echo "astitch-bench exited with $rc (see astitch.log)"; }
@@ -70,6 +89,20 @@ stage_astitch() {
 
 stage_compile() {
   "$build/bench/plan_bench" 5 2>&1 | tee "$out/plan_bench.txt"
+}
+
+stage_coldcompile() {
+  local graphs runs="${COMPILE_RUNS:-3}" r
+  graphs="$(suite_graphs)" || exit 2
+  : > "$out/compile_time.txt"
+  for r in $(seq "$runs"); do
+    echo "== run $r" >> "$out/compile_time.txt"
+    # shellcheck disable=SC2086 # the first graph is the warm-up, then every graph
+    CUDA_CACHE_DISABLE=1 ASTITCH_CACHE_DIR=off "$build/bench/astitch-compile-time" \
+      $(echo "$graphs" | head -1) $graphs >> "$out/compile_time.txt" 2>&1 ||
+      { status=1; echo "astitch-compile-time failed (see compile_time.txt)"; }
+    tail -1 "$out/compile_time.txt"
+  done
 }
 
 stage_peers() {
@@ -86,7 +119,7 @@ stages=("$@")
 for s in "${stages[@]}"; do
   echo "=== $s ($(date -u +%H:%M:%S))"
   case "$s" in
-    info|selfcheck|astitch|compile|peers) "stage_$s" ;;
+    info|selfcheck|astitch|compile|coldcompile|peers) "stage_$s" ;;
     *) echo "run_gpu.sh: unknown stage $s" >&2; exit 2 ;;
   esac
 done
