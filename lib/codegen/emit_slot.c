@@ -59,8 +59,7 @@ static void classify(Emit *e, Resident *r)
 LLVMValueRef resident_slot_value(Emit *e, int32_t n)
 {
     Resident *r = e->resident;
-    if (!r || r->in_slot || r->vector < 2 || e->branch_depth > 0 || !r->slot_kind ||
-        e->cache_ix != &r->ix[r->at])
+    if (!r || r->in_slot || r->vector < 2 || e->branch_depth > 0 || e->cache_ix != &r->ix[r->at])
         return NULL;
     if (r->slot_phase != e->phase)
         classify(e, r);
@@ -72,8 +71,8 @@ LLVMValueRef resident_slot_value(Emit *e, int32_t n)
     Index run = shape_equal(&node->shape, &r->space)
                     ? r->ix[s * v]
                     : (Index){.shape = &node->shape, .lin = r->ix[s * v].lin};
-    LLVMValueRef *cache = e->cache, *rowval = e->rowval;
-    const Index *cache_ix = e->cache_ix;
+    LLVMValueRef *rowval = e->rowval;
+    const Index *cache_ix = e->cache_ix; /* ev_vector_begin clears it */
     int32_t run_end = e->run_end;
     r->in_slot = true;
     ev_vector_begin(e, &run);
@@ -100,7 +99,6 @@ LLVMValueRef resident_slot_value(Emit *e, int32_t n)
     e->run_end = run_end;
     e->rowval = rowval;
     e->cache_ix = cache_ix;
-    e->cache = cache;
     r->in_slot = false;
     for (int u = 0; u < v; u++)
         slot[(size_t)u * nnode + (size_t)n] = vals[u];
