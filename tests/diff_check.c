@@ -280,6 +280,22 @@ astitch_status diff_run(astitch_graph *g, astitch_target target, astitch_fusion 
     return diff_run_with(g, &o, seed, r);
 }
 
+astitch_status diff_host_as(astitch_graph *g, const char *name, astitch_device *model,
+                            astitch_compile_options *o, astitch_phase_info *first)
+{
+    astitch_compile_options_default(o);
+    o->target = ASTITCH_TARGET_HOST;
+    astitch_status s = astitch_device_builtin(name, model);
+    if (s != ASTITCH_OK)
+        return s;
+    o->device = model;
+    astitch_plan *p = NULL;
+    if ((s = astitch_plan_create(g, model, &o->plan, &p)) == ASTITCH_OK)
+        s = astitch_plan_phase_info(p, 0, 0, first);
+    astitch_plan_destroy(p);
+    return s;
+}
+
 astitch_status diff_run_with(astitch_graph *g, const astitch_compile_options *o, uint64_t seed,
                              DiffResult *r)
 {

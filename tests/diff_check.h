@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "astitch/astitch.h"
+#include "astitch/plan.h"
 #include "astitch/runtime.h"
 
 /* Tolerances (tools/check_tolerance.h): on the normalized error |out - ref| / max(1, max|ref|),
@@ -33,6 +34,12 @@ astitch_status diff_run(astitch_graph *g, astitch_target target, astitch_fusion 
  * options). */
 astitch_status diff_run_with(astitch_graph *g, const astitch_compile_options *o, uint64_t seed,
                              DiffResult *r);
+
+/* Options for the host target running the plans of device model `name` (*model, which o then
+ * points to), and the first phase of kernel 0 of g's plan under them (*first). Returns the
+ * status of the first failing library call. */
+astitch_status diff_host_as(astitch_graph *g, const char *name, astitch_device *model,
+                            astitch_compile_options *o, astitch_phase_info *first);
 
 /* The reference side of a check, computed once and compared against many executables (the
  * benchmark verifies every fusion mode of a graph against one reference run). */

@@ -74,15 +74,10 @@ static void check_rows(const char *what, Build build, astitch_dtype t, int64_t r
     if (astitch_graph_verify(g) != ASTITCH_OK)
         fail_msg("%s: verify: %s", what, astitch_last_error(ctx));
     astitch_compile_options o;
-    astitch_compile_options_default(&o);
-    o.target = ASTITCH_TARGET_HOST;
     astitch_device model;
-    assert_int_equal(astitch_device_builtin("h100", &model), ASTITCH_OK);
-    o.device = &model;
-    astitch_plan *p = NULL;
-    assert_int_equal(astitch_plan_create(g, &model, &o.plan, &p), ASTITCH_OK);
     astitch_phase_info ph;
-    assert_int_equal(astitch_plan_phase_info(p, 0, 0, &ph), ASTITCH_OK);
+    if (diff_host_as(g, "h100", &model, &o, &ph) != ASTITCH_OK)
+        fail_msg("%s: plan: %s", what, astitch_last_error(ctx));
     int64_t e = astitch_mapping_elements_per_thread(&ph.mapping);
     printf("%s %s [%lld, %lld]: %s, %d lanes per row, %lld elements per lane\n", what,
            astitch_dtype_name(t), (long long)rows, (long long)cols,
@@ -92,7 +87,6 @@ static void check_rows(const char *what, Build build, astitch_dtype t, int64_t r
         assert_int_equal(ph.mapping.threads_per_row, 256);
         assert_int_equal(e, per_lane);
     }
-    astitch_plan_destroy(p);
     uint64_t seed = diff_fresh_seed();
     DiffResult r;
     if (diff_run_with(g, &o, seed, &r) != ASTITCH_OK)
