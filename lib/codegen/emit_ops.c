@@ -2,6 +2,7 @@
  * (ev_apply), as the reference interpreter computes them, and the reductions' identities and
  * combines. */
 #define ASTITCH_EMIT_INTERNAL
+#include <math.h>
 #include <stdio.h>
 
 #include "codegen.h"
@@ -174,6 +175,22 @@ static LLVMValueRef power(Emit *e, LLVMValueRef a, LLVMValueRef b)
     return fmath(e, MATH_POW, a, b);
 }
 
+/* a / b for floats. By a constant power of two within the normal range (an attention's scale
+ * of 1/8 written as a division) it is a product by the exact reciprocal: the same real, rounded
+ * once, so IEEE division's result on every input, in one instruction where the division takes
+ * several. */
+static LLVMValueRef fdivide(Emit *e, LLVMValueRef a, LLVMValueRef b)
+{
+    if (LLVMIsAConstantFP(b)) {
+        LLVMBool lossy;
+        int k;
+        double y = LLVMConstRealGetDouble(b, &lossy);
+        if (isfinite(y) && fabs(frexp(y, &k)) == 0.5 && k - 1 >= -126 && k - 1 <= 126)
+            return LLVMBuildFMul(e->b, a, fconst(e, 1 / y), "");
+    }
+    return prim_call(e->b, e->m, PRIM_FDIV_F32, (LLVMValueRef[]){a, b}, 2);
+}
+
 static LLVMValueRef binary(Emit *e, const Node *n, astitch_dtype t, LLVMValueRef a, LLVMValueRef b)
 {
     bool fl = dtype_is_float(t);
@@ -182,8 +199,7 @@ static LLVMValueRef binary(Emit *e, const Node *n, astitch_dtype t, LLVMValueRef
     case ASTITCH_OP_SUB: return fl ? LLVMBuildFSub(e->b, a, b, "") : LLVMBuildSub(e->b, a, b, "");
     case ASTITCH_OP_MUL: return fl ? LLVMBuildFMul(e->b, a, b, "") : LLVMBuildMul(e->b, a, b, "");
     case ASTITCH_OP_DIV:
-        return fl ? prim_call(e->b, e->m, PRIM_FDIV_F32, (LLVMValueRef[]){a, b}, 2)
-                  : int_divrem(e, false, a, b);
+        return fl ? fdivide(e, a, b) : int_divrem(e, false, a, b);
     case ASTITCH_OP_REM: return fl ? fmath(e, MATH_FMOD, a, b) : int_divrem(e, true, a, b);
     case ASTITCH_OP_POW: return power(e, a, b);
     case ASTITCH_OP_MAX: return maxmin(e, true, t, a, b);

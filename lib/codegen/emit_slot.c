@@ -1,5 +1,5 @@
 /* emit_slot.c: a resident lane's slot computed as one run (emit_vector.c) where element by
- * element would cost a branch and index arithmetic per element.
+ * element would cost a branch, index arithmetic or a scalar load per element.
  *
  * A resident run (emit_resident.c) computes its values element by element through ev_value,
  * and LLVM's load-store vectorizer merges the scalar loads of a slot back into vector loads
@@ -14,15 +14,21 @@
  * run's registers, qualify: constants; kernel inputs that the run does not load itself (their
  * element count differs from the space's); ops of the phase being emitted, not materialized in
  * a buffer, that are element-wise or move data (broadcast, reshape, slice, transpose,
- * concatenate); and only those with a concatenate in the cone. A row's reduction, a value of an
- * earlier phase of the run or anything read from a buffer keeps the element walk. */
+ * concatenate); and only those with a concatenate in the cone, or a broadcast of a kernel input
+ * (an attention mask over the heads, a norm's weight over the rows): element by element, LLVM
+ * often cannot prove a broadcast's reads adjacent and keeps them scalar, where the walk reads
+ * each run of a slot with one vector load. A row's reduction, a value of an earlier phase of
+ * the run or anything read from a buffer keeps the element walk. */
 #define ASTITCH_EMIT_INTERNAL
 #include <stdlib.h>
 
 #include "codegen.h"
 #include "resident.h"
 
-enum { SLOT_NO = 1, SLOT_PLAIN = 2, SLOT_CONCAT = 3 }; /* 0: not yet known */
+/* Ordered: a node's kind is the largest of its operands' and its own. SLOT_INPUT: the cone
+ * reads a kernel input; SLOT_WALK: the cone has a concatenate or a broadcast of such an input,
+ * which the slot computes as a run. 0: not yet known. */
+enum { SLOT_NO = 1, SLOT_PLAIN = 2, SLOT_INPUT = 3, SLOT_WALK = 4 };
 
 static bool moves_data(astitch_op op)
 {
@@ -42,14 +48,16 @@ static void classify(Emit *e, Resident *r)
             kind = SLOT_PLAIN;
         } else if (!op) {
             if (e->tensor[n] && shape_elements(&node->shape) != space)
-                kind = SLOT_PLAIN;
+                kind = SLOT_INPUT;
         } else if ((op->phase < 0 || op->phase == e->phase) && op->buf < 0 &&
                    ((op_is_elementwise(node->op) && node->nin <= 3) || moves_data(node->op))) {
-            kind = node->op == ASTITCH_OP_CONCATENATE ? SLOT_CONCAT : SLOT_PLAIN;
+            kind = node->op == ASTITCH_OP_CONCATENATE ? SLOT_WALK : SLOT_PLAIN;
             for (int i = 0; i < node->nin && kind != SLOT_NO; i++) {
                 signed char x = r->slot_kind[goperand(e->g, n, i)];
                 kind = x == SLOT_NO ? SLOT_NO : (x > kind ? x : kind);
             }
+            if (kind == SLOT_INPUT && node->op == ASTITCH_OP_BROADCAST_IN_DIM)
+                kind = SLOT_WALK;
         }
         r->slot_kind[n] = kind;
     }
@@ -65,7 +73,7 @@ LLVMValueRef resident_slot_value(Emit *e, int32_t n)
         classify(e, r);
     const Node *node = gnode(e->g, n);
     int v = r->vector, last = node->shape.rank - 1;
-    if (r->slot_kind[n] != SLOT_CONCAT || last < 0 || node->shape.dim[last] % v)
+    if (r->slot_kind[n] != SLOT_WALK || last < 0 || node->shape.dim[last] % v)
         return NULL;
     int s = r->at / v;
     Index run = shape_equal(&node->shape, &r->space)

@@ -1,9 +1,11 @@
-/* test_resident_concat.c: a concatenate inside a resident row run (a ViT's [CLS] token in front
- * of its patch embeddings, then a layer norm) is computed a slot at a time (emit_slot.c): its
- * kernel inputs are read with vector loads, no scalar load left in the PTX, planned for the h100
- * model. Every graph also runs on the host target (the same kernels) against the reference on
- * fresh random inputs, with concatenates the slot walk cannot take (boundaries that split a
- * vector) among them. */
+/* test_resident_slot.c: values a resident row run computes a slot at a time (emit_slot.c), so
+ * that its kernel inputs are read with vector loads, no scalar load left in the PTX, planned for
+ * the h100 model: a concatenate (a ViT's [CLS] token in front of its patch embeddings, then a
+ * layer norm), and a broadcast of a kernel input (an RMSNorm's weight over the rows, an
+ * attention mask over the heads and queries). Every graph also runs on the host target (the
+ * same kernels) against the reference on fresh random inputs, with cases the slot walk cannot
+ * take (boundaries that split a vector) or that keep a scalar load (a per-row value broadcast
+ * along the row) among them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -101,6 +103,58 @@ static astitch_graph *stacked(astitch_context *ctx, astitch_dtype t, int64_t col
     return g;
 }
 
+/* x * rsqrt(mean(x * x) + eps) * weight over the rows of x [rows, cols], weight [cols], in
+ * dtype t: an output. `per_row`: x is first scaled by a kernel input of one value per row
+ * (broadcast along the row). */
+static astitch_graph *rms_norm(astitch_context *ctx, astitch_dtype t, int64_t rows, int64_t cols,
+                               bool per_row)
+{
+    astitch_graph *g = NULL;
+    assert_int_equal(astitch_graph_create(ctx, &g), ASTITCH_OK);
+    int64_t d[2] = {rows, cols}, last = 1, first = 0, one = 1;
+    astitch_node x = to_f32(g, astitch_parameter(g, "x", t, 2, d));
+    astitch_node w = to_f32(g, astitch_parameter(g, "weight", t, 1, &cols));
+    if (per_row) {
+        astitch_node s = to_f32(g, astitch_parameter(g, "row_scale", t, 1, &rows));
+        x = astitch_binary(g, ASTITCH_OP_MUL, x, astitch_broadcast_in_dim(g, s, 2, d, &first));
+    }
+    double eps = 1e-6;
+    astitch_node sq = astitch_binary(g, ASTITCH_OP_MUL, x, x);
+    astitch_node ms = astitch_reduce(g, ASTITCH_REDUCE_SUM, sq, 1, &one);
+    astitch_node n = astitch_constant(g, ASTITCH_F32, 0, NULL, &(double){(double)cols}, 1);
+    astitch_node mean = astitch_binary(g, ASTITCH_OP_DIV, ms, astitch_broadcast_in_dim(g, n, 1, &rows, NULL));
+    astitch_node e = astitch_constant(g, ASTITCH_F32, 0, NULL, &eps, 1);
+    astitch_node r = astitch_unary(g, ASTITCH_OP_RSQRT, astitch_binary(g, ASTITCH_OP_ADD, mean,
+                                   astitch_broadcast_in_dim(g, e, 1, &rows, NULL)));
+    astitch_node y = astitch_binary(g, ASTITCH_OP_MUL, x, astitch_broadcast_in_dim(g, r, 2, d, &first));
+    y = astitch_binary(g, ASTITCH_OP_MUL, y, astitch_broadcast_in_dim(g, w, 2, d, &last));
+    assert_int_equal(astitch_add_output(g, astitch_convert(g, y, t)), ASTITCH_OK);
+    return g;
+}
+
+/* softmax(scores / 8 + mask) over the keys: scores [batch, heads, queries, keys], the additive
+ * padding mask [batch, 1, 1, keys] broadcast over the heads and queries, in dtype t. */
+static astitch_graph *masked_softmax(astitch_context *ctx, astitch_dtype t, int64_t batch,
+                                     int64_t heads, int64_t queries, int64_t keys)
+{
+    astitch_graph *g = NULL;
+    assert_int_equal(astitch_graph_create(ctx, &g), ASTITCH_OK);
+    int64_t d[4] = {batch, heads, queries, keys}, md[4] = {batch, 1, 1, keys};
+    int64_t same[4] = {0, 1, 2, 3}, last = 3;
+    astitch_node s = to_f32(g, astitch_parameter(g, "scores", t, 4, d));
+    astitch_node m = to_f32(g, astitch_parameter(g, "mask", t, 4, md));
+    astitch_node eight = astitch_constant(g, ASTITCH_F32, 0, NULL, &(double){8.0}, 1);
+    astitch_node x = astitch_binary(g, ASTITCH_OP_DIV, s, astitch_broadcast_in_dim(g, eight, 4, d, NULL));
+    x = astitch_binary(g, ASTITCH_OP_ADD, x, astitch_broadcast_in_dim(g, m, 4, d, same));
+    astitch_node max = astitch_reduce(g, ASTITCH_REDUCE_MAX, x, 1, &last);
+    astitch_node ex = astitch_unary(g, ASTITCH_OP_EXP, astitch_binary(g, ASTITCH_OP_SUB, x,
+                                    astitch_broadcast_in_dim(g, max, 4, d, same)));
+    astitch_node sum = astitch_reduce(g, ASTITCH_REDUCE_SUM, ex, 1, &last);
+    astitch_node p = astitch_binary(g, ASTITCH_OP_DIV, ex, astitch_broadcast_in_dim(g, sum, 4, d, same));
+    assert_int_equal(astitch_add_output(g, astitch_convert(g, p, t)), ASTITCH_OK);
+    return g;
+}
+
 /* Global loads of one element in ptx (a vector load names .v2, .v4 or .v8). */
 static int scalar_loads(const char *ptx)
 {
@@ -185,12 +239,36 @@ static void test_stacked(void **state)
     astitch_context_destroy(ctx);
 }
 
+static void test_norm_weight(void **state)
+{
+    (void)state;
+    astitch_context *ctx = context();
+    check("rmsnorm f32 [6, 4096]", rms_norm(ctx, ASTITCH_F32, 6, 4096, false), true);
+    check("rmsnorm bf16 [5, 1024]", rms_norm(ctx, ASTITCH_BF16, 5, 1024, false), true);
+    check("rmsnorm f32 [7, 200]", rms_norm(ctx, ASTITCH_F32, 7, 200, false), true);
+    /* the row's own scale is one value per row: read once, as a scalar */
+    check("rmsnorm f32 [6, 512] scaled per row", rms_norm(ctx, ASTITCH_F32, 6, 512, true), false);
+    astitch_context_destroy(ctx);
+}
+
+static void test_attention_mask(void **state)
+{
+    (void)state;
+    astitch_context *ctx = context();
+    check("softmax f32 [2, 3, 16, 128]", masked_softmax(ctx, ASTITCH_F32, 2, 3, 16, 128), true);
+    check("softmax bf16 [2, 2, 8, 256]", masked_softmax(ctx, ASTITCH_BF16, 2, 2, 8, 256), true);
+    check("softmax f32 [3, 2, 5, 36]", masked_softmax(ctx, ASTITCH_F32, 3, 2, 5, 36), false);
+    astitch_context_destroy(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vit_embedding),
         cmocka_unit_test(test_side_by_side),
         cmocka_unit_test(test_stacked),
+        cmocka_unit_test(test_norm_weight),
+        cmocka_unit_test(test_attention_mask),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
