@@ -604,6 +604,41 @@ static void register_bound_relaxed(void **state)
     assert_int_equal(k.moved_bytes, k.min_bytes); /* and x is read once */
 }
 
+/* The block of a kernel of element-wise groups (a block per tile): 512 threads, or 128 where
+ * its tasks of four elements fill four waves of the device's threads; a persistent kernel keeps
+ * the device's largest block. */
+static void elementwise_block(void **state)
+{
+    Fixture *f = *state;
+    astitch_device d = device("h100");
+    int64_t many = 4 * (int64_t)d.sm_count * d.max_threads_per_sm * 4;
+    struct {
+        int64_t elements;
+        bool persistent;
+        int block;
+    } cases[] = {{many, false, 128}, {many - 4, false, 512}, {1 << 20, false, 512},
+                 {many, true, 1024}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        astitch_graph *g = NULL;
+        assert_int_equal(astitch_graph_create(f->ctx, &g), ASTITCH_OK);
+        int64_t n = cases[i].elements;
+        astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 1, &n);
+        astitch_add_output(g, astitch_unary(g, ASTITCH_OP_EXP, x));
+        astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
+        o.persistent = cases[i].persistent;
+        astitch_plan *p = NULL;
+        if (astitch_plan_create(g, &d, &o, &p) != ASTITCH_OK)
+            fail_msg("plan: %s", astitch_last_error(f->ctx));
+        astitch_kernel_info k;
+        assert_int_equal(astitch_plan_kernel_info(p, 0, &k), ASTITCH_OK);
+        printf("# %lld elements, persistent %d: block %d, grid %d\n", (long long)n,
+               cases[i].persistent, (int)k.block, (int)k.grid);
+        assert_int_equal(k.block, cases[i].block);
+        astitch_plan_destroy(p);
+        astitch_graph_destroy(g);
+    }
+}
+
 /* When shared memory allows one block of 1024 per SM, the bound relaxes to 64. */
 static void register_bound_relaxed_by_shared(void **state)
 {
@@ -1020,6 +1055,7 @@ int main(void)
         FIXTURE_TEST(column_split_fills_waves),
         FIXTURE_TEST(shared_memory_fallback),
         FIXTURE_TEST(register_bound_relaxed),
+        FIXTURE_TEST(elementwise_block),
         FIXTURE_TEST(register_bound_relaxed_by_shared),
         FIXTURE_TEST(register_bound_small_grid),
         FIXTURE_TEST(register_bound_one_wave),

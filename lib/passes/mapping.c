@@ -50,8 +50,12 @@ static int64_t gcd(int64_t a, int64_t b)
 }
 
 /* A kernel of element-wise groups launched a block per tile: threads per block (measured on the
- * H100 against one wave of 1024: eltwise_16m 53.1 -> 48.2 us, docs/planner.md). */
-enum { TILE_BLOCK_ELEMENTWISE = 512 };
+ * H100 against one wave of 1024: eltwise_16m 53.1 -> 48.2 us, docs/planner.md), and
+ * TILE_BLOCK_ELEMENTWISE_LONG where its 16-byte tasks of f32 fill MANY_WAVES waves of the
+ * device's threads: a block's registers and threads are freed only when its last warp ends, and
+ * over many waves smaller blocks keep the SMs fuller (H200, bench/RESULTS.md: gelu_bias 160.2 ->
+ * 154.9 us, the rotary embedding 38.9 -> 36.4; a graph of one wave, eltwise_1m, 6.4 -> 6.6). */
+enum { TILE_BLOCK_ELEMENTWISE = 512, TILE_BLOCK_ELEMENTWISE_LONG = 128, MANY_WAVES = 4 };
 /* Resident rows: row elements a lane keeps in registers at most (LANE_ELEMENTS_GOAL is
  * PLAN_LANE_ELEMENTS_GOAL), lanes per row at most, and the bytes a warp's access of one row
  * should cover (a whole 128-byte line). */
@@ -324,9 +328,11 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k)
     MapCtx c = {dev, dev->warp_size, 0, pl->p->opt.packing, k->persistent, pl->p->opt.wide_rows,
              k->ngroup == 1, !k->stream_by_block};
     bool elementwise = true;
+    int64_t elements = 0;
     for (int32_t i = 0; i < k->ngroup; i++) {
         astitch_mapping m;
         space_of(g, k->group[i].dominant, &m);
+        elements = m.rows * m.row_len > elements ? m.rows * m.row_len : elements;
         int64_t want = pow2_ceil(useful_threads(&m, c.packing, dev->warp_size));
         if (want > dev->max_threads_per_block)
             want = dev->max_threads_per_block;
@@ -335,7 +341,9 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k)
         elementwise = elementwise && m.kind == ASTITCH_MAP_ELEMENTWISE;
     }
     if (!c.persistent && elementwise && c.block > TILE_BLOCK_ELEMENTWISE)
-        c.block = TILE_BLOCK_ELEMENTWISE;
+        c.block = elements / 4 >= (int64_t)MANY_WAVES * dev->sm_count * dev->max_threads_per_sm
+                      ? TILE_BLOCK_ELEMENTWISE_LONG
+                      : TILE_BLOCK_ELEMENTWISE;
     int64_t regs = assumed_regs(g, k, &c);
     if (regs > 32) { /* blocks per SM at the resident bound, never below a resident row */
         int64_t cap = pow2_floor(dev->regs_per_sm /
