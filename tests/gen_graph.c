@@ -519,6 +519,22 @@ astitch_node gen_layer_norm(astitch_graph *g, astitch_node x, int64_t rows, int6
     return astitch_binary(g, ASTITCH_OP_MUL, d, astitch_broadcast_in_dim(g, rstd, 2, dims, &keep));
 }
 
+astitch_node gen_rms_norm(astitch_graph *g, astitch_node x, int64_t rows, int64_t cols,
+                          double eps)
+{
+    int64_t dims[2] = {rows, cols}, axis = 1, keep = 0;
+    double inv = 1.0 / (double)cols;
+    astitch_node ms = astitch_binary(g, ASTITCH_OP_MUL,
+                                     astitch_reduce(g, ASTITCH_REDUCE_SUM,
+                                                    astitch_binary(g, ASTITCH_OP_MUL, x, x), 1,
+                                                    &axis),
+                                     astitch_constant(g, ASTITCH_F32, 1, &rows, &inv, 1));
+    astitch_node rstd = astitch_unary(
+        g, ASTITCH_OP_RSQRT,
+        astitch_binary(g, ASTITCH_OP_ADD, ms, astitch_constant(g, ASTITCH_F32, 1, &rows, &eps, 1)));
+    return astitch_binary(g, ASTITCH_OP_MUL, x, astitch_broadcast_in_dim(g, rstd, 2, dims, &keep));
+}
+
 astitch_graph *gen_split_kinds(astitch_context *ctx, int64_t rows, int64_t cols)
 {
     astitch_graph *g;

@@ -47,6 +47,11 @@ astitch_graph *gen_split_kinds(astitch_context *ctx, int64_t rows, int64_t cols)
 astitch_node gen_layer_norm(astitch_graph *g, astitch_node x, int64_t rows, int64_t cols,
                             double eps, astitch_node *mean);
 
+/* x * rsqrt(mean(x * x) + eps) over the rows of x [rows, cols] (f32): RMSNorm before its
+ * weight. */
+astitch_node gen_rms_norm(astitch_graph *g, astitch_node x, int64_t rows, int64_t cols,
+                          double eps);
+
 /* exp(dot(x + x, w)) for x [m, k] and w [k, n]: the dot, named "between", is a compute op
  * between two kernels. NULL on failure (message in ctx). */
 astitch_graph *gen_dot_between(astitch_context *ctx, int64_t m, int64_t k, int64_t n);

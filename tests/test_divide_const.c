@@ -37,7 +37,8 @@ static astitch_graph *divide(astitch_context *ctx, double c)
     return g;
 }
 
-/* Whether the PTX of g for the h100 model divides. */
+/* Whether the PTX of g for the h100 model has a float division (div.<anything>.f32; an
+ * integer division of the index arithmetic does not count). */
 static bool ptx_divides(astitch_graph *g)
 {
     astitch_compile_options o;
@@ -46,7 +47,11 @@ static bool ptx_divides(astitch_graph *g)
     char *ptx = NULL;
     if (astitch_emit(g, &o, "ptx", &ptx) != ASTITCH_OK)
         fail_msg("emit ptx: %s", astitch_last_error(astitch_graph_context(g)));
-    bool divides = strstr(ptx, "div.") != NULL;
+    bool divides = false;
+    for (const char *p = ptx; !divides && (p = strstr(p, "div.")) != NULL; p += 4) {
+        size_t len = strcspn(p, " \t\n");
+        divides = len >= 8 && strncmp(p + len - 4, ".f32", 4) == 0;
+    }
     astitch_free(ptx);
     return divides;
 }

@@ -23,22 +23,11 @@ static astitch_graph *rms_norm(astitch_context *ctx, astitch_dtype t, int64_t ro
 {
     astitch_graph *g = NULL;
     assert_int_equal(astitch_graph_create(ctx, &g), ASTITCH_OK);
-    int64_t dims[2] = {rows, cols}, axis = 1, keep = 0, last = 1;
+    int64_t dims[2] = {rows, cols}, last = 1;
     astitch_node x = to_f32(g, astitch_parameter(g, "x", t, 2, dims), t);
     astitch_node w = to_f32(g, astitch_parameter(g, "weight", t, 1, &cols), t);
-    double inv = 1.0 / (double)cols, eps = 1e-6;
-    astitch_node ms = astitch_binary(g, ASTITCH_OP_MUL,
-                                     astitch_reduce(g, ASTITCH_REDUCE_SUM,
-                                                    astitch_binary(g, ASTITCH_OP_MUL, x, x), 1,
-                                                    &axis),
-                                     astitch_constant(g, ASTITCH_F32, 1, &rows, &inv, 1));
-    astitch_node rstd = astitch_unary(
-        g, ASTITCH_OP_RSQRT,
-        astitch_binary(g, ASTITCH_OP_ADD, ms, astitch_constant(g, ASTITCH_F32, 1, &rows, &eps, 1)));
-    astitch_node out = astitch_binary(
-        g, ASTITCH_OP_MUL,
-        astitch_binary(g, ASTITCH_OP_MUL, x, astitch_broadcast_in_dim(g, rstd, 2, dims, &keep)),
-        astitch_broadcast_in_dim(g, w, 2, dims, &last));
+    astitch_node out = astitch_binary(g, ASTITCH_OP_MUL, gen_rms_norm(g, x, rows, cols, 1e-6),
+                                      astitch_broadcast_in_dim(g, w, 2, dims, &last));
     assert_int_equal(astitch_add_output(g, t == ASTITCH_F32 ? out : astitch_convert(g, out, t)),
                      ASTITCH_OK);
     return g;

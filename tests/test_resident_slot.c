@@ -111,23 +111,15 @@ static astitch_graph *rms_norm(astitch_context *ctx, astitch_dtype t, int64_t ro
 {
     astitch_graph *g = NULL;
     assert_int_equal(astitch_graph_create(ctx, &g), ASTITCH_OK);
-    int64_t d[2] = {rows, cols}, last = 1, first = 0, one = 1;
+    int64_t d[2] = {rows, cols}, last = 1, first = 0;
     astitch_node x = to_f32(g, astitch_parameter(g, "x", t, 2, d));
     astitch_node w = to_f32(g, astitch_parameter(g, "weight", t, 1, &cols));
     if (per_row) {
         astitch_node s = to_f32(g, astitch_parameter(g, "row_scale", t, 1, &rows));
         x = astitch_binary(g, ASTITCH_OP_MUL, x, astitch_broadcast_in_dim(g, s, 2, d, &first));
     }
-    double eps = 1e-6;
-    astitch_node sq = astitch_binary(g, ASTITCH_OP_MUL, x, x);
-    astitch_node ms = astitch_reduce(g, ASTITCH_REDUCE_SUM, sq, 1, &one);
-    astitch_node n = astitch_constant(g, ASTITCH_F32, 0, NULL, &(double){(double)cols}, 1);
-    astitch_node mean = astitch_binary(g, ASTITCH_OP_DIV, ms, astitch_broadcast_in_dim(g, n, 1, &rows, NULL));
-    astitch_node e = astitch_constant(g, ASTITCH_F32, 0, NULL, &eps, 1);
-    astitch_node r = astitch_unary(g, ASTITCH_OP_RSQRT, astitch_binary(g, ASTITCH_OP_ADD, mean,
-                                   astitch_broadcast_in_dim(g, e, 1, &rows, NULL)));
-    astitch_node y = astitch_binary(g, ASTITCH_OP_MUL, x, astitch_broadcast_in_dim(g, r, 2, d, &first));
-    y = astitch_binary(g, ASTITCH_OP_MUL, y, astitch_broadcast_in_dim(g, w, 2, d, &last));
+    astitch_node y = astitch_binary(g, ASTITCH_OP_MUL, gen_rms_norm(g, x, rows, cols, 1e-6),
+                                    astitch_broadcast_in_dim(g, w, 2, d, &last));
     assert_int_equal(astitch_add_output(g, astitch_convert(g, y, t)), ASTITCH_OK);
     return g;
 }
