@@ -591,15 +591,15 @@ static void register_bound_relaxed(void **state)
     assert_int_equal(k.moved_bytes, 3 * x_bytes + 25600 * 4); /* and the rows' shifts */
     o.one_pass_variance = false;
     /* resident rows of 768: a warp per row, 24 elements per lane, planned with 32 + 2 * 24 = 80
-     * registers: blocks of 256, three per SM */
+     * registers: blocks of 64 (two rows of 6 KB moved, resident_block), twelve per SM */
     o.packing = true;
     p = fixture_plan(f, &d, &o);
     astitch_plan_kernel_info(p, 0, &k);
-    assert_int_equal(k.block, 256);
+    assert_int_equal(k.block, 64);
     assert_int_equal(k.regs, 80);
-    assert_int_equal(k.blocks_per_sm, 3);
+    assert_int_equal(k.blocks_per_sm, 12);
     assert_false(k.persistent);
-    assert_int_equal(k.grid, 25600 / 8); /* a block per tile of 8 rows */
+    assert_int_equal(k.grid, 25600 / 2); /* a block per tile of 2 rows */
     assert_int_equal(k.shared_bytes, 0); /* the statistics stay in registers */
     assert_int_equal(k.moved_bytes, k.min_bytes); /* and x is read once */
 }
@@ -634,6 +634,54 @@ static void elementwise_block(void **state)
         printf("# %lld elements, persistent %d: block %d, grid %d\n", (long long)n,
                cases[i].persistent, (int)k.block, (int)k.grid);
         assert_int_equal(k.block, cases[i].block);
+        astitch_plan_destroy(p);
+        astitch_graph_destroy(g);
+    }
+}
+
+/* The block of a kernel of a block per tile whose reductions are all resident rows: the fewest
+ * rows that move 4 KB, at least 64 threads. Row sums of [rows, cols] f32 (x read, the sums
+ * not row-shaped): 32 floats over 8 lanes take 32 rows (256 threads, as before), 64 floats
+ * 16 rows of 8 lanes, 1024 floats a warp per row (64 threads, the floor); 4096 floats take
+ * 256 lanes. A column sum of the same x in the kernel, in its own group or summed across the
+ * row group's rows (column_sums_in_rows), keeps the block of four per SM at the resident bound,
+ * a persistent kernel that of two. */
+static void resident_block(void **state)
+{
+    Fixture *f = *state;
+    astitch_device d = device("h100");
+    struct {
+        int64_t rows, cols;
+        bool column, across, persistent;
+        int block;
+    } cases[] = {{65536, 32, false, false, false, 256},  {65536, 64, false, false, false, 128},
+                 {65536, 1024, false, false, false, 64}, {4096, 4096, false, false, false, 256},
+                 {65536, 1024, true, false, false, 256}, {65536, 1024, true, true, false, 256},
+                 {65536, 1024, false, false, true, 256}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        astitch_graph *g = NULL;
+        assert_int_equal(astitch_graph_create(f->ctx, &g), ASTITCH_OK);
+        int64_t rc[2] = {cases[i].rows, cases[i].cols}, ax0 = 0, ax1 = 1;
+        astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, rc);
+        astitch_add_output(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, x, 1, &ax1));
+        if (cases[i].column)
+            astitch_add_output(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, x, 1, &ax0));
+        astitch_plan_options o = opts(ASTITCH_FUSION_STITCH);
+        o.persistent = cases[i].persistent;
+        o.column_sums_in_rows = cases[i].across;
+        astitch_plan *p = NULL;
+        if (astitch_plan_create(g, &d, &o, &p) != ASTITCH_OK)
+            fail_msg("plan: %s", astitch_last_error(f->ctx));
+        assert_int_equal(astitch_plan_num_kernels(p), 1);
+        astitch_kernel_info k;
+        assert_int_equal(astitch_plan_kernel_info(p, 0, &k), ASTITCH_OK);
+        if (cases[i].across) /* the column sum taken in the row pass: one group */
+            assert_int_equal(k.num_groups, 1);
+        printf("# [%lld, %lld] column %d persistent %d: block %d, grid %d, regs %d\n",
+               (long long)cases[i].rows, (long long)cases[i].cols, cases[i].column,
+               cases[i].persistent, (int)k.block, (int)k.grid, (int)k.regs);
+        assert_int_equal(k.block, cases[i].block);
+        assert_int_equal(k.persistent, cases[i].persistent);
         astitch_plan_destroy(p);
         astitch_graph_destroy(g);
     }
@@ -679,9 +727,9 @@ static void register_bound_small_grid(void **state)
     assert_true(k.grid <= k.blocks_per_wave);
 }
 
-/* A resident grid of at most two waves runs in one: a layer norm of 4096 x 768 (512 blocks of
- * 8 rows, 1.3 waves at the 80 registers of its mapping) gets 64 registers, the fewest its 24
- * elements per lane allow (2 * 24 + 16), and 4 blocks per SM. With rows of 1024 (32 elements
+/* A resident grid of at most two waves runs in one: a layer norm of 4096 x 768 (2048 blocks of
+ * 2 rows, 1.3 waves at the 80 registers of its mapping) gets 64 registers, the fewest its 24
+ * elements per lane allow (2 * 24 + 16), and 16 blocks per SM. With rows of 1024 (32 elements
  * per lane) one wave would need the same 64, below the 80 its rows need: it keeps two waves.
  * (25600 rows of 768, six waves, keep 80: register_bound_relaxed.) */
 static void register_bound_one_wave(void **state)
@@ -693,10 +741,10 @@ static void register_bound_one_wave(void **state)
     astitch_plan *p = fixture_plan(f, &d, &o);
     astitch_kernel_info k;
     astitch_plan_kernel_info(p, 0, &k);
-    assert_int_equal(k.block, 256);
-    assert_int_equal(k.grid, 512);
+    assert_int_equal(k.block, 64);
+    assert_int_equal(k.grid, 2048);
     assert_int_equal(k.regs, 64);
-    assert_int_equal(k.blocks_per_sm, 4);
+    assert_int_equal(k.blocks_per_sm, 16);
     assert_true(k.grid <= k.blocks_per_wave);
     assert_false(k.persistent);
     astitch_graph *g2;
@@ -740,11 +788,12 @@ static void launch_prefers_parallelism(void **state)
     astitch_plan *p = fixture_plan(f, &d, &o);
     astitch_kernel_info k;
     astitch_plan_kernel_info(p, 0, &k);
-    /* a block per tile of 32 rows: 128 bytes of the sum per block */
+    /* a block per tile of 16 rows (the 4 KB of rows a resident block moves): 64 bytes of the
+     * sum per block */
     assert_false(k.persistent);
     assert_int_equal(scheme_of(p, f->g, "s"), ASTITCH_SCHEME_REGIONAL);
-    assert_int_equal(k.shared_bytes, 32 * 4);
-    assert_int_equal(k.grid, 8000000 / 32);
+    assert_int_equal(k.shared_bytes, 16 * 4);
+    assert_int_equal(k.grid, 8000000 / 16);
     assert_int_equal(k.global_barriers, 0);
     o.persistent = true;
     p = fixture_plan(f, &d, &o);
@@ -1056,6 +1105,7 @@ int main(void)
         FIXTURE_TEST(shared_memory_fallback),
         FIXTURE_TEST(register_bound_relaxed),
         FIXTURE_TEST(elementwise_block),
+        FIXTURE_TEST(resident_block),
         FIXTURE_TEST(register_bound_relaxed_by_shared),
         FIXTURE_TEST(register_bound_small_grid),
         FIXTURE_TEST(register_bound_one_wave),

@@ -5,8 +5,9 @@
  * all but tiny kernels, as section 4.5 prefers); the blocks per wave follow from it with the
  * assumed register bound (or from k->wave_limit when launch lowered it): 32, or for a kernel
  * with resident rows resident_regs() of its longest lane part, the block then shrunk so that
- * RESIDENT_BLOCKS_PER_SM blocks (two when persistent) fit on an SM at that bound. Then, per
- * dominant:
+ * RESIDENT_BLOCKS_PER_SM blocks (two when persistent) fit on an SM at that bound, and for a
+ * kernel of a block per tile whose reductions are all resident rows to the fewest rows that
+ * move RESIDENT_BLOCK_BYTES (resident_block()). Then, per dominant:
  *
  *   row reduce     a row of at most RESIDENT_LANES_MAX x LANE_ELEMENTS_MAX elements reduced
  *                  over trailing axes is *resident*: each lane keeps its part of the row in
@@ -30,8 +31,9 @@
  *                  thread, blocks of TILE_BLOCK_ELEMENTWISE when every group is element-wise).
  *
  * Vertical packing and task splitting are in packing.c. A persistent kernel (k->persistent: it
- * has global barriers, or the persistent option) packs tiles beyond one wave vertically: a block walks a contiguous chunk of tiles, so the grid never
- * exceeds one wave and global barriers stay legal. Any other kernel takes a block per tile and
+ * has global barriers, or the persistent option) packs tiles beyond one wave vertically: a
+ * block walks a contiguous chunk of tiles, so the grid never exceeds one wave and global
+ * barriers stay legal. Any other kernel takes a block per tile and
  * the hardware schedules the grid in waves. With packing off, a row or column takes one tile and
  * nothing is split (the XLA baseline); vertical packing remains where the kernel is persistent.
  */
@@ -66,6 +68,14 @@ enum { LANE_ELEMENTS_MAX = 32, LANE_ELEMENTS_GOAL = PLAN_LANE_ELEMENTS_GOAL,
  * rmsnorm_bf16, 256 lanes per row at 64 registers, 38.7 -> 32.0 us with a row per block
  * instead of two; other resident graphs within 1%). */
 enum { RESIDENT_BLOCKS_PER_SM = 4 };
+/* A kernel of a block per tile whose reductions are all resident rows then takes the fewest
+ * rows per block that move RESIDENT_BLOCK_BYTES of row-shaped inputs and outputs, at least
+ * RESIDENT_BLOCK_MIN threads: a block's registers are freed only when its slowest warp ends
+ * (H200, bench/RESULTS.md: layernorm 42.7 -> 41.7 us, a causal softmax of 805 MB 195.8 ->
+ * 192.6). Below about 4 KB a block the SMs cannot take new blocks fast enough (row sums of a
+ * product of two [750000, 32] in blocks of 64: 48.9 -> 60.4 us, some 85 ns per block per SM),
+ * and blocks of 32 cap an SM at half its threads. */
+enum { RESIDENT_BLOCK_BYTES = 4096, RESIDENT_BLOCK_MIN = 64 };
 /* A streamed row takes one warp when the rows give at least 1/STREAM_WARP_SHARE of a wave's
  * warps one each: its lanes combine by shuffles alone, with no block barrier between rows
  * (measured on the H100: llama2_7b_fwd_cross_entropy, 4096 rows of 32000 bf16, 118.1 -> 99.8
@@ -261,6 +271,15 @@ static int64_t space_min_bytes(const astitch_graph *g, const PlanKernel *k, cons
     return least ? least : 4;
 }
 
+/* Group i of kernel k: its dominant's space in *m, and whether its rows are resident (then
+ * their lanes and vector width, resident_layout). */
+static bool group_resident(const astitch_graph *g, const PlanKernel *k, const MapCtx *c, int32_t i,
+                           astitch_mapping *m, int64_t *lanes, int32_t *vector)
+{
+    space_of(g, k->group[i].dominant, m);
+    return resident_layout(m, c, space_min_bytes(g, k, m), lanes, vector);
+}
+
 /* The register bound to assume for kernel k: 32, or resident_regs() of its longest resident
  * lane part (times the tiles a thread takes at once: one when a block takes one tile). */
 static int64_t assumed_regs(const astitch_graph *g, const PlanKernel *k, const MapCtx *c)
@@ -270,8 +289,7 @@ static int64_t assumed_regs(const astitch_graph *g, const PlanKernel *k, const M
         astitch_mapping m;
         int64_t t;
         int32_t v;
-        space_of(g, k->group[i].dominant, &m);
-        if (!resident_layout(&m, c, space_min_bytes(g, k, &m), &t, &v))
+        if (!group_resident(g, k, c, i, &m, &t, &v))
             continue;
         m.threads_per_row = (int32_t)t;
         m.vector = v;
@@ -284,17 +302,49 @@ static int64_t assumed_regs(const astitch_graph *g, const PlanKernel *k, const M
     return regs;
 }
 
-/* Bytes of one element of mapping m's space that kernel k reads: its inputs of that many
- * elements (4 when none). */
-static int64_t space_read_bytes(const astitch_graph *g, const PlanKernel *k, const astitch_mapping *m)
+/* Bytes of one element of mapping m's space that kernel k reads (its inputs of that many
+ * elements), and with `outputs` writes too (its outputs of that many); 4 when none. */
+static int64_t space_bytes(const astitch_graph *g, const PlanKernel *k, const astitch_mapping *m,
+                           bool outputs)
 {
     int64_t n = m->rows * m->row_len, bytes = 0;
-    for (int32_t i = 0; i < k->ninput; i++) {
-        const Node *x = gnode(g, k->input[i]);
+    for (int32_t i = 0; i < k->ninput + (outputs ? k->noutput : 0); i++) {
+        const Node *x = gnode(g, i < k->ninput ? k->input[i] : k->output[i - k->ninput]);
         if (shape_elements(&x->shape) == n)
             bytes += astitch_dtype_size(x->dtype);
     }
     return bytes ? bytes : 4;
+}
+
+/* The block of kernel k (not persistent, block c->block) whose reductions are all resident
+ * rows: the fewest threads, a power of two from RESIDENT_BLOCK_MIN up, whose rows move
+ * RESIDENT_BLOCK_BYTES in every row group; c->block when some row is streamed, the kernel has
+ * no reduction, or it sums columns, in a column group or across a row group's rows: those sums
+ * meet across blocks, by a split that follows the block or by atomics per block, and smaller
+ * blocks multiply them (a GPT-2 layer norm backward's weight gradients, on the H200: 39.2 ->
+ * 44.5 us in blocks of 64 instead of 256). */
+static int32_t resident_block(const astitch_graph *g, const PlanKernel *k, const MapCtx *c)
+{
+    int64_t block = 0;
+    for (int32_t i = 0; i < k->ngroup; i++) {
+        astitch_mapping m;
+        int64_t lanes;
+        int32_t v;
+        if (!group_resident(g, k, c, i, &m, &lanes, &v)) {
+            if (m.kind == ASTITCH_MAP_ELEMENTWISE)
+                continue;
+            return c->block;
+        }
+        for (int32_t s = 0; s < k->group[i].nsub; s++)
+            if (plan_reduce_across(g, &m, k->group[i].sub[s]))
+                return c->block;
+        int64_t row = m.row_len * space_bytes(g, k, &m, true);
+        int64_t want = pow2_ceil(lanes * ceil_div(RESIDENT_BLOCK_BYTES, row));
+        block = want > block ? want : block;
+    }
+    if (block < RESIDENT_BLOCK_MIN)
+        block = RESIDENT_BLOCK_MIN;
+    return (int32_t)(block < c->block ? block : c->block);
 }
 
 bool mapping_stream_rewalks(const Planner *pl, const PlanKernel *k)
@@ -315,7 +365,7 @@ bool mapping_stream_rewalks(const Planner *pl, const PlanKernel *k)
         int64_t warps = (m->grid < wave ? m->grid : wave) * (m->block / warp);
         int64_t rows = m->rows < warps ? m->rows : warps;
         if (walks > 1 && (dev->l2_bytes <= 0 ||
-                          rows * m->row_len * space_read_bytes(pl->g, k, m) > dev->l2_bytes / 2))
+                          rows * m->row_len * space_bytes(pl->g, k, m, false) > dev->l2_bytes / 2))
             return true;
     }
     return false;
@@ -352,6 +402,8 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k)
             cap = RESIDENT_LANES_MAX;
         if (c.block > cap)
             c.block = (int32_t)cap;
+        if (!c.persistent)
+            c.block = resident_block(g, k, &c);
     }
     int64_t bps = dev->max_blocks_per_sm;
     if (dev->max_threads_per_sm / c.block < bps)
