@@ -342,6 +342,8 @@ static int32_t resident_block(const astitch_graph *g, const PlanKernel *k, const
         int64_t want = pow2_ceil(lanes * ceil_div(RESIDENT_BLOCK_BYTES, row));
         block = want > block ? want : block;
     }
+    if (block == 0)
+        return c->block;
     if (block < RESIDENT_BLOCK_MIN)
         block = RESIDENT_BLOCK_MIN;
     return (int32_t)(block < c->block ? block : c->block);
