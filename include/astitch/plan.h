@@ -163,8 +163,10 @@ typedef enum astitch_buffer_kind {
     ASTITCH_BUFFER_REDUCE,        /* block-reduction workspace of a reduce, shared memory */
     ASTITCH_BUFFER_SCRATCH,       /* an op's global values, in the plan's scratch arena */
     ASTITCH_BUFFER_PARTIAL,       /* per-split partial results of a split reduce, scratch */
-    ASTITCH_BUFFER_CARRY          /* an op's values a phase keeps for a later phase of the same
+    ASTITCH_BUFFER_CARRY,         /* an op's values a phase keeps for a later phase of the same
                                    * walk across a global barrier (option carry), shared memory */
+    ASTITCH_BUFFER_TILE           /* a transpose's operand over a block's square tile, staged
+                                   * in the operand's order (docs/codegen.md), shared memory */
 } astitch_buffer_kind;
 
 /* Constant names ("regional", "dominant", "row-reduce", "block", "shared", ...); NULL for

@@ -259,6 +259,8 @@ astitch_status ptx_raise_bounds(astitch_context *ctx, const astitch_plan *p, cha
  *   emit_online.c  a streamed row's max and sum of exp(x - max) in one walk (online softmax)
  *   emit_carry.c   values a walk keeps in shared memory for a later walk across a global
  *                  barrier
+ *   emit_transpose.c  an element-wise phase walked in square tiles through shared memory, for
+ *                  a transpose that moves the innermost axis
  *   emit_resident.c  a resident tile run: rows kept in registers across its phases
  *   emit_slot.c    a resident lane's slot computed as one run through a concatenate
  *   emit_guard.c   kernel inputs a select discards where its condition (read from no tensor)
@@ -501,6 +503,11 @@ void emit_run_roots(Emit *e, const PlanPhase *p, const Shape *space, Index *run,
  * tensor with one vector store. */
 void emit_run_store(Emit *e, int32_t n, const Shape *space, const LLVMValueRef *lin, int v,
                     LLVMValueRef *val);
+
+/* emit_transpose.c: the one element-wise phase p of a kernel whose transpose is walked in
+ * square tiles (PlanTile): the transpose's operand staged in shared memory in its own order,
+ * then the roots evaluated and stored in the space's order. */
+void emit_transposed(Emit *e, const PlanPhase *p);
 
 /* emit_carry.c: values carried across a global barrier (PlanCarry, docs/codegen.md). */
 enum { CARRY_NONE, CARRY_STORE, CARRY_LOAD };

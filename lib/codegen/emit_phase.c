@@ -268,7 +268,9 @@ void emit_phase_run(Emit *e, int32_t first, int32_t end)
     if (p->resident) {
         emit_resident_run(e, first, end);
     } else if (end - first == 1) {
-        if (p->map.kind == ASTITCH_MAP_ELEMENTWISE)
+        if (p->map.kind == ASTITCH_MAP_ELEMENTWISE && e->k->tile.on)
+            emit_transposed(e, p);
+        else if (p->map.kind == ASTITCH_MAP_ELEMENTWISE)
             emit_elementwise(e, p);
         else
             emit_reduce(e, p, NULL);

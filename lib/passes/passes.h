@@ -147,6 +147,10 @@ void pass_tiles(const astitch_graph *g, PlanKernel *k);
  * another barrier than a block barrier ends before it, and the run's later phases run alone.
  * Both set PlanPhase.resident from each run's first mapping. */
 void pass_tiles_cut(PlanKernel *k);
+/* transpose.c: sets k->tile, and then k's launch shape and shared memory, when k is one
+ * element-wise phase whose roots read a value through a transpose that moves the innermost
+ * axis (after memory: the kernel has no buffer); clears it otherwise. */
+void pass_transpose_tile(Planner *pl, PlanKernel *k);
 /* plan_text.c: kernel k of p as astitch_plan_write_text prints it, as far as it is planned. */
 void plan_kernel_text(FILE *f, const astitch_plan *p, const PlanKernel *k);
 /* traffic.c: sets k->min_bytes and k->moved_bytes from the finished kernel (false when out of

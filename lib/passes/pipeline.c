@@ -32,6 +32,8 @@
  *     |   |   barriers                 block and global barriers from the schemes
  *     |   |   tiles                    tile runs: phases that run tile by tile
  *     |   |   memory                   shared/scratch buffers, regional->global fallback (4.4)
+ *     |   |   transpose                square tiles for a transpose that moves the innermost
+ *     |   |                            axis of a one-phase element-wise kernel
  *     |   +-- launch                   assume-relax-apply (4.5); if shared memory leaves too
  *     |                                few blocks resident: tiles and memory again under a
  *     |                                lower cap, else mapping again for the smaller wave
@@ -60,7 +62,7 @@ static const char *const step_names[] = {
     "scope",     "xla",
     "remote",    "bound",     "fill",        "dominant", "mapping",   "across",
     "propagate", "adapt",     "schemes",     "barriers", "tiles",     "memory",
-    "launch",    "carry",     "traffic",   "check",
+    "transpose", "launch",    "carry",     "traffic",   "check",
 };
 
 /* What ASTITCH_DUMP_PLAN asks of one planning: the finished plan, or the plan after a step. */
@@ -242,6 +244,10 @@ static astitch_status schedule(Planner *pl, PlanKernel *k)
     }
     if (!st)
         st = step(pl, k, "memory", PLAN_STAGE_MEMORY, pass_memory(pl, k));
+    if (!st) {
+        pass_transpose_tile(pl, k);
+        st = step(pl, k, "transpose", PLAN_STAGE_MEMORY, ASTITCH_OK);
+    }
     return st;
 }
 

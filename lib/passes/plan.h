@@ -123,6 +123,19 @@ typedef struct PlanCarry {
     int64_t iterations;    /* the most iterations a thread of the walk takes */
 } PlanCarry;
 
+/* A transpose walked in square tiles (transpose.c): when `on`, the kernel is one element-wise
+ * phase, and each block takes one tile of size x size elements of its space over axis `axis`
+ * (where the operand's innermost axis lands) and the innermost axis; it evaluates transpose
+ * `node`'s operand over the tile in the operand's own order into its TILE buffer
+ * (size x (size + 1) slots of f32 or i32 in shared memory), and after a block barrier the roots
+ * in the space's order, taking the transpose's value from there (emit_transpose.c). */
+typedef struct PlanTile {
+    bool on;
+    int32_t node;
+    int32_t axis;
+    int32_t size;
+} PlanTile;
+
 typedef struct PlanKernel {
     char name[24];
     PlanOp *op;
@@ -154,6 +167,7 @@ typedef struct PlanKernel {
     int64_t min_bytes;         /* global memory: inputs read once, outputs written once */
     int64_t moved_bytes;       /* ... as the phases read and write it (traffic.c) */
     PlanCarry carry;           /* values kept across a global barrier (carry.c) */
+    PlanTile tile;             /* a transpose walked in square tiles (transpose.c) */
 } PlanKernel;
 
 /* Whether kernel k holds rows in registers in some phase (PlanPhase.resident). */
@@ -235,7 +249,7 @@ static inline int64_t plan_across_slots(const astitch_mapping *m)
 static inline bool plan_buffer_shared(astitch_buffer_kind kind)
 {
     return kind == ASTITCH_BUFFER_SHARED || kind == ASTITCH_BUFFER_REDUCE ||
-           kind == ASTITCH_BUFFER_CARRY;
+           kind == ASTITCH_BUFFER_CARRY || kind == ASTITCH_BUFFER_TILE;
 }
 
 /* plan.c: storage */

@@ -5,7 +5,7 @@ static const char *const scheme_names[] = {"local", "regional", "global", "indep
 static const char *const role_names[] = {"dominant", "sub-dominant", "member", "inlined"};
 static const char *const map_names[] = {"elementwise", "row-reduce", "column-reduce"};
 static const char *const barrier_names[] = {"none", "block", "global"};
-static const char *const buffer_names[] = {"shared", "reduce", "scratch", "partial", "carry"};
+static const char *const buffer_names[] = {"shared", "reduce", "scratch", "partial", "carry", "tile"};
 
 #define NAME_OF(table, v) \
     ((unsigned)(v) < sizeof(table) / sizeof(table[0]) ? table[(unsigned)(v)] : NULL)

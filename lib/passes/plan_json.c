@@ -151,6 +151,14 @@ static json_t *kernel_json(const astitch_plan *p, const PlanKernel *k)
     ok = put(j, "phases", phases) && ok;
     ok = put(j, "buffers", bufs) && ok;
     ok = put(j, "carry", carry) && ok;
+    json_t *tile = json_null(); /* a transpose walked in square tiles (transpose.c), or null */
+    if (ok && k->tile.on) {
+        tile = json_object();
+        ok = put(tile, "transpose", json_string(gnode(p->graph, k->tile.node)->name)) &&
+             put(tile, "axis", json_integer(k->tile.axis)) &&
+             put(tile, "size", json_integer(k->tile.size));
+    }
+    ok = put(j, "tile", tile) && ok;
     return built(j, ok);
 }
 

@@ -55,6 +55,10 @@ void plan_kernel_text(FILE *f, const astitch_plan *p, const PlanKernel *k)
                 (long long)k->carry.slots, (long long)k->carry.iterations, (int)k->carry.vector,
                 k->carry.vector == 1 ? "" : "s");
     }
+    if (k->tile.on)
+        fprintf(f, "  tile: %s's operand staged in shared memory, %d x %d elements over axes %d "
+                   "and %d\n", nm(p, k->tile.node), (int)k->tile.size, (int)k->tile.size,
+                (int)k->tile.axis, (int)k->phase[0].map.rank - 1);
     if (k->stream_by_block)
         fputs("  streamed rows: a block's lanes each; a warp each would walk them again beyond "
               "half the L2\n", f);

@@ -105,6 +105,7 @@ static bool guards_build(const astitch_plan *p, int32_t k, bool as_parts, Guards
             /* fall through */
         case ASTITCH_BUFFER_REDUCE:
         case ASTITCH_BUFFER_CARRY:
+        case ASTITCH_BUFFER_TILE:
             shared[gd->nshared++] = (SimtRange){pb->offset, used, name};
             break;
         case ASTITCH_BUFFER_SCRATCH:

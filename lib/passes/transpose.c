@@ -1,0 +1,108 @@
+/*
+ * transpose.c: square tiles for a transpose that moves the innermost axis.
+ *
+ * An element-wise kernel whose roots read a value through a transpose that moves its innermost
+ * axis (a [B, S, H] value written as [B, H, S]) reads that value one element per thread a whole
+ * row apart: each 32-byte sector of it is fetched for 4 bytes, and the lines come back from L2
+ * or DRAM many times (H200, bench/RESULTS.md: a bias added to [32, 512, 1024] f32 and
+ * transposed, 124.5 us against 35.5 for Inductor's tiled kernel). Such a kernel walks its space
+ * in square tiles (TILE x TILE elements; TILE_NARROW for 2-byte values) over the space's innermost axis and the axis where the
+ * transpose's operand has its innermost one: a block first evaluates the operand over its tile
+ * in the operand's own order (consecutive threads, consecutive addresses) into shared memory,
+ * then, after a block barrier, the roots over the tile in the space's order (consecutive
+ * threads, consecutive output addresses), taking the transpose's value from shared memory
+ * (emit_transpose.c). One transpose per kernel is tiled: the first whose operand is a float or
+ * 32-bit integer and whose two axes both hold at least MIN_EDGE elements.
+ */
+#include <stdlib.h>
+
+#include "passes/passes.h"
+
+/* Tile edge: a warp's width of consecutive elements each way; for values of 2 bytes, twice
+ * that, so that a thread moves as many bytes (H200, bench/RESULTS.md: a bf16 NHWC to NCHW
+ * transpose 40.4 -> 32.5 us; f32 transposes within 2% or slower at 64: the ViT patch tokens
+ * 26.0 -> 28.5). Block threads at most; the least extent of both tiled axes. */
+enum { TILE = 32, TILE_NARROW = 64, TILE_THREADS = 256, MIN_EDGE = 16 };
+
+static bool tile_dtype(astitch_dtype t)
+{
+    return t == ASTITCH_F32 || t == ASTITCH_F16 || t == ASTITCH_BF16 || t == ASTITCH_I32;
+}
+
+/* The transpose of kernel k that a tile serves (its space axis in *axis), or -1. */
+static int32_t tiled_transpose(const astitch_graph *g, const PlanKernel *k, const Shape *space,
+                               int32_t *axis)
+{
+    int last = space->rank - 1;
+    for (int32_t i = 0; i < k->nop; i++) {
+        const Node *t = gnode(g, k->op[i].node);
+        if (t->op != ASTITCH_OP_TRANSPOSE || !shape_equal(&t->shape, space) ||
+            t->attr.dims[last] == last || !tile_dtype(t->dtype))
+            continue;
+        int p = 0;
+        while (p < last && t->attr.dims[p] != last)
+            p++;
+        if (space->dim[p] >= MIN_EDGE && space->dim[last] >= MIN_EDGE) {
+            *axis = p;
+            return k->op[i].node;
+        }
+    }
+    return -1;
+}
+
+void pass_transpose_tile(Planner *pl, PlanKernel *k)
+{
+    const astitch_graph *g = pl->g;
+    const astitch_device *d = &pl->p->dev;
+    k->tile = (PlanTile){.on = false, .node = -1};
+    if (k->persistent || k->nphase != 1 || k->nbuf > 0 || k->global_barriers > 0 ||
+        k->shared_bytes > 0 || k->phase[0].map.kind != ASTITCH_MAP_ELEMENTWISE)
+        return;
+    PlanPhase *ph = &k->phase[0];
+    Shape space = plan_mapping_space(&ph->map);
+    if (space.rank < 2)
+        return;
+    for (int32_t r = 0; r < ph->nroot; r++)
+        if (!shape_equal(&gnode(g, ph->root[r])->shape, &space))
+            return;
+    int32_t axis = -1, node = tiled_transpose(g, k, &space, &axis);
+    if (node < 0)
+        return;
+    int64_t threads = TILE_THREADS;
+    while (threads > d->max_threads_per_block)
+        threads /= 2;
+    int64_t size = astitch_dtype_size(gnode(g, node)->dtype) <= 2 ? TILE_NARROW : TILE;
+    int64_t shared = size * (size + 1) * 4;
+    if (threads < size || shared > d->shared_per_block)
+        return;
+    int last = space.rank - 1;
+    int64_t tiles = ceil_div(space.dim[axis], size) * ceil_div(space.dim[last], size);
+    for (int i = 0; i < space.rank; i++)
+        if (i != axis && i != last)
+            tiles *= space.dim[i];
+    if (tiles > INT32_MAX)
+        return;
+    PlanBuffer *buf = malloc(sizeof *buf);
+    if (!buf)
+        return; /* untiled: slower, as right */
+    int64_t slots = size * (size + 1);
+    *buf = (PlanBuffer){.kind = ASTITCH_BUFFER_TILE, .node = node,
+                        .dtype = gnode(g, node)->dtype == ASTITCH_I32 ? ASTITCH_I32 : ASTITCH_F32,
+                        .elements = slots, .offset = 0, .bytes = shared};
+    free(k->buf);
+    k->buf = buf;
+    k->nbuf = 1;
+    k->tile = (PlanTile){.on = true, .node = node, .axis = axis, .size = (int32_t)size};
+    astitch_mapping *m = &ph->map;
+    m->block = (int32_t)threads;
+    m->grid = (int32_t)tiles;
+    m->rows_per_block = (int32_t)threads;
+    m->chunk = size * size;
+    m->tasks_per_block = ceil_div(m->chunk, threads);
+    k->group[ph->group].map = *m;
+    k->block = m->block;
+    k->grid = m->grid;
+    k->shared_bytes = shared;
+    k->block_barriers++;
+    k->blocks_per_wave = (int32_t)(launch_blocks_per_sm(d, threads, 32, shared) * d->sm_count);
+}
