@@ -6,13 +6,14 @@
  * row apart: each 32-byte sector of it is fetched for 4 bytes, and the lines come back from L2
  * or DRAM many times (H200, bench/RESULTS.md: a bias added to [32, 512, 1024] f32 and
  * transposed, 124.5 us against 35.5 for Inductor's tiled kernel). Such a kernel walks its space
- * in square tiles (TILE x TILE elements; TILE_NARROW for 2-byte values) over the space's innermost axis and the axis where the
- * transpose's operand has its innermost one: a block first evaluates the operand over its tile
- * in the operand's own order (consecutive threads, consecutive addresses) into shared memory,
- * then, after a block barrier, the roots over the tile in the space's order (consecutive
- * threads, consecutive output addresses), taking the transpose's value from shared memory
- * (emit_transpose.c). One transpose per kernel is tiled: the first whose operand is a float or
- * 32-bit integer and whose two axes both hold at least MIN_EDGE elements.
+ * in square tiles (TILE x TILE elements; TILE_NARROW for 2-byte values) over the space's
+ * innermost axis and the axis where the transpose's operand has its innermost one: a block
+ * first evaluates the operand over its tile in the operand's own order (consecutive threads,
+ * consecutive addresses) into shared memory, then, after a block barrier, the roots over the
+ * tile in the space's order (consecutive threads, consecutive output addresses), taking the
+ * transpose's value from shared memory (emit_transpose.c). One transpose per kernel is tiled:
+ * the first whose operand is a float or 32-bit integer and whose two axes both hold at least
+ * MIN_EDGE elements.
  */
 #include <stdlib.h>
 
