@@ -15,8 +15,6 @@
  * the first whose operand is a float or 32-bit integer and whose two axes both hold at least
  * MIN_EDGE elements.
  */
-#include <stdlib.h>
-
 #include "passes/passes.h"
 
 /* Tile edge: a warp's width of consecutive elements each way; for values of 2 bytes, twice
@@ -83,16 +81,13 @@ void pass_transpose_tile(Planner *pl, PlanKernel *k)
             tiles *= space.dim[i];
     if (tiles > INT32_MAX)
         return;
-    PlanBuffer *buf = malloc(sizeof *buf);
-    if (!buf)
+    int32_t cap = 0; /* memory.c left no buffer */
+    if (!ARRAY_RESERVE(k->buf, k->nbuf, cap, 1))
         return; /* untiled: slower, as right */
-    int64_t slots = size * (size + 1);
-    *buf = (PlanBuffer){.kind = ASTITCH_BUFFER_TILE, .node = node,
-                        .dtype = gnode(g, node)->dtype == ASTITCH_I32 ? ASTITCH_I32 : ASTITCH_F32,
-                        .elements = slots, .offset = 0, .bytes = shared};
-    free(k->buf);
-    k->buf = buf;
-    k->nbuf = 1;
+    k->buf[k->nbuf++] = (PlanBuffer){
+        .kind = ASTITCH_BUFFER_TILE, .node = node,
+        .dtype = gnode(g, node)->dtype == ASTITCH_I32 ? ASTITCH_I32 : ASTITCH_F32,
+        .elements = size * (size + 1), .offset = 0, .bytes = shared};
     k->tile = (PlanTile){.on = true, .node = node, .axis = axis, .size = (int32_t)size};
     astitch_mapping *m = &ph->map;
     m->block = (int32_t)threads;
