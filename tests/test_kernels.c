@@ -186,7 +186,8 @@ LLVMModuleRef build_block_reduce(LLVMContextRef c, int ncol)
     LLVMValueRef has = LLVMBuildICmp(k.b, LLVMIntULT, tid, nwarp, "");
     s = LLVMBuildSelect(k.b, has, load(&k, k.f32, smem, tid), real(&k, 0), "");
     n = LLVMBuildSelect(k.b, has, load(&k, k.i32, smem_i, tid), int32(&k, 0), "");
-    warp_reduce(&k, &s, &n, PRIM_SHFL_XOR_F32, PRIM_SHFL_XOR_I32);
+    /* whole warps: the tests launch blocks of a multiple of 32 threads */
+    warp_reduce(&k, &s, &n, PRIM_SHFL_XOR_FULL_F32, PRIM_SHFL_XOR_FULL_I32);
     LLVMBasicBlockRef join0 = kb_if(&k, LLVMBuildICmp(k.b, LLVMIntEQ, tid, int32(&k, 0), ""));
     store(&k, k.f32, arg(&k, 1), row, s);
     prim2(&k, PRIM_ATOMIC_ADD_F32, arg(&k, 2), s);

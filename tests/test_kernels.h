@@ -13,7 +13,7 @@
 LLVMModuleRef build_vector_add(LLVMContextRef c, int n);
 /* reduce(in, out, total, maxp, minp, count, claim, seen), one block per row of ncol floats,
  * block size a multiple of 32: out[row] = sum of the row (warp shuffles down, shared memory,
- * block barrier, butterfly shuffles); then thread 0 adds out[row] into *total, max/min it into
+ * block barrier, butterfly shuffles of whole warps); then thread 0 adds out[row] into *total, max/min it into
  * *maxp / *minp, adds the row's count of positive elements (reduced as i32) into *count, and
  * stores into seen[row] what a compare-and-swap of *claim from 0 to row + 1 found there. */
 LLVMModuleRef build_block_reduce(LLVMContextRef c, int ncol);

@@ -172,7 +172,8 @@ static void test_block_reduce(void **state)
     astitch_context *ctx = *state;
     LLVMContextRef c = LLVMContextCreate();
     int rows = rnd_range(2, 12), ncol = rnd_range(1, 3000), block = 32 << rnd_range(0, 3);
-    static const char *const must[] = {"shfl.sync.down.b32", "shfl.sync.bfly.b32", "bar.sync",
+    static const char *const must[] = {"shfl.sync.down.b32", "shfl.sync.bfly.b32", ", 31, -1;",
+                                       "bar.sync",
                                        "atom.global.add.f32", "atom.global.cas.b32",
                                        "max.NaN.f32", "min.NaN.f32", NULL};
     check_nvptx(ctx, build_block_reduce(c, ncol), "reduce", 256, 64, must);

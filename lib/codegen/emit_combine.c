@@ -8,20 +8,24 @@ LLVMValueRef emit_shfl_xor(Emit *e, LLVMValueRef v, int mask)
 {
     LLVMTypeRef t = LLVMTypeOf(v), i32 = LLVMInt32TypeInContext(e->c);
     LLVMValueRef mk = LLVMConstInt(i32, (unsigned)mask, 0);
+    /* a block of whole warps launches with exactly k->block threads */
+    bool whole = e->k->block % 32 == 0;
+    PrimId xor_f32 = whole ? PRIM_SHFL_XOR_FULL_F32 : PRIM_SHFL_XOR_F32;
+    PrimId xor_i32 = whole ? PRIM_SHFL_XOR_FULL_I32 : PRIM_SHFL_XOR_I32;
     if (LLVMGetTypeKind(t) == LLVMFloatTypeKind)
-        return prim_call(e->b, e->m, PRIM_SHFL_XOR_F32, (LLVMValueRef[]){v, mk}, 2);
+        return prim_call(e->b, e->m, xor_f32, (LLVMValueRef[]){v, mk}, 2);
     unsigned w = LLVMGetIntTypeWidth(t);
     if (w <= 32) {
         LLVMValueRef x = LLVMBuildZExt(e->b, v, i32, "");
         if (w == 32)
             x = v;
-        LLVMValueRef r = prim_call(e->b, e->m, PRIM_SHFL_XOR_I32, (LLVMValueRef[]){x, mk}, 2);
+        LLVMValueRef r = prim_call(e->b, e->m, xor_i32, (LLVMValueRef[]){x, mk}, 2);
         return w == 32 ? r : LLVMBuildTrunc(e->b, r, t, "");
     }
     LLVMValueRef lo = LLVMBuildTrunc(e->b, v, i32, "");
     LLVMValueRef hi = LLVMBuildTrunc(e->b, LLVMBuildLShr(e->b, v, LLVMConstInt(t, 32, 0), ""), i32, "");
-    lo = prim_call(e->b, e->m, PRIM_SHFL_XOR_I32, (LLVMValueRef[]){lo, mk}, 2);
-    hi = prim_call(e->b, e->m, PRIM_SHFL_XOR_I32, (LLVMValueRef[]){hi, mk}, 2);
+    lo = prim_call(e->b, e->m, xor_i32, (LLVMValueRef[]){lo, mk}, 2);
+    hi = prim_call(e->b, e->m, xor_i32, (LLVMValueRef[]){hi, mk}, 2);
     return LLVMBuildOr(e->b, LLVMBuildZExt(e->b, lo, t, ""),
                        LLVMBuildShl(e->b, LLVMBuildZExt(e->b, hi, t, ""), LLVMConstInt(t, 32, 0), ""), "");
 }

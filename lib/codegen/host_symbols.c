@@ -73,6 +73,8 @@ int host_symbols(const HostPrimitives *rt, HostSymbol *out)
         {"astitch_shfl_xor_f32", (AnyFn)rt->shfl_xor_f32},
         {"astitch_shfl_down_i32", (AnyFn)rt->shfl_down_i32},
         {"astitch_shfl_xor_i32", (AnyFn)rt->shfl_xor_i32},
+        {"astitch_shfl_xor_full_f32", (AnyFn)rt->shfl_xor_f32}, /* every host warp is whole */
+        {"astitch_shfl_xor_full_i32", (AnyFn)rt->shfl_xor_i32},
         {"astitch_atomic_add_f32", (AnyFn)rt->atomic_add_f32},
         {"astitch_atomic_add_i32", (AnyFn)rt->atomic_add_i32},
         {"astitch_atomic_cas_i32", (AnyFn)rt->atomic_cas_i32},

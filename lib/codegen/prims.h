@@ -27,6 +27,13 @@
  *   astitch_shfl_xor_f32          float (float v, i32 mask)
  *   astitch_shfl_down_i32         i32 (i32 v, i32 delta)
  *   astitch_shfl_xor_i32          i32 (i32 v, i32 mask)
+ *   astitch_shfl_xor_full_f32     float (float v, i32 mask)           as astitch_shfl_xor_f32, in
+ *   astitch_shfl_xor_full_i32     i32 (i32 v, i32 mask)               a warp whose 32 lanes all
+ *                                                                     exist (a block of a
+ *                                                                     multiple of 32 threads);
+ *                                                                     NVPTX: a constant member
+ *                                                                     mask, no partial warp to
+ *                                                                     handle
  *   astitch_atomic_add_f32        float (ptr p, float v)              returns the old value
  *   astitch_atomic_add_i32        i32 (ptr p, i32 v)
  *   astitch_atomic_cas_i32        i32 (ptr p, i32 expect, i32 desired)
@@ -71,6 +78,8 @@
     X(SHFL_XOR_F32, "astitch_shfl_xor_f32")   \
     X(SHFL_DOWN_I32, "astitch_shfl_down_i32") \
     X(SHFL_XOR_I32, "astitch_shfl_xor_i32")   \
+    X(SHFL_XOR_FULL_F32, "astitch_shfl_xor_full_f32") \
+    X(SHFL_XOR_FULL_I32, "astitch_shfl_xor_full_i32") \
     X(ATOMIC_ADD_F32, "astitch_atomic_add_f32") \
     X(ATOMIC_ADD_I32, "astitch_atomic_add_i32") \
     X(ATOMIC_CAS_I32, "astitch_atomic_cas_i32") \

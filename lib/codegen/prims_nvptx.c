@@ -5,7 +5,9 @@
  * Notes on the lowering (LLVM 19 NVPTX):
  * - Shuffles pass the lanes that exist as member mask and n-1 as clamp (n: lanes of the
  *   caller's warp, fewer than 32 in the last warp of a block whose size is not a multiple of
- *   32), so a source lane past the end gives the caller's own value, as prims.h says.
+ *   32), so a source lane past the end gives the caller's own value, as prims.h says. The
+ *   whole-warp shuffles pass the constant mask -1 and clamp 31, which spares the JIT the code
+ *   for a partial warp at every shuffle.
  * - LLVM 19 selects neither the IR fence nor acquire loads for NVPTX: fences are inline PTX
  *   and the grid barrier spins with volatile loads.
  * - The grid barrier is the flip-bit counter of docs/codegen.md. Block 0 adds 0x80000000-(n-1), the
@@ -32,7 +34,6 @@ static const char prims_ir[] =
     "declare i32 @llvm.nvvm.shfl.sync.bfly.i32(i32, i32, i32, i32)\n"
     "declare float @llvm.maximum.f32(float, float)\n"
     "declare float @llvm.minimum.f32(float, float)\n"
-    "declare float @llvm.nvvm.ex2.approx.f(float)\n"
     "\n"
     "define i32 @astitch_tid_x() #0 {\n"
     "  %v = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()\n"
@@ -63,10 +64,15 @@ static const char prims_ir[] =
     "  ret float %v\n"
     "}\n"
     /* x * log2(e) rounded, then the hardware's 2^p (denormal results kept, +-inf and NaN
-     * through): Triton's form of exp, so torch.compile's kernels compute the same */
+     * through): Triton's form of exp, so torch.compile's kernels compute the same. The
+     * denormal results are made here as ptxas makes them for ex2.approx.f32 (below p = -126,
+     * the square of 2^(p/2), predicated), around the flushing ex2.approx.ftz.f32: the same
+     * machine code, and the JIT compiles it faster (docs/codegen.md). */
     "define float @astitch_exp_f32(float %x) #0 {\n"
     "  %p = fmul float %x, 0x3FF7154760000000\n"
-    "  %v = call float @llvm.nvvm.ex2.approx.f(float %p)\n"
+    "  %v = call float asm \"{ .reg .pred lo; .reg .f32 h; setp.lt.f32 lo, $1, 0fC2FC0000; "
+    "mov.f32 h, $1; @lo mul.rn.f32 h, h, 0f3F000000; ex2.approx.ftz.f32 $0, h; "
+    "@lo mul.rn.f32 $0, $0, $0; }\", \"=f,f\"(float %p)\n"
     "  ret float %v\n"
     "}\n"
     "define void @astitch_trap(ptr %message) #2 {\n"
@@ -137,6 +143,15 @@ static const char prims_ir[] =
     SHFL("down_i32", "i32", "down.i32")
     SHFL("xor_i32", "i32", "bfly.i32")
 #undef SHFL
+/* A whole warp: the constant member mask spares ptxas the code for a partial one. */
+#define SHFL_FULL(name, ty, mode)                                                         \
+    "define " ty " @astitch_shfl_" name "(" ty " %v, i32 %d) #1 {\n"                       \
+    "  %r = call " ty " @llvm.nvvm.shfl.sync." mode "(i32 -1, " ty " %v, i32 %d, i32 31)\n" \
+    "  ret " ty " %r\n"                                                                    \
+    "}\n"
+    SHFL_FULL("xor_full_f32", "float", "bfly.f32")
+    SHFL_FULL("xor_full_i32", "i32", "bfly.i32")
+#undef SHFL_FULL
     "\n"
     "define float @astitch_atomic_add_f32(ptr %p, float %v) #2 {\n"
     "  %o = atomicrmw fadd ptr %p, float %v monotonic, align 4\n"
