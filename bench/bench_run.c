@@ -43,6 +43,8 @@ static const BenchMode modes[] = {
      STITCH, .no_online = true},
     {"stitch-nocarry", "stitch with a walk after a global barrier reading its inputs again, "
      "not values an earlier walk kept in shared memory", STITCH, .no_carry = true},
+    {"stitch-notile", "stitch with a transpose's operand read element by element, not in square "
+     "tiles through shared memory", STITCH, .no_transpose_tiles = true},
     {"stitch-dense", "stitch with every output written, views of an input too", STITCH,
      .dense_outputs = true},
     {"stitch", "AStitch: every switch on", STITCH},
@@ -538,6 +540,7 @@ static void mode_options(const BenchOptions *o, const BenchMode *m, astitch_comp
     co->plan.row_vectors = !m->no_row_vectors;
     co->plan.online_softmax = !m->no_online;
     co->plan.carry = !m->no_carry;
+    co->plan.transpose_tiles = !m->no_transpose_tiles;
     co->view_outputs = !m->dense_outputs;
 }
 

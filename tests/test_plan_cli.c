@@ -98,6 +98,8 @@ static const struct {
      "fusion stitch, remote on, merge on, packing on, deterministic\n"},
     {"--no-remote --no-merge --no-packing --deterministic", false, false, false, true,
      "fusion stitch, remote off, merge off, packing off, deterministic\n"},
+    {"--no-transpose-tiles", true, true, true, false,
+     "fusion stitch, remote on, merge on, packing on, transpose tiles off\n"},
 };
 
 static void plan_switches_text(void **state)

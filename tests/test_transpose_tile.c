@@ -5,7 +5,8 @@
  * blocks of 256, one block per tile) and which keep the plain element-wise walk; on the host
  * target, running those plans, every output against the reference on fresh random inputs:
  * edges that do not fill a tile, bf16 and i32 values, the transpose read twice or beside other
- * values, the transposed value itself an output, and a transpose of rank 4.
+ * values, the transposed value itself an output, and a transpose of rank 4. With the plan option
+ * transpose_tiles off, no plan takes a tile.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -79,16 +81,22 @@ static astitch_graph *build(astitch_context *ctx, const Case *c)
 }
 
 /* Whether g's one kernel for the h100 model takes a tile: a TILE buffer, and then blocks of
- * 256 with the shared memory of a tile of 64 x 64 for 2-byte values (`narrow`), else 32 x 32. */
-static bool plan_tiled(astitch_graph *g, bool narrow)
+ * 256 with the shared memory of a tile of 64 x 64 for 2-byte values (`narrow`), else 32 x 32.
+ * `tiles`: the plan option transpose_tiles; off, the text plan's first line says so. */
+static bool plan_tiled(astitch_graph *g, bool narrow, bool tiles)
 {
     astitch_device dev;
     astitch_device_builtin("h100", &dev);
     astitch_plan_options po;
     astitch_plan_options_default(&po);
+    po.transpose_tiles = tiles;
     astitch_plan *p = NULL;
     if (astitch_plan_create(g, &dev, &po, &p) != ASTITCH_OK)
         fail_msg("plan: %s", astitch_last_error(astitch_graph_context(g)));
+    char *text = NULL;
+    assert_int_equal(astitch_plan_text(p, &text), ASTITCH_OK);
+    assert_true((strstr(text, ", transpose tiles off") != NULL) == !tiles);
+    astitch_free(text);
     assert_int_equal(astitch_plan_num_kernels(p), 1);
     astitch_kernel_info ki;
     assert_int_equal(astitch_plan_kernel_info(p, 0, &ki), ASTITCH_OK);
@@ -131,8 +139,10 @@ static void test_tiles(void **state)
         const Case *c = &cases[i];
         astitch_graph *g = build(ctx, c);
         bool narrow = c->dtype == ASTITCH_F16 || c->dtype == ASTITCH_BF16;
-        if (plan_tiled(g, narrow) != c->tiled)
+        if (plan_tiled(g, narrow, true) != c->tiled)
             fail_msg("%s: the plan %s a tile", c->what, c->tiled ? "takes no" : "takes");
+        if (plan_tiled(g, narrow, false))
+            fail_msg("%s: the plan takes a tile with transpose_tiles off", c->what);
         astitch_device model;
         astitch_compile_options o;
         astitch_phase_info first;

@@ -18,7 +18,8 @@ enum {
     OPT_NO_RECOMPUTE_OUTPUTS,
     OPT_DETERMINISTIC,
     OPT_PERSISTENT, OPT_WIDE_ROWS, OPT_NO_VARIANT_SEARCH, OPT_COLUMN_VECTORS, OPT_NO_ROW_VECTORS,
-    OPT_COLUMN_SUMS_IN_ROWS, OPT_VIEW_OUTPUTS, OPT_NO_ONLINE_SOFTMAX, OPT_NO_CARRY
+    OPT_COLUMN_SUMS_IN_ROWS, OPT_VIEW_OUTPUTS, OPT_NO_ONLINE_SOFTMAX, OPT_NO_CARRY,
+    OPT_NO_TRANSPOSE_TILES
 };
 
 typedef struct OptionSpec {
@@ -75,6 +76,10 @@ static const OptionSpec option_table[] = {
      "a walk after a global barrier over the same elements as an earlier one (a batch norm's "
      "normalization) reads its inputs from global memory again instead of values the earlier "
      "walk kept in shared memory (docs/planner.md, *carry*)"},
+    {"no-transpose-tiles", no_argument, OPT_NO_TRANSPOSE_TILES, NULL,
+     "an element-wise kernel reading through a transpose that moves the innermost axis reads "
+     "its operand element by element instead of in square tiles through shared memory "
+     "(docs/planner.md, *transpose*)"},
     {"column-vectors", no_argument, OPT_COLUMN_VECTORS, NULL,
      "a column reduction's thread takes 16 bytes of adjacent columns per access where the "
      "shapes and registers allow, instead of one column (docs/codegen.md, *Reduce phase*)"},
@@ -130,6 +135,7 @@ void plan_options(const Options *o, astitch_plan_options *po)
     po->row_vectors = !o->no_row_vectors;
     po->online_softmax = !o->no_online_softmax;
     po->carry = !o->no_carry;
+    po->transpose_tiles = !o->no_transpose_tiles;
     po->column_sums_in_rows = o->column_sums_in_rows;
 }
 
@@ -278,6 +284,7 @@ int parse_options(int argc, char **argv, Options *o)
         case OPT_NO_ROW_VECTORS: o->no_row_vectors = true; break;
         case OPT_NO_ONLINE_SOFTMAX: o->no_online_softmax = true; break;
         case OPT_NO_CARRY: o->no_carry = true; break;
+        case OPT_NO_TRANSPOSE_TILES: o->no_transpose_tiles = true; break;
         case OPT_COLUMN_SUMS_IN_ROWS: o->column_sums_in_rows = true; break;
         case OPT_NO_VARIANT_SEARCH: o->no_variant_search = true; break;
         case OPT_VIEW_OUTPUTS: o->view_outputs = true; break;

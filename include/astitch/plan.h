@@ -116,10 +116,15 @@ typedef struct astitch_plan_options {
                  * shared memory its planned residency leaves free, so the later walk reads
                  * them there instead of reading their inputs from global memory again
                  * (docs/planner.md, *carry*); off, the later walk reads its inputs again */
+    bool transpose_tiles; /* an element-wise kernel that reads a value through a transpose
+                           * moving the innermost axis walks square tiles through shared
+                           * memory, so that its reads and its writes are both coalesced
+                           * (docs/planner.md, *transpose*); off, each thread reads the
+                           * transpose's operand element by element, a row apart */
 } astitch_plan_options;
 
 /* Fills *o with the defaults: fusion=stitch, every switch on (one_pass_variance,
- * recompute_outputs, row_vectors, online_softmax and carry included),
+ * recompute_outputs, row_vectors, online_softmax, carry and transpose_tiles included),
  * deterministic, persistent, wide_rows, column_vectors and column_sums_in_rows off. */
 ASTITCH_API void astitch_plan_options_default(astitch_plan_options *o);
 /* "none", "xla", "stitch"; NULL for an out-of-range value. */

@@ -49,6 +49,7 @@ void astitch_plan_options_default(astitch_plan_options *o)
     o->online_softmax = true;
     o->column_sums_in_rows = false;
     o->carry = true;
+    o->transpose_tiles = true;
 }
 
 static const char *const fusion_names[] = {"none", "xla", "stitch"};

@@ -194,7 +194,8 @@ static json_t *plan_json(const astitch_plan *p)
          put(opt, "row_vectors", json_boolean(p->opt.row_vectors)) &&
          put(opt, "online_softmax", json_boolean(p->opt.online_softmax)) &&
          put(opt, "column_sums_in_rows", json_boolean(p->opt.column_sums_in_rows)) &&
-         put(opt, "carry", json_boolean(p->opt.carry));
+         put(opt, "carry", json_boolean(p->opt.carry)) &&
+         put(opt, "transpose_tiles", json_boolean(p->opt.transpose_tiles));
     json_t *rewritten = json_array();
     ok = ok && rewritten;
     for (int32_t i = 0; ok && i < p->nrewritten; i++)

@@ -129,7 +129,7 @@ astitch_status astitch_plan_write_text(const astitch_plan *p, FILE *f)
         return ASTITCH_ERR_ARGUMENT;
     const astitch_device *d = &p->dev;
     fprintf(f, "plan: device %s (%d SMs, %d threads/block, %lld B shared/block), fusion %s, "
-               "remote %s, merge %s, packing %s%s%s%s%s%s%s%s%s%s%s\n",
+               "remote %s, merge %s, packing %s%s%s%s%s%s%s%s%s%s%s%s\n",
             d->name, d->sm_count, d->max_threads_per_block, (long long)d->shared_per_block,
             astitch_fusion_name(p->opt.fusion), p->opt.remote ? "on" : "off",
             p->opt.merge ? "on" : "off", p->opt.packing ? "on" : "off",
@@ -145,7 +145,8 @@ astitch_status astitch_plan_write_text(const astitch_plan *p, FILE *f)
             p->opt.row_vectors ? "" : ", row vectors off",
             p->opt.online_softmax ? "" : ", online softmax off",
             p->opt.column_sums_in_rows ? ", column sums in rows" : "",
-            p->opt.carry ? "" : ", carry off");
+            p->opt.carry ? "" : ", carry off",
+            p->opt.transpose_tiles ? "" : ", transpose tiles off");
     if (p->ndropped > 0) {
         fprintf(f, "dropped (feed no output, not planned):");
         for (int32_t i = 0; i < p->ndropped; i++)

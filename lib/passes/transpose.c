@@ -13,7 +13,7 @@
  * tile in the space's order (consecutive threads, consecutive output addresses), taking the
  * transpose's value from shared memory (emit_transpose.c). One transpose per kernel is tiled:
  * the first whose operand is a float or 32-bit integer and whose two axes both hold at least
- * MIN_EDGE elements.
+ * MIN_EDGE elements. The plan option transpose_tiles (on by default) turns the step off.
  */
 #include "passes/passes.h"
 
@@ -54,7 +54,7 @@ void pass_transpose_tile(Planner *pl, PlanKernel *k)
     const astitch_graph *g = pl->g;
     const astitch_device *d = &pl->p->dev;
     k->tile = (PlanTile){.on = false, .node = -1};
-    if (k->persistent || k->nphase != 1 || k->nbuf > 0 || k->global_barriers > 0 ||
+    if (!pl->p->opt.transpose_tiles || k->persistent || k->nphase != 1 || k->nbuf > 0 || k->global_barriers > 0 ||
         k->shared_bytes > 0 || k->phase[0].map.kind != ASTITCH_MAP_ELEMENTWISE)
         return;
     PlanPhase *ph = &k->phase[0];
