@@ -4,9 +4,9 @@
  * lib/codegen/emit_transpose.c). For the h100 model: which plans take a tile (a TILE buffer,
  * blocks of 256, one block per tile) and which keep the plain element-wise walk; on the host
  * target, running those plans, every output against the reference on fresh random inputs:
- * edges that do not fill a tile, bf16 and i32 values, the transpose read twice or beside other
- * values, the transposed value itself an output, and a transpose of rank 4. With the plan option
- * transpose_tiles off, no plan takes a tile.
+ * edges that do not fill a tile, bf16 (in pairs where both tiled axes are even) and i32 values,
+ * the transpose read twice or beside other values, the transposed value itself an output, and a
+ * transpose of rank 4. With the plan option transpose_tiles off, no plan takes a tile.
  */
 #include <setjmp.h>
 #include <stdarg.h>

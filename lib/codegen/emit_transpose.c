@@ -2,36 +2,48 @@
  * tiles (PlanTile, lib/passes/transpose.c; docs/codegen.md, *Transposed tiles*).
  *
  * Block b takes tile b: size x size elements of the space over axis A = tile.axis and the
- * innermost axis L, at one index of every other axis. Thread t is (x, y) = (t % size,
- * t / size) in rows of `size` threads. Stage: for each k, the thread evaluates the transpose's
- * operand at the tile element (A = a0 + x, L = l0 + y + k * rows), consecutive threads at
- * consecutive addresses of the operand (whose innermost axis is A), and stores it at slot
- * (y + k * rows) * (size + 1) + x of shared memory. After a block barrier, for each k, the
- * thread takes the element (A = a0 + y + k * rows, L = l0 + x): the transpose's value there is
- * slot x * (size + 1) + y + k * rows (consecutive threads in consecutive banks: the row of
- * size + 1 slots), set as the transpose's cached value at that element, and the roots are
- * evaluated and stored there, consecutive threads at consecutive output addresses. Elements
- * past the space's edge are computed at the edge (in bounds) and not stored. */
+ * innermost axis L, at one index of every other axis. A thread takes `pair` adjacent elements
+ * at a time (2 for 2-byte values when both tiled axes have an even length, so that each access
+ * moves 4 bytes; else 1), and is (x, y) = (t % w, t / w) in rows of w = size / pair threads.
+ * Stage: for each k, the thread evaluates the transpose's operand at the tile elements (A = a0
+ * + pair * x + j, L = l0 + y + k * rows), consecutive threads at consecutive addresses of the
+ * operand (whose innermost axis is A), and stores them at slots (y + k * rows) * (size + 1) +
+ * pair * x + j of shared memory. After a block barrier, for each k, the thread takes the
+ * elements (A = a0 + y + k * rows, L = l0 + pair * x + j): the transpose's value there is slot
+ * (pair * x + j) * (size + 1) + y + k * rows (rows of size + 1 slots spread consecutive threads
+ * over the banks), set as the transpose's cached value at that element, and the roots are
+ * evaluated there and stored, pair elements at once, consecutive threads at consecutive output
+ * addresses. Elements past the space's edge are computed at the edge (in bounds; a pair's
+ * start is clamped to an even index, so both its elements stay adjacent) and not stored. */
 #define ASTITCH_EMIT_INTERNAL
 #include <stdlib.h>
 
 #include "codegen.h"
 
-/* The tile's element (A = a, L = l) at the other axes `other`, clamped into the space: its
- * index with axes set. */
+/* The tile's element (A = a, L = l) at the other axes `other`, a clamped to amax and l to lmax:
+ * its index with axes set. */
 static Index tile_element(Emit *e, const Shape *space, int axis, const LLVMValueRef *other,
-                          LLVMValueRef a, LLVMValueRef l)
+                          LLVMValueRef a, int64_t amax, LLVMValueRef l, int64_t lmax)
 {
     int last = space->rank - 1;
     Index ix = {.shape = space, .has_axes = true};
     for (int i = 0; i < space->rank; i++)
         ix.axis[i] = other[i];
-    LLVMValueRef amax = ev_int(e, space->dim[axis] - 1), lmax = ev_int(e, space->dim[last] - 1);
-    ix.axis[axis] = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, a, amax, ""), amax, a,
-                                    "");
-    ix.axis[last] = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, l, lmax, ""), lmax, l,
-                                    "");
+    LLVMValueRef am = ev_int(e, amax), lm = ev_int(e, lmax);
+    ix.axis[axis] = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, a, am, ""), am, a, "");
+    ix.axis[last] = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, l, lm, ""), lm, l, "");
     return ix;
+}
+
+/* Adjacent elements a thread takes at a time: 2 for 2-byte values when both tiled axes have
+ * an even length (a pair never straddles an edge, and starts at an even element), else 1. */
+static int tile_pair(const Emit *e, const Node *tr, const Shape *space, int axis)
+{
+    int last = space->rank - 1;
+    return astitch_dtype_size(tr->dtype) == 2 && space->dim[axis] % 2 == 0 &&
+                   space->dim[last] % 2 == 0 && e->k->tile.size % 2 == 0
+               ? 2
+               : 1;
 }
 
 static LLVMValueRef slot_ptr(Emit *e, LLVMTypeRef ty, LLVMValueRef slot)
@@ -45,9 +57,10 @@ void emit_transposed(Emit *e, const PlanPhase *p)
     const Node *tr = gnode(e->g, t->node);
     const Node *src = gnode(e->g, goperand(e->g, t->node, 0));
     Shape space = plan_mapping_space(&p->map);
-    int last = space.rank - 1, axis = t->axis;
-    int64_t size = t->size, rows = p->map.block / size, per = size / rows;
-    int64_t ta = (space.dim[axis] + size - 1) / size, tl = (space.dim[last] + size - 1) / size;
+    int last = space.rank - 1, axis = t->axis, pair = tile_pair(e, tr, &space, axis);
+    int64_t size = t->size, width = size / pair, rows = p->map.block / width, per = size / rows;
+    int64_t da = space.dim[axis], dl = space.dim[last];
+    int64_t ta = (da + size - 1) / size, tl = (dl + size - 1) / size;
     LLVMTypeRef ty = ev_type(e, tr->dtype);
     /* the block's tile: L's tiles fastest, then A's, then the other axes, row-major */
     LLVMValueRef b = e->ctaid;
@@ -66,42 +79,58 @@ void emit_transposed(Emit *e, const PlanPhase *p)
         other[i] = LLVMBuildURem(e->b, b, ev_int(e, space.dim[i]), "");
         b = LLVMBuildUDiv(e->b, b, ev_int(e, space.dim[i]), "");
     }
-    LLVMValueRef x = LLVMBuildURem(e->b, e->tid, ev_int(e, size), "x");
-    LLVMValueRef y = LLVMBuildUDiv(e->b, e->tid, ev_int(e, size), "y");
+    LLVMValueRef x = LLVMBuildURem(e->b, e->tid, ev_int(e, width), "x");
+    LLVMValueRef y = LLVMBuildUDiv(e->b, e->tid, ev_int(e, width), "y");
+    LLVMValueRef px = LLVMBuildMul(e->b, x, ev_int(e, pair), "px");
     LLVMValueRef pitch = ev_int(e, size + 1);
     for (int64_t k = 0; k < per; k++) { /* stage: the operand in its own order */
         LLVMValueRef yk = LLVMBuildAdd(e->b, y, ev_int(e, k * rows), "");
-        Index ix = tile_element(e, &space, axis, other, LLVMBuildAdd(e->b, a0, x, ""),
-                                LLVMBuildAdd(e->b, l0, yk, ""));
-        Index six;
+        Index ix = tile_element(e, &space, axis, other, LLVMBuildAdd(e->b, a0, px, ""),
+                                da - pair, LLVMBuildAdd(e->b, l0, yk, ""), dl - 1);
+        Index six; /* A is the operand's innermost axis: a pair is a run there */
         ev_transpose_source(e, tr, &src->shape, &ix, &six);
-        ev_begin_element(e, &six);
-        LLVMValueRef v = ev_value(e, goperand(e->g, t->node, 0), &six);
-        LLVMValueRef slot = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, yk, pitch, ""), x, "");
-        LLVMBuildStore(e->b, v, slot_ptr(e, ty, slot));
+        LLVMValueRef v[2];
+        if (pair > 1) {
+            ev_vector_begin(e, &six);
+            ev_vector(e, goperand(e->g, t->node, 0), &six, pair, v);
+        } else {
+            ev_begin_element(e, &six);
+            v[0] = ev_value(e, goperand(e->g, t->node, 0), &six);
+        }
+        for (int j = 0; j < pair; j++) {
+            LLVMValueRef slot = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, yk, pitch, ""),
+                                             LLVMBuildAdd(e->b, px, ev_int(e, j), ""), "");
+            LLVMBuildStore(e->b, v[j], slot_ptr(e, ty, slot));
+        }
     }
     prim_call(e->b, e->m, PRIM_BARRIER_BLOCK, NULL, 0);
-    LLVMValueRef *val = malloc(((size_t)p->nroot + 1) * sizeof *val);
+    LLVMValueRef *val = malloc((size_t)(p->nroot + 1) * (size_t)pair * sizeof *val);
     if (!val) {
         ev_fail(e, e->ix, ASTITCH_ERR_MEMORY, "out of memory");
         return;
     }
     for (int64_t k = 0; k < per; k++) { /* the roots in the space's order */
         LLVMValueRef yk = LLVMBuildAdd(e->b, y, ev_int(e, k * rows), "");
-        LLVMValueRef a = LLVMBuildAdd(e->b, a0, yk, ""), l = LLVMBuildAdd(e->b, l0, x, "");
+        LLVMValueRef a = LLVMBuildAdd(e->b, a0, yk, ""), l = LLVMBuildAdd(e->b, l0, px, "");
         LLVMValueRef ok = LLVMBuildAnd(
-            e->b, LLVMBuildICmp(e->b, LLVMIntSLT, a, ev_int(e, space.dim[axis]), ""),
-            LLVMBuildICmp(e->b, LLVMIntSLT, l, ev_int(e, space.dim[last]), ""), "");
-        Index ix = tile_element(e, &space, axis, other, a, l);
-        LLVMValueRef lin = ev_lin(e, &ix);
-        ev_begin_element(e, &ix);
-        LLVMValueRef slot = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, x, pitch, ""), yk, "");
-        e->cache[t->node] = LLVMBuildLoad2(e->b, ty, slot_ptr(e, ty, slot), "");
-        for (int r = 0; r < p->nroot; r++)
-            val[r] = ev_value(e, p->root[r], &ix);
+            e->b, LLVMBuildICmp(e->b, LLVMIntSLT, a, ev_int(e, da), ""),
+            LLVMBuildICmp(e->b, LLVMIntSLT, l, ev_int(e, dl), ""), "");
+        LLVMValueRef lin[2];
+        for (int j = 0; j < pair; j++) { /* every value before any store */
+            Index ix = tile_element(e, &space, axis, other, a, da - 1, l, dl - pair);
+            ix.axis[last] = LLVMBuildAdd(e->b, ix.axis[last], ev_int(e, j), "");
+            lin[j] = ev_lin(e, &ix);
+            ev_begin_element(e, &ix);
+            LLVMValueRef slot = LLVMBuildAdd(
+                e->b, LLVMBuildMul(e->b, LLVMBuildAdd(e->b, px, ev_int(e, j), ""), pitch, ""), yk,
+                "");
+            e->cache[t->node] = LLVMBuildLoad2(e->b, ty, slot_ptr(e, ty, slot), "");
+            for (int r = 0; r < p->nroot; r++)
+                val[r * pair + j] = ev_value(e, p->root[r], &ix);
+        }
         LLVMBasicBlockRef merge = if_begin(e, ok);
         for (int r = 0; r < p->nroot; r++)
-            emit_run_store(e, p->root[r], &space, &lin, 1, &val[r]);
+            emit_run_store(e, p->root[r], &space, lin, pair, &val[r * pair]);
         if_end(e, merge);
     }
     free(val);
