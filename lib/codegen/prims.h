@@ -46,10 +46,12 @@
  *                                                                     full range (NVPTX:
  *                                                                     div.full.f32; host: IEEE)
  *   astitch_exp_f32               float (float x)                     e^x as Triton computes it
- *                                                                     (NVPTX: ex2.approx.f32 of
- *                                                                     x * log2(e), within 2 +
- *                                                                     1.2 |x| ulp, CUDA's bound
- *                                                                     for __expf; host: expf)
+ *                                                                     (NVPTX: 2^p of p = x *
+ *                                                                     log2(e), ex2.approx's
+ *                                                                     values, within 2 + 1.2 |x|
+ *                                                                     ulp, CUDA's bound for
+ *                                                                     __expf, subnormal results
+ *                                                                     kept; host: expf)
  *   astitch_trap                  void (ptr message)                  ends the launch with a
  *                                                                     kernel error (host: the
  *                                                                     message; NVPTX: trap)

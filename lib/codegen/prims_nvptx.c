@@ -67,7 +67,7 @@ static const char prims_ir[] =
      * through): Triton's form of exp, so torch.compile's kernels compute the same. The
      * denormal results are made here as ptxas makes them for ex2.approx.f32 (below p = -126,
      * the square of 2^(p/2), predicated), around the flushing ex2.approx.ftz.f32: the same
-     * machine code, and the JIT compiles it faster (docs/codegen.md). */
+     * steps, and the JIT compiles them faster (docs/codegen.md). */
     "define float @astitch_exp_f32(float %x) #0 {\n"
     "  %p = fmul float %x, 0x3FF7154760000000\n"
     "  %v = call float asm \"{ .reg .pred lo; .reg .f32 h; setp.lt.f32 lo, $1, 0fC2FC0000; "
