@@ -42,8 +42,8 @@ static astitch_graph *exp_graph(astitch_context *ctx)
     return g;
 }
 
-/* The x of element i: specials first, then a grid over [-110, 90] with every 16th step inside
- * [-104, -87] (the denormal results), then random values over [-120, 100] from seed. */
+/* The inputs: special values first, then 2048 steps over [-110, 90], 2048 more over [-104,
+ * -87] (the denormal results), then random values over [-120, 100] from seed. */
 static void fill_inputs(float *x, uint64_t seed)
 {
     static const float special[] = {0.0f,     -0.0f,     INFINITY,  -INFINITY, NAN,

@@ -54,8 +54,9 @@ void pass_transpose_tile(Planner *pl, PlanKernel *k)
     const astitch_graph *g = pl->g;
     const astitch_device *d = &pl->p->dev;
     k->tile = (PlanTile){.on = false, .node = -1};
-    if (!pl->p->opt.transpose_tiles || k->persistent || k->nphase != 1 || k->nbuf > 0 || k->global_barriers > 0 ||
-        k->shared_bytes > 0 || k->phase[0].map.kind != ASTITCH_MAP_ELEMENTWISE)
+    if (!pl->p->opt.transpose_tiles || k->persistent || k->nphase != 1 || k->nbuf > 0 ||
+        k->global_barriers > 0 || k->shared_bytes > 0 ||
+        k->phase[0].map.kind != ASTITCH_MAP_ELEMENTWISE)
         return;
     PlanPhase *ph = &k->phase[0];
     Shape space = plan_mapping_space(&ph->map);
