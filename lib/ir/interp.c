@@ -2,8 +2,9 @@
  * interp.c: the reference interpreter, the numerical oracle every target is checked against.
  *
  * Nodes run one at a time in id order, which is topological. Each value is held wide (Wide in
- * ir.h) from the node that makes it until its last consumer has run, then freed; an output is
- * written to its caller buffer, in its dtype, as soon as it is computed. The semantics of each
+ * ir.h) from the node that makes it until its last consumer has run, then its storage is kept
+ * for a later value of the same size (ValuePool) or freed; an output is written to its caller
+ * buffer, in its dtype, as soon as it is computed. The semantics of each
  * op live in interp_elem.c (element-wise) and interp_shape.c (movement, reduce, dot); this file
  * reads inputs, makes sources, calls custom ops, manages memory, and runs single nodes for the
  * executors (interp_node).
@@ -182,14 +183,13 @@ static astitch_status custom(const astitch_graph *g, int32_t id, Wide *const *va
 }
 
 /* Computes node id into a new val[id]. */
+/* Computes node id into val[id], storage of its elements already there. */
 static astitch_status run_node(const astitch_graph *g, int32_t id, Wide **val,
                                const void *const *inputs)
 {
     const Node *n = gnode(g, id);
     int64_t count = shape_elements(&n->shape);
-    Wide *out = val[id] = interp_alloc(g, id, count, "the value");
-    if (!out)
-        return ASTITCH_ERR_MEMORY;
+    Wide *out = val[id];
     switch (n->op) {
     case ASTITCH_OP_PARAMETER: unpack(n->dtype, inputs[n->attr.param], out, count); break;
     case ASTITCH_OP_CONSTANT: constant(n, out); break;
@@ -201,6 +201,74 @@ static astitch_status run_node(const astitch_graph *g, int32_t id, Wide **val,
         return interp_structural(g, id, val, out);
     }
     return ASTITCH_OK;
+}
+
+/* Freed values kept for the next values of their size, within one run. A value of hundreds of
+ * MB freed to the system and allocated again costs the faults and zeroing of all its pages
+ * each time, most of the reference's time on the large graphs (a GPT-2 causal softmax of 805
+ * MB: 10 of 24 s in the kernel). A block serves only a value of exactly its size, and blocks
+ * are freed before the run would hold more than the peak check_peak() measured, so the run
+ * never holds more than that peak. */
+enum { POOL_BLOCKS = 8 };
+typedef struct ValuePool {
+    Wide *block[POOL_BLOCKS];
+    int64_t n[POOL_BLOCKS]; /* elements of each block */
+    int count;
+    uint64_t live, pooled, peak; /* bytes of values live, of blocks kept, the most allowed */
+} ValuePool;
+
+static uint64_t wide_bytes(int64_t n) { return (uint64_t)(n > 0 ? n : 1) * sizeof(Wide); }
+
+/* Storage for n elements of node id's value: a kept block of n elements, or a new one after
+ * freeing kept blocks (the largest first) until the run stays within the peak. */
+static Wide *pool_take(ValuePool *pool, const astitch_graph *g, int32_t id, int64_t n)
+{
+    for (int i = 0; i < pool->count; i++)
+        if (pool->n[i] == n) {
+            Wide *p = pool->block[i];
+            pool->pooled -= wide_bytes(n);
+            pool->live += wide_bytes(n);
+            pool->block[i] = pool->block[--pool->count];
+            pool->n[i] = pool->n[pool->count];
+            return p;
+        }
+    while (pool->count > 0 && pool->live + pool->pooled + wide_bytes(n) > pool->peak) {
+        int big = 0;
+        for (int i = 1; i < pool->count; i++)
+            big = pool->n[i] > pool->n[big] ? i : big;
+        free(pool->block[big]);
+        pool->pooled -= wide_bytes(pool->n[big]);
+        pool->block[big] = pool->block[--pool->count];
+        pool->n[big] = pool->n[pool->count];
+    }
+    Wide *p = interp_alloc(g, id, n, "the value");
+    if (p)
+        pool->live += wide_bytes(n);
+    return p;
+}
+
+/* Returns the storage of a value of n elements (NULL: none) to the pool, or to the system
+ * when the pool is full. */
+static void pool_give(ValuePool *pool, Wide *p, int64_t n)
+{
+    if (!p)
+        return;
+    pool->live -= wide_bytes(n);
+    if (pool->count == POOL_BLOCKS) {
+        free(p);
+        return;
+    }
+    pool->block[pool->count] = p;
+    pool->n[pool->count++] = n;
+    pool->pooled += wide_bytes(n);
+}
+
+static void pool_free(ValuePool *pool)
+{
+    for (int i = 0; i < pool->count; i++)
+        free(pool->block[i]);
+    pool->count = 0;
+    pool->pooled = 0;
 }
 
 /* Rejects a NULL array of buffers, and a NULL buffer in it, naming the first: the
@@ -257,7 +325,7 @@ static uint64_t memory_budget(void)
 /* Refuses, before anything runs, a graph whose values live at once (each value from the node
  * that makes it to its last reader, a dot's packed operands too) would need more than the
  * memory budget, naming the node where they peak. */
-static astitch_status check_peak(const astitch_graph *g, const int32_t *last)
+static astitch_status check_peak(const astitch_graph *g, const int32_t *last, uint64_t *out)
 {
     uint64_t live = 0, peak = 0;
     int32_t at = -1;
@@ -284,6 +352,7 @@ static astitch_status check_peak(const astitch_graph *g, const int32_t *last)
             live -= (uint64_t)shape_elements(&n->shape) * sizeof(Wide);
     }
     uint64_t budget = memory_budget();
+    *out = peak;
     if (peak <= budget)
         return ASTITCH_OK;
     char ts[160];
@@ -325,27 +394,36 @@ astitch_status astitch_run_reference(astitch_graph *g, const void *const *inputs
     }
     for (int32_t i = 0; i < g->noutput && nn > 0; i++)
         outof[g->output[i]] = i;
+    ValuePool pool = {.count = 0};
     if (s == ASTITCH_OK && nn > 0)
-        s = check_peak(g, last);
+        s = check_peak(g, last, &pool.peak);
     for (int32_t id = 0; id < nn && s == ASTITCH_OK; id++) {
-        s = run_node(g, id, val, inputs);
         const Node *n = gnode(g, id);
+        int64_t count = shape_elements(&n->shape);
+        if (n->op == ASTITCH_OP_DOT || n->op == ASTITCH_OP_CUSTOM)
+            pool_free(&pool); /* they allocate more of their own (packed or dense operands) */
+        if (!(val[id] = pool_take(&pool, g, id, count))) {
+            s = ASTITCH_ERR_MEMORY;
+            break;
+        }
+        s = run_node(g, id, val, inputs);
         if (s == ASTITCH_OK && outof[id] >= 0)
-            pack(n->dtype, val[id], outputs[outof[id]], shape_elements(&n->shape));
+            pack(n->dtype, val[id], outputs[outof[id]], count);
         for (int k = 0; k < n->nin; k++) {
             int32_t x = goperand(g, id, k);
             if (last[x] == id) {
-                free(val[x]);
+                pool_give(&pool, val[x], shape_elements(&gnode(g, x)->shape));
                 val[x] = NULL;
             }
         }
         if (last[id] == id) {
-            free(val[id]);
+            pool_give(&pool, val[id], count);
             val[id] = NULL;
         }
     }
     for (int32_t id = 0; val && id < g->nnode; id++)
         free(val[id]);
+    pool_free(&pool);
     free(val);
     free(last);
     free(outof);
@@ -373,6 +451,8 @@ astitch_status interp_node(const astitch_graph *g, int32_t id, const void *const
         else
             unpack(xn->dtype, operands[k], val[x], count);
     }
+    if (s == ASTITCH_OK && !(val[id] = interp_alloc(g, id, shape_elements(&n->shape), "the value")))
+        s = ASTITCH_ERR_MEMORY;
     if (s == ASTITCH_OK)
         s = run_node(g, id, val, NULL);
     if (s == ASTITCH_OK)
