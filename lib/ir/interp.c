@@ -4,8 +4,8 @@
  * Nodes run one at a time in id order, which is topological. Each value is held wide (Wide in
  * ir.h) from the node that makes it until its last consumer has run, then its storage is kept
  * for a later value of the same size (ValuePool) or freed; an output is written to its caller
- * buffer, in its dtype, as soon as it is computed. The semantics of each
- * op live in interp_elem.c (element-wise) and interp_shape.c (movement, reduce, dot); this file
+ * buffer, in its dtype, as soon as it is computed. The semantics of each op live in
+ * interp_elem.c (element-wise) and interp_shape.c (movement, reduce, dot); this file
  * reads inputs, makes sources, calls custom ops, manages memory, and runs single nodes for the
  * executors (interp_node).
  */
@@ -182,7 +182,6 @@ static astitch_status custom(const astitch_graph *g, int32_t id, Wide *const *va
     return s;
 }
 
-/* Computes node id into a new val[id]. */
 /* Computes node id into val[id], storage of its elements already there. */
 static astitch_status run_node(const astitch_graph *g, int32_t id, Wide **val,
                                const void *const *inputs)
@@ -219,27 +218,30 @@ typedef struct ValuePool {
 
 static uint64_t wide_bytes(int64_t n) { return (uint64_t)(n > 0 ? n : 1) * sizeof(Wide); }
 
+/* Takes kept block i out of the pool and returns it. */
+static Wide *pool_remove(ValuePool *pool, int i)
+{
+    Wide *p = pool->block[i];
+    pool->pooled -= wide_bytes(pool->n[i]);
+    pool->block[i] = pool->block[--pool->count];
+    pool->n[i] = pool->n[pool->count];
+    return p;
+}
+
 /* Storage for n elements of node id's value: a kept block of n elements, or a new one after
  * freeing kept blocks (the largest first) until the run stays within the peak. */
 static Wide *pool_take(ValuePool *pool, const astitch_graph *g, int32_t id, int64_t n)
 {
     for (int i = 0; i < pool->count; i++)
         if (pool->n[i] == n) {
-            Wide *p = pool->block[i];
-            pool->pooled -= wide_bytes(n);
             pool->live += wide_bytes(n);
-            pool->block[i] = pool->block[--pool->count];
-            pool->n[i] = pool->n[pool->count];
-            return p;
+            return pool_remove(pool, i);
         }
     while (pool->count > 0 && pool->live + pool->pooled + wide_bytes(n) > pool->peak) {
         int big = 0;
         for (int i = 1; i < pool->count; i++)
             big = pool->n[i] > pool->n[big] ? i : big;
-        free(pool->block[big]);
-        pool->pooled -= wide_bytes(pool->n[big]);
-        pool->block[big] = pool->block[--pool->count];
-        pool->n[big] = pool->n[pool->count];
+        free(pool_remove(pool, big));
     }
     Wide *p = interp_alloc(g, id, n, "the value");
     if (p)
@@ -451,7 +453,8 @@ astitch_status interp_node(const astitch_graph *g, int32_t id, const void *const
         else
             unpack(xn->dtype, operands[k], val[x], count);
     }
-    if (s == ASTITCH_OK && !(val[id] = interp_alloc(g, id, shape_elements(&n->shape), "the value")))
+    if (s == ASTITCH_OK &&
+        !(val[id] = interp_alloc(g, id, shape_elements(&n->shape), "the value")))
         s = ASTITCH_ERR_MEMORY;
     if (s == ASTITCH_OK)
         s = run_node(g, id, val, NULL);
