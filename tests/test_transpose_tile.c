@@ -5,8 +5,10 @@
  * blocks of 256, one block per tile) and which keep the plain element-wise walk; on the host
  * target, running those plans, every output against the reference on fresh random inputs:
  * edges that do not fill a tile, bf16 (in pairs where both tiled axes are even) and i32 values,
- * the transpose read twice or beside other values, the transposed value itself an output, and a
- * transpose of rank 4. With the plan option transpose_tiles off, no plan takes a tile.
+ * the transpose read twice or beside other values, the transposed value itself an output, and
+ * transposes of rank 4 whose tiled axes take the axes before them along (NHWC to NCHW tiles C
+ * and H x W; NCHW to NHWC, H x W and C), with W under 16 and odd. With the plan option
+ * transpose_tiles off, no plan takes a tile.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,12 +24,13 @@
 #include "astitch/runtime.h"
 #include "diff_check.h"
 
-typedef enum Form { BIAS, TWICE, OUTPUT_TOO, RANK4, KEEPS_INNER, NARROW, REDUCED } Form;
+typedef enum Form { BIAS, TWICE, OUTPUT_TOO, RANK4, TO_NHWC, KEEPS_INNER, NARROW, REDUCED } Form;
 
 typedef struct Case {
     const char *what;
     Form form;
     int64_t b, s, h;
+    int64_t w; /* RANK4, TO_NHWC: the width */
     astitch_dtype dtype;
     bool tiled; /* the plan takes a tile */
 } Case;
@@ -38,11 +41,20 @@ static astitch_graph *build(astitch_context *ctx, const Case *c)
     astitch_graph *g = NULL;
     assert_int_equal(astitch_graph_create(ctx, &g), ASTITCH_OK);
     int64_t dims[3] = {c->b, c->s, c->h};
-    int64_t perm3[3] = {0, 2, 1}, keep3[3] = {1, 0, 2}, perm4[4] = {0, 3, 1, 2};
-    if (c->form == RANK4) { /* [b, s, 16, h] as NHWC to [b, h, s, 16] as NCHW */
-        int64_t d4[4] = {c->b, c->s, 16, c->h};
+    int64_t perm3[3] = {0, 2, 1}, keep3[3] = {1, 0, 2}, to_nchw[4] = {0, 3, 1, 2},
+            to_nhwc[4] = {0, 2, 3, 1};
+    if (c->form == RANK4 || c->form == TO_NHWC) {
+        /* RANK4: [b, s, w, h] as NHWC to [b, h, s, w] as NCHW; TO_NHWC: [b, s, h, w] as NCHW,
+         * plus a bias over w (read at each element's own w), to [b, h, w, s] as NHWC */
+        int64_t d4[4] = {c->b, c->s, c->form == RANK4 ? c->w : c->h,
+                         c->form == RANK4 ? c->h : c->w};
         astitch_node x = astitch_parameter(g, "x", c->dtype, 4, d4);
-        astitch_node t = astitch_transpose(g, x, perm4);
+        if (c->form == TO_NHWC) {
+            int64_t on_w = 3;
+            astitch_node wb = astitch_parameter(g, "wb", c->dtype, 1, &c->w);
+            x = astitch_binary(g, ASTITCH_OP_ADD, x, astitch_broadcast_in_dim(g, wb, 4, d4, &on_w));
+        }
+        astitch_node t = astitch_transpose(g, x, c->form == RANK4 ? to_nchw : to_nhwc);
         assert_int_equal(astitch_add_output(g, astitch_unary(g, ASTITCH_OP_NEG, t)), ASTITCH_OK);
         assert_int_equal(astitch_graph_verify(g), ASTITCH_OK);
         return g;
@@ -118,18 +130,25 @@ static void test_tiles(void **state)
 {
     (void)state;
     static const Case cases[] = {
-        {"bias, f32, whole tiles", BIAS, 2, 64, 96, ASTITCH_F32, true},
-        {"bias, f32, edges", BIAS, 3, 45, 17, ASTITCH_F32, true},
-        {"bias, bf16", BIAS, 2, 40, 72, ASTITCH_BF16, true},
-        {"bias, bf16, two tiles each way", BIAS, 1, 130, 200, ASTITCH_BF16, true},
-        {"bias, f16, edges", BIAS, 1, 33, 50, ASTITCH_F16, true},
-        {"bias, i32", BIAS, 2, 32, 48, ASTITCH_I32, true},
-        {"read twice, beside another input", TWICE, 2, 50, 70, ASTITCH_F32, true},
-        {"an output and read again", OUTPUT_TOO, 2, 36, 64, ASTITCH_F32, true},
-        {"rank 4", RANK4, 2, 20, 24, ASTITCH_F32, true},
-        {"keeps the innermost axis", KEEPS_INNER, 2, 64, 96, ASTITCH_F32, false},
-        {"an axis under 16", NARROW, 4, 64, 8, ASTITCH_F32, false},
-        {"reduced after", REDUCED, 2, 64, 96, ASTITCH_F32, false},
+        {"bias, f32, whole tiles", BIAS, 2, 64, 96, 0, ASTITCH_F32, true},
+        {"bias, f32, edges", BIAS, 3, 45, 17, 0, ASTITCH_F32, true},
+        {"bias, bf16", BIAS, 2, 40, 72, 0, ASTITCH_BF16, true},
+        {"bias, bf16, two tiles each way", BIAS, 1, 130, 200, 0, ASTITCH_BF16, true},
+        {"bias, f16, edges", BIAS, 1, 33, 50, 0, ASTITCH_F16, true},
+        {"bias, i32", BIAS, 2, 32, 48, 0, ASTITCH_I32, true},
+        {"read twice, beside another input", TWICE, 2, 50, 70, 0, ASTITCH_F32, true},
+        {"an output and read again", OUTPUT_TOO, 2, 36, 64, 0, ASTITCH_F32, true},
+        {"rank 4", RANK4, 2, 20, 24, 16, ASTITCH_F32, true},
+        {"NHWC to NCHW, 7 x 7", RANK4, 3, 7, 40, 7, ASTITCH_F32, true},
+        {"NHWC to NCHW, bf16, odd W in pairs", RANK4, 2, 10, 40, 5, ASTITCH_BF16, true},
+        {"NHWC to NCHW, bf16, odd H x W", RANK4, 2, 9, 34, 5, ASTITCH_BF16, true},
+        {"NCHW to NHWC, 7 x 7", TO_NHWC, 3, 40, 7, 7, ASTITCH_F32, true},
+        {"NCHW to NHWC, bf16, odd W", TO_NHWC, 2, 70, 6, 5, ASTITCH_BF16, true},
+        {"NCHW to NHWC, f16, H x W over two tiles", TO_NHWC, 2, 36, 12, 11, ASTITCH_F16, true},
+        {"keeps the innermost axis", KEEPS_INNER, 2, 64, 96, 0, ASTITCH_F32, false},
+        {"an axis under 16", NARROW, 4, 64, 8, 0, ASTITCH_F32, false},
+        {"H x W under 16", RANK4, 2, 3, 40, 5, ASTITCH_F32, false},
+        {"reduced after", REDUCED, 2, 64, 96, 0, ASTITCH_F32, false},
     };
     astitch_context *ctx = NULL;
     assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);

@@ -1,10 +1,12 @@
 /* emit_transpose.c: the one element-wise phase of a kernel whose transpose is walked in square
  * tiles (PlanTile, lib/passes/transpose.c; docs/codegen.md, *Transposed tiles*).
  *
- * Block b takes tile b: size x size elements of the space over axis A = tile.axis and the
- * innermost axis L, at one index of every other axis. A thread takes `pair` adjacent elements
- * at a time (2 for 2-byte values when both tiled axes have an even length, so that each access
- * moves 4 bytes; else 1), and is (x, y) = (t % w, t / w) in rows of w = size / pair threads.
+ * Block b takes tile b: size x size elements of the space over A, the run of axes
+ * tile.axis_from..tile.axis taken as one axis, and L, the run tile.inner_from..rank - 1, at one
+ * index of every other axis; an element's axes in a run come from its index in the run by
+ * division. A thread takes `pair` adjacent elements at a time (2 for 2-byte values when the
+ * operand's innermost axis and L have an even length, so that each access moves 4 bytes; else
+ * 1), and is (x, y) = (t % w, t / w) in rows of w = size / pair threads.
  * Stage: for each k, the thread evaluates the transpose's operand at the tile elements (A = a0
  * + pair * x + j, L = l0 + y + k * rows), consecutive threads at consecutive addresses of the
  * operand (whose innermost axis is A), and stores them at slots (y + k * rows) * (size + 1) +
@@ -20,28 +22,42 @@
 
 #include "codegen.h"
 
-/* The tile's element (A = a, L = l) at the other axes `other`, a clamped to amax and l to lmax:
- * its index with axes set. */
-static Index tile_element(Emit *e, const Shape *space, int axis, const LLVMValueRef *other,
-                          LLVMValueRef a, int64_t amax, LLVMValueRef l, int64_t lmax)
+static LLVMValueRef clamp(Emit *e, LLVMValueRef v, int64_t most)
 {
-    int last = space->rank - 1;
+    LLVMValueRef m = ev_int(e, most);
+    return LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, v, m, ""), m, v, "");
+}
+
+/* Sets the axes from..to of ix from v, an index of their run taken as one axis. */
+static void set_run(Emit *e, Index *ix, int from, int to, LLVMValueRef v)
+{
+    for (int i = to; i > from; i--) {
+        LLVMValueRef d = ev_int(e, ix->shape->dim[i]);
+        ix->axis[i] = LLVMBuildURem(e->b, v, d, "");
+        v = LLVMBuildUDiv(e->b, v, d, "");
+    }
+    ix->axis[from] = v;
+}
+
+/* The tile's element (A = a, L = l), both in bounds, at the other axes `other`. */
+static Index tile_element(Emit *e, const Shape *space, const PlanTile *t,
+                          const LLVMValueRef *other, LLVMValueRef a, LLVMValueRef l)
+{
     Index ix = {.shape = space, .has_axes = true};
     for (int i = 0; i < space->rank; i++)
         ix.axis[i] = other[i];
-    LLVMValueRef am = ev_int(e, amax), lm = ev_int(e, lmax);
-    ix.axis[axis] = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, a, am, ""), am, a, "");
-    ix.axis[last] = LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntSGT, l, lm, ""), lm, l, "");
+    set_run(e, &ix, t->axis_from, t->axis, a);
+    set_run(e, &ix, t->inner_from, space->rank - 1, l);
     return ix;
 }
 
-/* Adjacent elements a thread takes at a time: 2 for 2-byte values when both tiled axes have
- * an even length (a pair never straddles an edge, and starts at an even element), else 1. */
-static int tile_pair(const Emit *e, const Node *tr, const Shape *space, int axis)
+/* Adjacent elements a thread takes at a time: 2 for 2-byte values when the operand's innermost
+ * axis and the run L both have an even length (a pair never straddles either, and starts at an
+ * even element), else 1. */
+static int tile_pair(const Emit *e, const Node *tr, const Shape *space, int64_t dl)
 {
-    int last = space->rank - 1;
-    return astitch_dtype_size(tr->dtype) == 2 && space->dim[axis] % 2 == 0 &&
-                   space->dim[last] % 2 == 0 && e->k->tile.size % 2 == 0
+    return astitch_dtype_size(tr->dtype) == 2 && space->dim[e->k->tile.axis] % 2 == 0 &&
+                   dl % 2 == 0 && e->k->tile.size % 2 == 0
                ? 2
                : 1;
 }
@@ -57,9 +73,9 @@ void emit_transposed(Emit *e, const PlanPhase *p)
     const Node *tr = gnode(e->g, t->node);
     const Node *src = gnode(e->g, goperand(e->g, t->node, 0));
     Shape space = plan_mapping_space(&p->map);
-    int last = space.rank - 1, axis = t->axis, pair = tile_pair(e, tr, &space, axis);
+    int64_t da = plan_tile_extent(t, &space, false), dl = plan_tile_extent(t, &space, true);
+    int pair = tile_pair(e, tr, &space, dl);
     int64_t size = t->size, width = size / pair, rows = p->map.block / width, per = size / rows;
-    int64_t da = space.dim[axis], dl = space.dim[last];
     int64_t ta = (da + size - 1) / size, tl = (dl + size - 1) / size;
     LLVMTypeRef ty = ev_type(e, tr->dtype);
     /* the block's tile: L's tiles fastest, then A's, then the other axes, row-major */
@@ -71,8 +87,8 @@ void emit_transposed(Emit *e, const PlanPhase *p)
                                    ev_int(e, size), "a0");
     b = LLVMBuildUDiv(e->b, b, ev_int(e, ta), "");
     LLVMValueRef other[MAX_RANK];
-    for (int i = last; i >= 0; i--) {
-        if (i == axis || i == last) {
+    for (int i = space.rank - 1; i >= 0; i--) {
+        if (i >= t->inner_from || (i >= t->axis_from && i <= t->axis)) {
             other[i] = ev_int(e, 0);
             continue;
         }
@@ -85,8 +101,9 @@ void emit_transposed(Emit *e, const PlanPhase *p)
     LLVMValueRef pitch = ev_int(e, size + 1);
     for (int64_t k = 0; k < per; k++) { /* stage: the operand in its own order */
         LLVMValueRef yk = LLVMBuildAdd(e->b, y, ev_int(e, k * rows), "");
-        Index ix = tile_element(e, &space, axis, other, LLVMBuildAdd(e->b, a0, px, ""),
-                                da - pair, LLVMBuildAdd(e->b, l0, yk, ""), dl - 1);
+        Index ix = tile_element(e, &space, t, other,
+                                clamp(e, LLVMBuildAdd(e->b, a0, px, ""), da - pair),
+                                clamp(e, LLVMBuildAdd(e->b, l0, yk, ""), dl - 1));
         Index six; /* A is the operand's innermost axis: a pair is a run there */
         ev_transpose_source(e, tr, &src->shape, &ix, &six);
         LLVMValueRef v[2];
@@ -117,8 +134,8 @@ void emit_transposed(Emit *e, const PlanPhase *p)
             LLVMBuildICmp(e->b, LLVMIntSLT, l, ev_int(e, dl), ""), "");
         LLVMValueRef lin[2];
         for (int j = 0; j < pair; j++) { /* every value before any store */
-            Index ix = tile_element(e, &space, axis, other, a, da - 1, l, dl - pair);
-            ix.axis[last] = LLVMBuildAdd(e->b, ix.axis[last], ev_int(e, j), "");
+            Index ix = tile_element(e, &space, t, other, clamp(e, a, da - 1),
+                                    LLVMBuildAdd(e->b, clamp(e, l, dl - pair), ev_int(e, j), ""));
             lin[j] = ev_lin(e, &ix);
             ev_begin_element(e, &ix);
             LLVMValueRef slot = LLVMBuildAdd(

@@ -124,15 +124,18 @@ typedef struct PlanCarry {
 } PlanCarry;
 
 /* A transpose walked in square tiles (transpose.c): when `on`, the kernel is one element-wise
- * phase, and each block takes one tile of size x size elements of its space over axis `axis`
- * (where the operand's innermost axis lands) and the innermost axis; it evaluates transpose
- * `node`'s operand over the tile in the operand's own order into its TILE buffer
+ * phase, and each block takes one tile of size x size elements of its space over two runs of
+ * axes taken as one each: A, the axes axis_from..axis (axis: where the operand's innermost
+ * axis lands), and L, the axes inner_from..rank - 1 (the innermost); each run's axes are
+ * adjacent and in the same order in the operand too (NHWC to NCHW: L is H and W). It evaluates
+ * transpose `node`'s operand over the tile in the operand's own order into its TILE buffer
  * (size x (size + 1) slots of f32 or i32 in shared memory), and after a block barrier the roots
  * in the space's order, taking the transpose's value from there (emit_transpose.c). */
 typedef struct PlanTile {
     bool on;
     int32_t node;
-    int32_t axis;
+    int32_t axis_from, axis;
+    int32_t inner_from;
     int32_t size;
 } PlanTile;
 
@@ -290,6 +293,8 @@ int plan_row_vector(const astitch_plan *p, const PlanKernel *k, const PlanPhase 
 int plan_column_vector(const astitch_plan *p, const PlanKernel *k, const PlanPhase *ph);
 /* The space of mapping m as a shape. */
 Shape plan_mapping_space(const astitch_mapping *m);
+/* The elements of tile t's run L (inner) or A over its kernel's space (transpose.c). */
+int64_t plan_tile_extent(const PlanTile *t, const Shape *space, bool inner);
 
 /* plan.c: storage (continued) */
 /* A PARTIAL buffer holds rows x split accumulators of its dtype, row-major (split index

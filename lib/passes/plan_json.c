@@ -155,7 +155,9 @@ static json_t *kernel_json(const astitch_plan *p, const PlanKernel *k)
     if (ok && k->tile.on) {
         tile = json_object();
         ok = put(tile, "transpose", json_string(gnode(p->graph, k->tile.node)->name)) &&
+             put(tile, "axis_from", json_integer(k->tile.axis_from)) &&
              put(tile, "axis", json_integer(k->tile.axis)) &&
+             put(tile, "inner_from", json_integer(k->tile.inner_from)) &&
              put(tile, "size", json_integer(k->tile.size));
     }
     ok = put(j, "tile", tile) && ok;

@@ -15,6 +15,15 @@ static void list(FILE *f, const astitch_plan *p, const int32_t *v, int32_t n)
 }
 
 /* The mapping of a group or phase, on a line of its own after the line before. */
+/* Axes from..to: "2", or "2-3" for a run taken as one axis. */
+static void axis_run(FILE *f, int from, int to)
+{
+    if (from == to)
+        fprintf(f, "%d", to);
+    else
+        fprintf(f, "%d-%d", from, to);
+}
+
 static void mapping(FILE *f, const astitch_mapping *m)
 {
     fputs("\n    mapping ", f);
@@ -55,10 +64,14 @@ void plan_kernel_text(FILE *f, const astitch_plan *p, const PlanKernel *k)
                 (long long)k->carry.slots, (long long)k->carry.iterations, (int)k->carry.vector,
                 k->carry.vector == 1 ? "" : "s");
     }
-    if (k->tile.on)
-        fprintf(f, "  tile: %s's operand staged in shared memory, %d x %d elements over axes %d "
-                   "and %d\n", nm(p, k->tile.node), (int)k->tile.size, (int)k->tile.size,
-                (int)k->tile.axis, (int)k->phase[0].map.rank - 1);
+    if (k->tile.on) {
+        fprintf(f, "  tile: %s's operand staged in shared memory, %d x %d elements over axes ",
+                nm(p, k->tile.node), (int)k->tile.size, (int)k->tile.size);
+        axis_run(f, k->tile.axis_from, k->tile.axis);
+        fputs(" and ", f);
+        axis_run(f, k->tile.inner_from, (int)k->phase[0].map.rank - 1);
+        fputc('\n', f);
+    }
     if (k->stream_by_block)
         fputs("  streamed rows: a block's lanes each; a warp each would walk them again beyond "
               "half the L2\n", f);

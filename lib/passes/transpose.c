@@ -11,9 +11,12 @@
  * first evaluates the operand over its tile in the operand's own order (consecutive threads,
  * consecutive addresses) into shared memory, then, after a block barrier, the roots over the
  * tile in the space's order (consecutive threads, consecutive output addresses), taking the
- * transpose's value from shared memory (emit_transpose.c). One transpose per kernel is tiled:
- * the first whose operand is a float or 32-bit integer and whose two axes both hold at least
- * MIN_EDGE elements. The plan option transpose_tiles (on by default) turns the step off.
+ * transpose's value from shared memory (emit_transpose.c). Each tiled axis takes with it the
+ * axes before it that stay adjacent and in order in the operand, as one longer axis (NHWC to
+ * NCHW tiles C and H x W: W alone, 56 of a 64-wide tile, wrote runs of 112 bytes with an eighth
+ * of the threads idle). One transpose per kernel is tiled: the first whose operand is a float
+ * or 32-bit integer and whose two runs both hold at least MIN_EDGE elements. The plan option
+ * transpose_tiles (on by default) turns the step off.
  */
 #include "passes/passes.h"
 
@@ -28,9 +31,22 @@ static bool tile_dtype(astitch_dtype t)
     return t == ASTITCH_F32 || t == ASTITCH_F16 || t == ASTITCH_BF16 || t == ASTITCH_I32;
 }
 
-/* The transpose of kernel k that a tile serves (its space axis in *axis), or -1. */
+/* The first axis of the run of space axes ending at `to` that transpose t reads from adjacent
+ * operand axes in the same order, and the run's elements (*extent). */
+static int32_t run_from(const Node *t, const Shape *space, int32_t to, int64_t *extent)
+{
+    int32_t from = to;
+    *extent = space->dim[to];
+    while (from > 0 && t->attr.dims[from - 1] + 1 == t->attr.dims[from]) {
+        from--;
+        *extent *= space->dim[from];
+    }
+    return from;
+}
+
+/* The transpose of kernel k that a tile serves (its runs in *tile), or -1. */
 static int32_t tiled_transpose(const astitch_graph *g, const PlanKernel *k, const Shape *space,
-                               int32_t *axis)
+                               PlanTile *tile)
 {
     int last = space->rank - 1;
     for (int32_t i = 0; i < k->nop; i++) {
@@ -41,12 +57,27 @@ static int32_t tiled_transpose(const astitch_graph *g, const PlanKernel *k, cons
         int p = 0;
         while (p < last && t->attr.dims[p] != last)
             p++;
-        if (space->dim[p] >= MIN_EDGE && space->dim[last] >= MIN_EDGE) {
-            *axis = p;
+        int64_t a_extent, l_extent;
+        /* the runs are apart: A's ends at the operand's innermost axis, L's before it */
+        int32_t a_from = run_from(t, space, p, &a_extent);
+        int32_t l_from = run_from(t, space, last, &l_extent);
+        if (a_extent >= MIN_EDGE && l_extent >= MIN_EDGE && a_extent <= INT32_MAX &&
+            l_extent <= INT32_MAX) {
+            *tile = (PlanTile){.on = true, .node = k->op[i].node, .axis_from = a_from,
+                               .axis = p, .inner_from = l_from};
             return k->op[i].node;
         }
     }
     return -1;
+}
+
+int64_t plan_tile_extent(const PlanTile *t, const Shape *space, bool inner)
+{
+    int32_t from = inner ? t->inner_from : t->axis_from, to = inner ? space->rank - 1 : t->axis;
+    int64_t n = 1;
+    for (int32_t i = from; i <= to; i++)
+        n *= space->dim[i];
+    return n;
 }
 
 void pass_transpose_tile(Planner *pl, PlanKernel *k)
@@ -65,7 +96,8 @@ void pass_transpose_tile(Planner *pl, PlanKernel *k)
     for (int32_t r = 0; r < ph->nroot; r++)
         if (!shape_equal(&gnode(g, ph->root[r])->shape, &space))
             return;
-    int32_t axis = -1, node = tiled_transpose(g, k, &space, &axis);
+    PlanTile tile;
+    int32_t node = tiled_transpose(g, k, &space, &tile);
     if (node < 0)
         return;
     int64_t threads = TILE_THREADS;
@@ -75,10 +107,10 @@ void pass_transpose_tile(Planner *pl, PlanKernel *k)
     int64_t shared = size * (size + 1) * 4;
     if (threads < size || shared > d->shared_per_block)
         return;
-    int last = space.rank - 1;
-    int64_t tiles = ceil_div(space.dim[axis], size) * ceil_div(space.dim[last], size);
-    for (int i = 0; i < space.rank; i++)
-        if (i != axis && i != last)
+    int64_t tiles = ceil_div(plan_tile_extent(&tile, &space, false), size) *
+                    ceil_div(plan_tile_extent(&tile, &space, true), size);
+    for (int i = 0; i < tile.inner_from; i++)
+        if (i < tile.axis_from || i > tile.axis)
             tiles *= space.dim[i];
     if (tiles > INT32_MAX)
         return;
@@ -89,7 +121,8 @@ void pass_transpose_tile(Planner *pl, PlanKernel *k)
         .kind = ASTITCH_BUFFER_TILE, .node = node,
         .dtype = gnode(g, node)->dtype == ASTITCH_I32 ? ASTITCH_I32 : ASTITCH_F32,
         .elements = size * (size + 1), .offset = 0, .bytes = shared};
-    k->tile = (PlanTile){.on = true, .node = node, .axis = axis, .size = (int32_t)size};
+    tile.size = (int32_t)size;
+    k->tile = tile;
     astitch_mapping *m = &ph->map;
     m->block = (int32_t)threads;
     m->grid = (int32_t)tiles;
