@@ -14,7 +14,6 @@ static void list(FILE *f, const astitch_plan *p, const int32_t *v, int32_t n)
         fputs("-", f);
 }
 
-/* The mapping of a group or phase, on a line of its own after the line before. */
 /* Axes from..to: "2", or "2-3" for a run taken as one axis. */
 static void axis_run(FILE *f, int from, int to)
 {
@@ -24,6 +23,7 @@ static void axis_run(FILE *f, int from, int to)
         fprintf(f, "%d-%d", from, to);
 }
 
+/* The mapping of a group or phase, on a line of its own after the line before. */
 static void mapping(FILE *f, const astitch_mapping *m)
 {
     fputs("\n    mapping ", f);
