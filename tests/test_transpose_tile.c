@@ -32,6 +32,7 @@ typedef struct Case {
     int64_t b, s, h;
     int64_t w; /* RANK4, TO_NHWC: the width */
     astitch_dtype dtype;
+    const char *axes; /* the tile's runs, as the text plan names them */
     bool tiled; /* the plan takes a tile */
 } Case;
 
@@ -93,9 +94,10 @@ static astitch_graph *build(astitch_context *ctx, const Case *c)
 }
 
 /* Whether g's one kernel for the h100 model takes a tile: a TILE buffer, and then blocks of
- * 256 with the shared memory of a tile of 64 x 64 for 2-byte values (`narrow`), else 32 x 32.
+ * 256 with the shared memory of a tile of 64 x 64 for 2-byte values (`narrow`), else 32 x 32,
+ * and the text plan's tile line ending in "over axes " `axes` (its two runs).
  * `tiles`: the plan option transpose_tiles; off, the text plan's first line says so. */
-static bool plan_tiled(astitch_graph *g, bool narrow, bool tiles)
+static bool plan_tiled(astitch_graph *g, bool narrow, bool tiles, const char *axes)
 {
     astitch_device dev;
     astitch_device_builtin("h100", &dev);
@@ -108,6 +110,9 @@ static bool plan_tiled(astitch_graph *g, bool narrow, bool tiles)
     char *text = NULL;
     assert_int_equal(astitch_plan_text(p, &text), ASTITCH_OK);
     assert_true((strstr(text, ", transpose tiles off") != NULL) == !tiles);
+    char line[64];
+    snprintf(line, sizeof line, "elements over axes %s\n", axes);
+    bool axes_named = strstr(text, line) != NULL;
     astitch_free(text);
     assert_int_equal(astitch_plan_num_kernels(p), 1);
     astitch_kernel_info ki;
@@ -119,6 +124,8 @@ static bool plan_tiled(astitch_graph *g, bool narrow, bool tiles)
         tiled |= bi.kind == ASTITCH_BUFFER_TILE;
     }
     if (tiled) {
+        if (!axes_named)
+            fail_msg("the plan's tile is not over axes %s", axes);
         assert_int_equal(ki.block, 256);
         assert_int_equal(ki.shared_bytes, narrow ? 64 * 65 * 4 : 32 * 33 * 4);
     }
@@ -130,25 +137,25 @@ static void test_tiles(void **state)
 {
     (void)state;
     static const Case cases[] = {
-        {"bias, f32, whole tiles", BIAS, 2, 64, 96, 0, ASTITCH_F32, true},
-        {"bias, f32, edges", BIAS, 3, 45, 17, 0, ASTITCH_F32, true},
-        {"bias, bf16", BIAS, 2, 40, 72, 0, ASTITCH_BF16, true},
-        {"bias, bf16, two tiles each way", BIAS, 1, 130, 200, 0, ASTITCH_BF16, true},
-        {"bias, f16, edges", BIAS, 1, 33, 50, 0, ASTITCH_F16, true},
-        {"bias, i32", BIAS, 2, 32, 48, 0, ASTITCH_I32, true},
-        {"read twice, beside another input", TWICE, 2, 50, 70, 0, ASTITCH_F32, true},
-        {"an output and read again", OUTPUT_TOO, 2, 36, 64, 0, ASTITCH_F32, true},
-        {"rank 4", RANK4, 2, 20, 24, 16, ASTITCH_F32, true},
-        {"NHWC to NCHW, 7 x 7", RANK4, 3, 7, 40, 7, ASTITCH_F32, true},
-        {"NHWC to NCHW, bf16, odd W in pairs", RANK4, 2, 10, 40, 5, ASTITCH_BF16, true},
-        {"NHWC to NCHW, bf16, odd H x W", RANK4, 2, 9, 34, 5, ASTITCH_BF16, true},
-        {"NCHW to NHWC, 7 x 7", TO_NHWC, 3, 40, 7, 7, ASTITCH_F32, true},
-        {"NCHW to NHWC, bf16, odd W", TO_NHWC, 2, 70, 6, 5, ASTITCH_BF16, true},
-        {"NCHW to NHWC, f16, H x W over two tiles", TO_NHWC, 2, 36, 12, 11, ASTITCH_F16, true},
-        {"keeps the innermost axis", KEEPS_INNER, 2, 64, 96, 0, ASTITCH_F32, false},
-        {"an axis under 16", NARROW, 4, 64, 8, 0, ASTITCH_F32, false},
-        {"H x W under 16", RANK4, 2, 3, 40, 5, ASTITCH_F32, false},
-        {"reduced after", REDUCED, 2, 64, 96, 0, ASTITCH_F32, false},
+        {"bias, f32, whole tiles", BIAS, 2, 64, 96, 0, ASTITCH_F32, "1 and 2", true},
+        {"bias, f32, edges", BIAS, 3, 45, 17, 0, ASTITCH_F32, "1 and 2", true},
+        {"bias, bf16", BIAS, 2, 40, 72, 0, ASTITCH_BF16, "1 and 2", true},
+        {"bias, bf16, two tiles each way", BIAS, 1, 130, 200, 0, ASTITCH_BF16, "1 and 2", true},
+        {"bias, f16, edges", BIAS, 1, 33, 50, 0, ASTITCH_F16, "1 and 2", true},
+        {"bias, i32", BIAS, 2, 32, 48, 0, ASTITCH_I32, "1 and 2", true},
+        {"read twice, beside another input", TWICE, 2, 50, 70, 0, ASTITCH_F32, "1 and 2", true},
+        {"an output and read again", OUTPUT_TOO, 2, 36, 64, 0, ASTITCH_F32, "1 and 2", true},
+        {"rank 4", RANK4, 2, 20, 24, 16, ASTITCH_F32, "1 and 2-3", true},
+        {"NHWC to NCHW, 7 x 7", RANK4, 3, 7, 40, 7, ASTITCH_F32, "1 and 2-3", true},
+        {"NHWC to NCHW, bf16, odd W in pairs", RANK4, 2, 10, 40, 5, ASTITCH_BF16, "1 and 2-3", true},
+        {"NHWC to NCHW, bf16, odd H x W", RANK4, 2, 9, 34, 5, ASTITCH_BF16, "1 and 2-3", true},
+        {"NCHW to NHWC, 7 x 7", TO_NHWC, 3, 40, 7, 7, ASTITCH_F32, "1-2 and 3", true},
+        {"NCHW to NHWC, bf16, odd W", TO_NHWC, 2, 70, 6, 5, ASTITCH_BF16, "1-2 and 3", true},
+        {"NCHW to NHWC, f16, H x W over two tiles", TO_NHWC, 2, 36, 12, 11, ASTITCH_F16, "1-2 and 3", true},
+        {"keeps the innermost axis", KEEPS_INNER, 2, 64, 96, 0, ASTITCH_F32, NULL, false},
+        {"an axis under 16", NARROW, 4, 64, 8, 0, ASTITCH_F32, NULL, false},
+        {"H x W under 16", RANK4, 2, 3, 40, 5, ASTITCH_F32, NULL, false},
+        {"reduced after", REDUCED, 2, 64, 96, 0, ASTITCH_F32, NULL, false},
     };
     astitch_context *ctx = NULL;
     assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
@@ -158,9 +165,9 @@ static void test_tiles(void **state)
         const Case *c = &cases[i];
         astitch_graph *g = build(ctx, c);
         bool narrow = c->dtype == ASTITCH_F16 || c->dtype == ASTITCH_BF16;
-        if (plan_tiled(g, narrow, true) != c->tiled)
+        if (plan_tiled(g, narrow, true, c->axes) != c->tiled)
             fail_msg("%s: the plan %s a tile", c->what, c->tiled ? "takes no" : "takes");
-        if (plan_tiled(g, narrow, false))
+        if (plan_tiled(g, narrow, false, c->axes))
             fail_msg("%s: the plan takes a tile with transpose_tiles off", c->what);
         astitch_device model;
         astitch_compile_options o;
