@@ -32,15 +32,12 @@ static bool tile_dtype(astitch_dtype t)
 }
 
 /* The first axis of the run of space axes ending at `to` that transpose t reads from adjacent
- * operand axes in the same order, and the run's elements (*extent). */
-static int32_t run_from(const Node *t, const Shape *space, int32_t to, int64_t *extent)
+ * operand axes in the same order. */
+static int32_t run_from(const Node *t, int32_t to)
 {
     int32_t from = to;
-    *extent = space->dim[to];
-    while (from > 0 && t->attr.dims[from - 1] + 1 == t->attr.dims[from]) {
+    while (from > 0 && t->attr.dims[from - 1] + 1 == t->attr.dims[from])
         from--;
-        *extent *= space->dim[from];
-    }
     return from;
 }
 
@@ -57,16 +54,12 @@ static int32_t tiled_transpose(const astitch_graph *g, const PlanKernel *k, cons
         int p = 0;
         while (p < last && t->attr.dims[p] != last)
             p++;
-        int64_t a_extent, l_extent;
         /* the runs are apart: A's ends at the operand's innermost axis, L's before it */
-        int32_t a_from = run_from(t, space, p, &a_extent);
-        int32_t l_from = run_from(t, space, last, &l_extent);
-        if (a_extent >= MIN_EDGE && l_extent >= MIN_EDGE && a_extent <= INT32_MAX &&
-            l_extent <= INT32_MAX) {
-            *tile = (PlanTile){.on = true, .node = k->op[i].node, .axis_from = a_from,
-                               .axis = p, .inner_from = l_from};
+        *tile = (PlanTile){.on = true, .node = k->op[i].node, .axis_from = run_from(t, p),
+                           .axis = p, .inner_from = run_from(t, last)};
+        int64_t a = plan_tile_extent(tile, space, false), l = plan_tile_extent(tile, space, true);
+        if (a >= MIN_EDGE && l >= MIN_EDGE && a <= INT32_MAX && l <= INT32_MAX)
             return k->op[i].node;
-        }
     }
     return -1;
 }
