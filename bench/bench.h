@@ -35,7 +35,7 @@ typedef struct BenchMode {
     bool remote, merge, packing;
     bool persistent; /* every kernel one persistent wave */
     int form;        /* BenchForm: how a graph with a variant choice runs */
-    bool column_vectors; /* plan option column_vectors on */
+    bool no_column_vectors; /* plan option column_vectors off */
     bool column_sums;    /* plan option column_sums_in_rows on */
     bool no_recompute;   /* plan option recompute_outputs off */
     bool no_row_vectors; /* plan option row_vectors off */

@@ -1,8 +1,9 @@
-/* test_column_vectors.c: the vector form of column reductions (plan option column_vectors,
- * lib/codegen/emit_column.c) on the host target, planned for the h100 model, every kernel's
- * register bound raised to the form's least (so that the form applies wherever the shapes
- * allow): outputs against the reference on fresh random inputs, whole kernels and parts form,
- * under every fusion mode; and the LLVM IR shows vector loads exactly where the form applies. */
+/* test_column_vectors.c: column runs (plan option column_vectors, mapping.c's *Column runs*,
+ * lib/codegen/emit_column.c) on the host target, planned for the h100 model with fewer SMs (so
+ * that small graphs fill waves the way large ones do on the GPU): outputs against the reference
+ * on fresh random inputs, whole kernels and parts form, deterministic, under every fusion
+ * mode; and the planner gives runs exactly where its rules allow, with vector loads in the IR
+ * where it does. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,7 +18,8 @@
 #include "passes/plan.h"
 #include "runtime/runtime.h"
 
-enum { FORM_REGS = 64 }; /* emit_column.c's COLUMN_VECTOR_MIN_REGS */
+/* SMs of the device model: a wave of 2 x SMS blocks of 1024 threads (32 registers). */
+enum { SMS = 2 };
 
 typedef astitch_graph *(*Build)(astitch_context *ctx, astitch_dtype t, int64_t rows, int64_t cols);
 
@@ -83,10 +85,33 @@ static astitch_graph *column_rank3(astitch_context *ctx, astitch_dtype t, int64_
     return g;
 }
 
-/* Compiles g for the host target, planned for the h100 model under fusion f with column
- * vectors on (or off), every kernel's register bound at least FORM_REGS, deterministic or not;
- * split: the kernels as parts cut at their global barriers. */
-static astitch_executable *compile(astitch_graph *g, astitch_fusion f, bool vectors,
+/* The sum over the rows of x * y, both [rows, cols]: two tensors of the space. */
+static astitch_graph *column_dot(astitch_context *ctx, astitch_dtype t, int64_t rows, int64_t cols)
+{
+    astitch_graph *g = graph_new(ctx);
+    int64_t d[2] = {rows, cols}, axis = 0;
+    astitch_node x = astitch_parameter(g, "x", t, 2, d);
+    astitch_node y = astitch_parameter(g, "y", t, 2, d);
+    astitch_add_output(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, astitch_binary(g, ASTITCH_OP_MUL, x, y),
+                                         1, &axis));
+    return g;
+}
+
+/* x [4, rows, cols] reduced over its middle axis (a mean over a sequence, as a sum). */
+static astitch_graph *column_middle(astitch_context *ctx, astitch_dtype t, int64_t rows, int64_t cols)
+{
+    astitch_graph *g = graph_new(ctx);
+    int64_t d[3] = {4, rows, cols}, axis = 1;
+    astitch_node x = astitch_parameter(g, "x", t, 3, d);
+    astitch_node xf = t == ASTITCH_F32 ? x : astitch_convert(g, x, ASTITCH_F32);
+    astitch_add_output(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, xf, 1, &axis));
+    return g;
+}
+
+/* Compiles g for the host target, planned for the h100 model of `sms` SMs under fusion f with
+ * column runs on (or off), deterministic or not; split: the kernels as parts cut at their
+ * global barriers. */
+static astitch_executable *compile(astitch_graph *g, int sms, astitch_fusion f, bool vectors,
                                    bool deterministic, bool split)
 {
     astitch_context *ctx = astitch_graph_context(g);
@@ -100,13 +125,11 @@ static astitch_executable *compile(astitch_graph *g, astitch_fusion f, bool vect
     o.plan.deterministic = deterministic;
     astitch_device model;
     assert_int_equal(astitch_device_builtin("h100", &model), ASTITCH_OK);
+    model.sm_count = sms;
     o.device = &model;
     astitch_executable *x = NULL;
     if (astitch_compile(g, &o, &x) != ASTITCH_OK)
         fail_msg("compile: %s", astitch_last_error(ctx));
-    for (int k = 0; k < x->plan->nkernel; k++)
-        if (x->plan->kernel[k].regs < FORM_REGS)
-            x->plan->kernel[k].regs = FORM_REGS;
     assert_int_equal(astitch_context_set_option(ctx, "force_parts", split ? "1" : NULL),
                      ASTITCH_OK);
     host_kernels_destroy(x->hk);
@@ -123,6 +146,18 @@ static astitch_executable *compile(astitch_graph *g, astitch_fusion f, bool vect
     return x;
 }
 
+/* The longest column run of x's plan (plan_column_vector over every phase): 1 where none. */
+static int plan_runs(const astitch_executable *x)
+{
+    int most = 1;
+    for (int32_t k = 0; k < x->plan->nkernel; k++)
+        for (int32_t ph = 0; ph < x->plan->kernel[k].nphase; ph++) {
+            int v = plan_column_vector(&x->plan->kernel[k].phase[ph].map);
+            most = v > most ? v : most;
+        }
+    return most;
+}
+
 /* Vector loads ("load <") in the LLVM IR of x's kernels. */
 static int vector_loads(astitch_executable *x)
 {
@@ -137,10 +172,11 @@ static int vector_loads(astitch_executable *x)
 }
 
 /* Runs build(t, rows, cols) under every fusion mode, whole, split and deterministic, with column
- * vectors on, against the reference on fresh random inputs. form: the IR has vector loads (1),
- * none (0), or either (-1: graphs with element-wise phases, which have their own). */
+ * runs on, planned for `sms` SMs, against the reference on fresh random inputs; under fusion
+ * stitch the plan's longest run must be runs_wanted, and vector loads appear in the IR where
+ * runs do. */
 static void check_runs(const char *what, Build build, astitch_dtype t, int64_t rows, int64_t cols,
-                       int form_wanted)
+                       int sms, int runs_wanted)
 {
     static const astitch_fusion fusions[] = {ASTITCH_FUSION_NONE, ASTITCH_FUSION_XLA,
                                              ASTITCH_FUSION_STITCH};
@@ -153,22 +189,23 @@ static void check_runs(const char *what, Build build, astitch_dtype t, int64_t r
         fail_msg("%s: reference: %s", what, astitch_last_error(ctx));
     for (int f = 0; f < 3; f++)
         for (int form = 0; form < 3; form++) { /* whole, parts form, deterministic */
-            astitch_executable *x = compile(g, fusions[f], true, form == 2, form == 1);
-            int loads = vector_loads(x);
+            astitch_executable *x = compile(g, sms, fusions[f], true, form == 2, form == 1);
+            int runs = plan_runs(x), loads = vector_loads(x);
             DiffResult r;
             astitch_status s = diff_ref_check(d, x, &r);
-            printf("%s %s [%lld, %lld] fusion %s%s: %d vector loads, seed %llu, worst "
-                   "normalized error %.3g\n", what, astitch_dtype_name(t), (long long)rows,
-                   (long long)cols, astitch_fusion_name(fusions[f]),
-                   form == 1 ? ", parts form" : form == 2 ? ", deterministic" : "", loads,
+            printf("%s %s [%lld, %lld] on %d SMs, fusion %s%s: runs of %d, %d vector loads, "
+                   "seed %llu, worst normalized error %.3g\n", what, astitch_dtype_name(t),
+                   (long long)rows, (long long)cols, sms, astitch_fusion_name(fusions[f]),
+                   form == 1 ? ", parts form" : form == 2 ? ", deterministic" : "", runs, loads,
                    (unsigned long long)seed, r.worst);
             if (s != ASTITCH_OK)
                 fail_msg("%s: run: %s", what, astitch_last_error(ctx));
             if (!r.ok)
                 fail_msg("%s (seed %llu): %s", what, (unsigned long long)seed, r.message);
-            if (form_wanted >= 0 && (loads > 0) != (form_wanted > 0))
-                fail_msg("%s: %d vector loads, the form should %sapply", what, loads,
-                         form_wanted ? "" : "not ");
+            if (fusions[f] == ASTITCH_FUSION_STITCH && runs != runs_wanted)
+                fail_msg("%s: runs of %d, wanted %d", what, runs, runs_wanted);
+            if (runs > 1 && loads == 0)
+                fail_msg("%s: runs of %d without a vector load", what, runs);
             astitch_executable_destroy(x);
         }
     diff_ref_destroy(d);
@@ -176,58 +213,59 @@ static void check_runs(const char *what, Build build, astitch_dtype t, int64_t r
     astitch_context_destroy(ctx);
 }
 
-/* Column sums and maxima: shapes whose columns take runs of 4 (f32), 8 (bf16), 2 (6 columns)
- * or none (5), rows that split across blocks or not. */
+/* Column sums and maxima (two reduces: at most 8 accumulators, so bf16 takes runs of 4):
+ * 13 runs a lane (400 rows over 32 lanes, uneven), 4 tiles on a wave of 4; a split into 4
+ * parts of 16 runs on a wave of 16 (8 SMs); too few runs a lane, and 5 columns: none. */
 static void test_sums(void **state)
 {
     (void)state;
-    check_runs("column sums", column_sums, ASTITCH_F32, 3000, 256, 1);
-    check_runs("column sums", column_sums, ASTITCH_F32, 37, 64, 1);
-    check_runs("column sums", column_sums, ASTITCH_BF16, 1000, 128, 1);
-    check_runs("column sums", column_sums, ASTITCH_F32, 500, 6, 1);
-    check_runs("column sums", column_sums, ASTITCH_F32, 500, 5, 0);
+    check_runs("column sums", column_sums, ASTITCH_F32, 400, 512, SMS, 4);
+    check_runs("column sums", column_sums, ASTITCH_BF16, 400, 512, SMS, 4);
+    check_runs("column sums", column_sums, ASTITCH_F32, 2048, 512, 8, 4);
+    check_runs("column sums", column_sums, ASTITCH_F32, 100, 512, SMS, 1);
+    check_runs("column sums", column_sums, ASTITCH_F32, 500, 5, SMS, 1);
 }
 
+/* A batch norm over the rows (a mean, then a phase without reductions that reads x again and
+ * stores the normalized output in runs, and a sum of its squares): two reduces, so runs of 4
+ * in bf16 too. */
 static void test_norm(void **state)
 {
     (void)state;
-    check_runs("column norm", column_norm, ASTITCH_F32, 2000, 128, -1);
-    check_runs("column norm", column_norm, ASTITCH_BF16, 640, 64, -1);
-    check_runs("column norm", column_norm, ASTITCH_F32, 96, 12, -1);
+    check_runs("column norm", column_norm, ASTITCH_F32, 400, 512, SMS, 4);
+    check_runs("column norm", column_norm, ASTITCH_BF16, 400, 1024, SMS, 4);
 }
 
+/* Reductions over leading and middle axes of rank 3, bf16 in runs of 8. */
 static void test_rank3(void **state)
 {
     (void)state;
-    check_runs("rank 3", column_rank3, ASTITCH_F32, 800, 96, 1);
+    check_runs("rank 3", column_rank3, ASTITCH_F32, 800, 256, SMS, 4);
+    check_runs("middle axis", column_middle, ASTITCH_BF16, 400, 512, SMS, 8);
+    check_runs("middle axis", column_middle, ASTITCH_F32, 384, 96, SMS, 4);
 }
 
-/* The form applies where it should: vector loads in the IR of a column sum of 256 columns with
- * the option on, none with it off, none at 5 columns, none below the register bound. */
+/* The rules: no runs with the option off, none where the walk reads two tensors of the space,
+ * none where a reduce is not of floats (an i32 maximum). */
 static void test_form_applies(void **state)
 {
     (void)state;
     astitch_context *ctx = NULL;
     assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
-    astitch_graph *g = column_sums(ctx, ASTITCH_F32, 3000, 256);
-    astitch_executable *on = compile(g, ASTITCH_FUSION_STITCH, true, false, false);
-    astitch_executable *off = compile(g, ASTITCH_FUSION_STITCH, false, false, false);
-    int n_on = vector_loads(on), n_off = vector_loads(off);
-    printf("column sums [3000, 256]: %d vector loads with column vectors, %d without\n", n_on, n_off);
-    assert_true(n_on > 0);
-    assert_int_equal(n_off, 0);
-    for (int k = 0; k < on->plan->nkernel; k++)
-        on->plan->kernel[k].regs = FORM_REGS - 8;
-    assert_int_equal(vector_loads(on), 0);
+    astitch_graph *g = column_sums(ctx, ASTITCH_F32, 400, 512);
+    astitch_executable *on = compile(g, SMS, ASTITCH_FUSION_STITCH, true, false, false);
+    astitch_executable *off = compile(g, SMS, ASTITCH_FUSION_STITCH, false, false, false);
+    printf("column sums [400, 512]: runs of %d with the option, %d without\n", plan_runs(on),
+           plan_runs(off));
+    assert_int_equal(plan_runs(on), 4);
+    assert_int_equal(plan_runs(off), 1);
+    assert_int_equal(vector_loads(off), 0);
     astitch_executable_destroy(on);
     astitch_executable_destroy(off);
     astitch_graph_destroy(g);
-    g = column_sums(ctx, ASTITCH_F32, 3000, 5);
-    on = compile(g, ASTITCH_FUSION_STITCH, true, false, false);
-    assert_int_equal(vector_loads(on), 0);
-    astitch_executable_destroy(on);
-    astitch_graph_destroy(g);
     astitch_context_destroy(ctx);
+    check_runs("column dot", column_dot, ASTITCH_F32, 400, 512, SMS, 1);
+    check_runs("column sums", column_sums, ASTITCH_I32, 400, 512, SMS, 1);
 }
 
 int main(void)

@@ -232,7 +232,10 @@ static void check_mapping(const astitch_device *d, const PlanKernel *k, const as
     assert_int_equal(m->block, k->block);
     assert_true(m->grid >= 1 && m->grid <= k->grid);
     assert_true(m->threads_per_row >= 1 && m->rows_per_block >= 1);
-    assert_true((int64_t)m->threads_per_row * m->rows_per_block <= k->block);
+    /* column runs of v rows: a tile's rows_per_block / v groups of threads_per_row lanes */
+    int64_t v = plan_column_vector(m);
+    assert_true(m->rows_per_block % v == 0);
+    assert_true((int64_t)m->threads_per_row * (m->rows_per_block / v) <= k->block);
     if (m->split > 1) {
         assert_int_equal(m->tasks_per_block, 1);
         assert_int_equal((int64_t)m->grid, ceil_div(m->rows, m->rows_per_block) * m->split);

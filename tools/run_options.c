@@ -17,7 +17,7 @@ enum {
     OPT_NO_ONE_PASS_VARIANCE,
     OPT_NO_RECOMPUTE_OUTPUTS,
     OPT_DETERMINISTIC,
-    OPT_PERSISTENT, OPT_WIDE_ROWS, OPT_NO_VARIANT_SEARCH, OPT_COLUMN_VECTORS, OPT_NO_ROW_VECTORS,
+    OPT_PERSISTENT, OPT_WIDE_ROWS, OPT_NO_VARIANT_SEARCH, OPT_NO_COLUMN_VECTORS, OPT_NO_ROW_VECTORS,
     OPT_COLUMN_SUMS_IN_ROWS, OPT_VIEW_OUTPUTS, OPT_NO_ONLINE_SOFTMAX, OPT_NO_CARRY,
     OPT_NO_TRANSPOSE_TILES
 };
@@ -80,9 +80,9 @@ static const OptionSpec option_table[] = {
      "an element-wise kernel reading through a transpose that moves the innermost axis reads "
      "its operand element by element instead of in square tiles through shared memory "
      "(docs/planner.md, *transpose*)"},
-    {"column-vectors", no_argument, OPT_COLUMN_VECTORS, NULL,
-     "a column reduction's thread takes 16 bytes of adjacent columns per access where the "
-     "shapes and registers allow, instead of one column (docs/codegen.md, *Reduce phase*)"},
+    {"no-column-vectors", no_argument, OPT_NO_COLUMN_VECTORS, NULL,
+     "a column reduction alone in its kernel takes one column per thread instead of runs of "
+     "16 bytes of adjacent columns (docs/planner.md, *mapping*)"},
     {"column-sums-in-rows", no_argument, OPT_COLUMN_SUMS_IN_ROWS, NULL,
      "a column reduction of the elements a resident row group walks is summed in the row pass "
      "(atomics across blocks) instead of its own pass (docs/planner.md, *across*)"},
@@ -131,7 +131,7 @@ void plan_options(const Options *o, astitch_plan_options *po)
     po->deterministic = o->deterministic;
     po->persistent = o->persistent;
     po->wide_rows = o->wide_rows;
-    po->column_vectors = o->column_vectors;
+    po->column_vectors = !o->no_column_vectors;
     po->row_vectors = !o->no_row_vectors;
     po->online_softmax = !o->no_online_softmax;
     po->carry = !o->no_carry;
@@ -280,7 +280,7 @@ int parse_options(int argc, char **argv, Options *o)
         case OPT_NO_ONE_PASS_VARIANCE: o->no_one_pass_variance = true; break;
         case OPT_NO_RECOMPUTE_OUTPUTS: o->no_recompute_outputs = true; break;
         case OPT_WIDE_ROWS: o->wide_rows = true; break;
-        case OPT_COLUMN_VECTORS: o->column_vectors = true; break;
+        case OPT_NO_COLUMN_VECTORS: o->no_column_vectors = true; break;
         case OPT_NO_ROW_VECTORS: o->no_row_vectors = true; break;
         case OPT_NO_ONLINE_SOFTMAX: o->no_online_softmax = true; break;
         case OPT_NO_CARRY: o->no_carry = true; break;

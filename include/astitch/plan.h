@@ -85,12 +85,10 @@ typedef struct astitch_plan_options {
                      * partial results through shared memory); off, one warp holds it, up to
                      * 32 elements per lane. Neither wins everywhere: the cuda target times
                      * both where they differ (astitch_compile_options.variant_search) */
-    bool column_vectors; /* a thread of a column reduction whose kept elements are innermost
-                          * takes 16 bytes of adjacent columns per access (4 f32, 8 f16/bf16)
-                          * where the shapes and the kernel's registers allow (docs/codegen.md,
-                          * *Reduce phase*); off, one column per thread. Code generation alone:
-                          * the plan is the same either way. Off by default until measured on
-                          * the GPU (bench mode stitch-colvec) */
+    bool column_vectors; /* a thread of a column reduction alone in its kernel takes runs of
+                          * adjacent columns, 16 bytes of the narrowest tensor per access (4
+                          * f32, 8 f16/bf16), where the planner's rules allow (docs/planner.md,
+                          * *mapping*; the mapping's `vector`); off, one column per thread */
     bool row_vectors; /* a lane of a row reduction that streams its row (too long to stay in
                        * registers, or not reduced over trailing axes, as a batch norm of NCHW
                        * activations) takes 16 bytes of consecutive elements per access (4
@@ -124,8 +122,8 @@ typedef struct astitch_plan_options {
 } astitch_plan_options;
 
 /* Fills *o with the defaults: fusion=stitch, every switch on (one_pass_variance,
- * recompute_outputs, row_vectors, online_softmax, carry and transpose_tiles included),
- * deterministic, persistent, wide_rows, column_vectors and column_sums_in_rows off. */
+ * recompute_outputs, column_vectors, row_vectors, online_softmax, carry and transpose_tiles
+ * included), deterministic, persistent, wide_rows and column_sums_in_rows off. */
 ASTITCH_API void astitch_plan_options_default(astitch_plan_options *o);
 /* "none", "xla", "stitch"; NULL for an out-of-range value. */
 ASTITCH_API const char *astitch_fusion_name(astitch_fusion f);
@@ -232,13 +230,18 @@ typedef struct astitch_mapping {
                                       * elements per access: lane l holds elements
                                       * [(s * threads_per_row + l) * vector, ... + vector) for
                                       * s = 0, 1, ...; 0 when lanes stream the row (lane l takes
-                                      * l, l + threads_per_row, ...) and for other kinds */
+                                      * l, l + threads_per_row, ...). Column reduce: > 1 when a
+                                      * thread takes runs of `vector` adjacent rows (adjacent
+                                      * elements) with one access per tensor and reduced index:
+                                      * a tile's rows_per_block / vector groups of
+                                      * threads_per_row lanes. 0 for other kinds */
 } astitch_mapping;
 
 /* Elements one thread visits in a phase of mapping m: element-wise, ceil(chunk /
  * rows_per_block); a reduction, its tiles times ceil(len / threads_per_row), len the row
- * (row_len) or its part (split_len when split > 1), or, for a resident row (vector > 0), its
- * tiles times ceil(row_len / (threads_per_row * vector)) * vector. 0 for an empty mapping. */
+ * (row_len) or its part (split_len when split > 1), for a resident row (vector > 0) its
+ * tiles times ceil(row_len / (threads_per_row * vector)) * vector, for a column reduce of runs
+ * (vector > 1) the elements of its runs. 0 for an empty mapping. */
 ASTITCH_API int64_t astitch_mapping_elements_per_thread(const astitch_mapping *m);
 
 typedef struct astitch_kernel_info {

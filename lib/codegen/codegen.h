@@ -572,18 +572,20 @@ LLVMValueRef emit_shfl_xor(Emit *e, LLVMValueRef v, int mask);
 astitch_dtype emit_acc_dtype(astitch_dtype t);
 
 /* emit_column.c */
-/* The roots of p at the run of v rows from row (a multiple of v) at reduced index j: each
- * tensor read with v-element accesses; the reduce roots red fold into next[q * v + u] =
- * acc[q * v + u] combined with row u's value; the other roots are stored (one vector store to
- * an output tensor). */
-void emit_column_run(Emit *e, const PlanPhase *p, const Shape *space, LLVMValueRef row,
-                     LLVMValueRef j, int v, int32_t nred, const int32_t *red,
-                     const LLVMValueRef *acc, LLVMValueRef *next);
+/* The roots of p at the runs of v rows from row (a multiple of v) at count reduced indices j,
+ * j + step, ...: every run's tensors read first, with v-element accesses; then, run by run,
+ * the reduce roots red fold into next[q * v + u] (from acc[q * v + u]) with row u's value and
+ * the other roots are stored (one vector store to an output tensor). */
+void emit_column_runs(Emit *e, const PlanPhase *p, const Shape *space, LLVMValueRef row,
+                      LLVMValueRef j, int v, int64_t step, int count, int32_t nred,
+                      const int32_t *red, const LLVMValueRef *acc, LLVMValueRef *next);
 /* Combines acc[u] (u < v, every thread's accumulators of reduce root `root`) across the lanes
  * of each group and stores row tile_first + g * v + u's result (emit_reduce_store), for rows
  * in the mapping and, with tile_in_chunk (the tile's first row within the block's chunk; NULL
- * for a split row), in the block's chunk. Row by row through the root's reduction buffer (one
- * slot per thread) and warp shuffles; all threads of the block must arrive. */
+ * for a split row), in the block's chunk. Every accumulator goes into the root's reduction
+ * buffer (plan_column_slots) before one block barrier; then up to 32 threads per group fold
+ * each row's lanes and shuffle, and a second barrier frees the slots. All threads of the block
+ * must arrive. */
 void emit_column_combine(Emit *e, const astitch_mapping *m, int32_t root, int v,
                          const LLVMValueRef *acc, LLVMValueRef tile_first,
                          LLVMValueRef tile_in_chunk);

@@ -58,8 +58,13 @@ void emit_space_index(Emit *e, const astitch_mapping *m, const Shape *space, LLV
  * gained nothing more and slowed the GELU backward graphs (bert_base_bwd_ffn_gelu spills at
  * four, 67.8 -> 72.4). Rows: a batch norm over N, H and W of NCHW activations (a row per channel, split across blocks, 25
  * elements per thread) 44.9 -> 39.7 us at two (resnet50_train_fwd_bn_relu, 2026-11-26); the
- * long softmaxes (4 per thread) did not move, transformer_row_reduce (8) read 2-3% slower. */
-enum { COLUMN_UNROLL = 2, COLUMN_UNROLL_LOADS_MAX = 2, ROW_UNROLL_MIN_ELEMENTS = 16 };
+ * long softmaxes (4 per thread) did not move, transformer_row_reduce (8) read 2-3% slower.
+ * A column thread's runs of 16 bytes (plan_column_vector) take one run per iteration: at the
+ * 32-register bound two or four ran 1-4% slower on the means over a sequence and over a leading
+ * axis (H200, 2026-11-29, bench/RESULTS.md, *Column runs*); narrower runs (a batch norm's
+ * three sums in runs of 2 f32) take two, as single columns do. */
+enum { COLUMN_UNROLL = 2, COLUMN_UNROLL_LOADS_MAX = 2, ROW_UNROLL_MIN_ELEMENTS = 16,
+       COLUMN_RUN_UNROLL_FULL = 1 };
 /* A streamed row's phase that reads one tensor per element, in a kernel whose register bound
  * leaves room (at 32, four runs spill), takes four runs per iteration. Measured on the H100
  * (2026-11-27; 2, 4, 8 runs, interleaved twice): llama2_7b_fwd_cross_entropy 130.6 -> 121.7 us
@@ -92,6 +97,9 @@ int emit_elements_per_iteration(Emit *e, const PlanPhase *p)
 {
     if (e->opt.lean && e->opt.lean[e->k - e->plan->kernel])
         return 1;
+    int run = plan_column_vector(&p->map);
+    if (run > 1 && run >= plan_access_elements(e->g, e->k, p))
+        return COLUMN_RUN_UNROLL_FULL;
     if (p->map.kind != ASTITCH_MAP_COLUMN_REDUCE &&
         astitch_mapping_elements_per_thread(&p->map) < ROW_UNROLL_MIN_ELEMENTS)
         return 1;
@@ -173,8 +181,8 @@ static LLVMValueRef element_at(Emit *e, LLVMValueRef last, int64_t tpr, LLVMValu
 }
 
 /* count elements of the thread's rows from reduced index j (step apart), or with v > 1 the
- * run of v rows from row at j (a column mapping, emit_column_run) or count runs of v elements
- * of its row from j (a row mapping, emit_row_runs). */
+ * runs of v rows from row at count reduced indices from j (a column mapping, emit_column_runs)
+ * or count runs of v elements of its row from j (a row mapping, emit_row_runs). */
 static void step_elements(Emit *e, const PlanPhase *p, const Shape *space, LLVMValueRef row,
                           int v, LLVMValueRef j, int64_t step, int count, int32_t nred,
                           const int32_t *red, LLVMValueRef *acc, LLVMValueRef *next)
@@ -185,7 +193,7 @@ static void step_elements(Emit *e, const PlanPhase *p, const Shape *space, LLVMV
     for (int32_t q = 0; q < nacc; q++)
         next[q] = acc[q];
     if (v > 1 && p->map.kind == ASTITCH_MAP_COLUMN_REDUCE)
-        emit_column_run(e, p, space, row, j, v, nred, red, acc, next);
+        emit_column_runs(e, p, space, row, j, v, step, count, nred, red, acc, next);
     else if (v > 1)
         emit_row_runs(e, p, space, row, j, step, count, v, nred, red, acc, next);
     else
@@ -239,9 +247,10 @@ static void walk_elements(Emit *e, const PlanPhase *p, const Shape *space, LLVMV
                           LLVMValueRef *next)
 {
     bool column = p->map.kind == ASTITCH_MAP_COLUMN_REDUCE;
-    int64_t tpr = (int64_t)p->map.threads_per_row * v;
+    /* a column run's lanes are threads_per_row; a row lane's runs lie threads_per_row * v apart */
+    int64_t tpr = column ? p->map.threads_per_row : (int64_t)p->map.threads_per_row * v;
     int nacc = column ? nred * v : nred;
-    int unroll = v == 1 || !column ? emit_elements_per_iteration(e, p) : 1;
+    int unroll = emit_elements_per_iteration(e, p);
     bool reverse = nred == 0 && e->phase > e->part_first;
     int carry = emit_carry_role(e);
     /* the thread's n elements: forward iv is the element's index itself; backward iv = k
@@ -308,7 +317,7 @@ void emit_reduce(Emit *e, const PlanPhase *p, LLVMValueRef tile_iv)
     int tpr = m->threads_per_row, rpb = m->rows_per_block;
     /* a column thread takes the run of v rows from row_in_tile, a row lane runs of v elements
      * of its row (v = 1: one row, one element) */
-    int v = column ? plan_column_vector(e->plan, e->k, p) : plan_row_vector(e->plan, e->k, p);
+    int v = column ? plan_column_vector(&p->map) : plan_row_vector(e->plan, e->k, p);
     ASTITCH_ASSERT(v >= 1 && v <= VECTOR_MAX && (!column || rpb % v == 0));
     LLVMValueRef row_in_tile = column ? LLVMBuildURem(e->b, e->tid, ev_int(e, rpb / v), "")
                                       : LLVMBuildUDiv(e->b, e->tid, ev_int(e, tpr), "");

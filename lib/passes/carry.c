@@ -52,7 +52,7 @@ static int walk_vector(const astitch_plan *p, const PlanKernel *k, int32_t ph)
 {
     const PlanPhase *x = &k->phase[ph];
     if (x->map.kind == ASTITCH_MAP_COLUMN_REDUCE)
-        return plan_column_vector(p, k, x) == 1 ? 1 : 0;
+        return plan_column_vector(&x->map) == 1 ? 1 : 0;
     return plan_row_vector(p, k, x);
 }
 

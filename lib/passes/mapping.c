@@ -26,7 +26,9 @@
  *                  a block, a row is split across blocks (task splitting) whose partial
  *                  results are combined.
  *   column reduce  threads walk adjacent columns (coalesced) and lanes walk down the rows;
- *                  few columns with long columns split the rows across blocks likewise.
+ *                  few columns with long columns split the rows across blocks likewise. A
+ *                  group alone in its kernel takes runs of 16 bytes of adjacent columns per
+ *                  thread where *Column runs* (below) allow.
  *   element-wise   one element per thread per tile (a block per tile: one 16-byte vector per
  *                  thread, blocks of TILE_BLOCK_ELEMENTWISE when every group is element-wise).
  *
@@ -184,25 +186,86 @@ static void map_row(astitch_mapping *m, const MapCtx *c, int64_t min_bytes)
  * (bert_base_bwd_layernorm 23.8 us against 24.6 at 128 and 26.2 at 256). */
 enum { COLUMNS_ALONE = 128 };
 
-static void map_column(astitch_mapping *m, const MapCtx *c)
+/* Column runs (plan option column_vectors): where a column group is alone in its kernel, a
+ * thread takes runs of v adjacent columns, 16 bytes of the space's narrowest tensor per access
+ * (a warp's runs across the tile's columns, the block's warps down the rows). Measured on an
+ * H200 (2026-11-29, bench/RESULTS.md, *Column runs*) against single columns: bf16 means over a
+ * sequence or a leading axis 9-13% faster, f32 ones 3-5%, batchnorm_train's three sums in runs
+ * of 2 f32 4%; slower where a lane had few runs (the ViT token mean, 197 rows over 32 lanes:
+ * +2%; asr_feature_norm, 8 runs: +9%) and where the walk reads two tensors of the space
+ * (gpt2_bwd_mlp_gelu +1%, bert_base_bwd_ffn_gelu +0.5%). So: at most COLUMN_RUN_ACCUMULATORS
+ * accumulators across the group's reduces (v per reduce), the kernel reads one tensor of the
+ * space's size, and each lane takes at least COLUMN_RUN_MIN_RUNS runs of its rows (or of its
+ * part of them when split). */
+enum { COLUMN_RUN_ACCUMULATORS = 8, COLUMN_RUN_MIN_RUNS = 12 };
+
+/* What map_column knows of a column group's walk: the element size of the space's narrowest
+ * tensor, the group's reductions (and those of them not of floats, whose accumulators are not
+ * f32), and the kernel's inputs of the space's size. */
+typedef struct ColumnWalk {
+    int64_t min_bytes;
+    int64_t reduces;
+    int64_t not_float;
+    int64_t inputs;
+} ColumnWalk;
+
+/* The columns of one run for column group m (see *Column runs* above): 16 bytes of the
+ * narrowest tensor (4 f32, 8 f16/bf16), halved until the reduces' accumulators fit, runs tile
+ * the innermost axis (kept: v adjacent rows are v adjacent elements at every reduced index) and
+ * a tile's rows (a warp's runs) fit the block (a later element-wise phase of the tile takes a
+ * row per thread); 1 (no runs) where the option is off, the group is not alone or reduces
+ * other than floats (the combine exchanges f32 accumulators), the kernel reads other than one
+ * tensor of the space, there are fewer rows than a warp's runs, or the block is not whole
+ * warps. The least runs per lane is checked once the split is known. */
+static int64_t column_run(const astitch_mapping *m, const MapCtx *c, const ColumnWalk *w)
 {
-    int64_t warp = c->dev->warp_size, cols = m->rows > 1 ? m->rows : 1, p, t;
-    if (!c->packing) {
-        p = pow2_ceil(cols) < c->block ? pow2_ceil(cols) : c->block;
-        t = 1;
+    int64_t warp = c->dev->warp_size;
+    if (!c->column_runs || !c->alone || !c->packing || w->inputs != 1 || w->not_float ||
+        m->rank < 1 ||
+        (m->reduce_axes >> (m->rank - 1) & 1) || c->block % warp)
+        return 1;
+    int64_t v = 16 / (w->min_bytes < 2 ? 2 : w->min_bytes > 4 ? 4 : w->min_bytes);
+    while (v > 1 && (v * w->reduces > COLUMN_RUN_ACCUMULATORS || m->dims[m->rank - 1] % v ||
+                     warp * v > c->block))
+        v /= 2;
+    return v > 1 && m->rows >= warp * v ? v : 1;
+}
+
+/* Rows per block p and lanes t of column group m: runs of v columns (v > 1), or single ones. */
+static void column_shape(const astitch_mapping *m, const MapCtx *c, int64_t v, int64_t *p,
+                         int64_t *t)
+{
+    int64_t warp = c->dev->warp_size, cols = m->rows > 1 ? m->rows : 1;
+    if (v > 1) { /* a warp's runs across the columns, the block's warps down the rows */
+        *p = warp * v;
+        *t = c->block / warp;
+    } else if (!c->packing) {
+        *p = pow2_ceil(cols) < c->block ? pow2_ceil(cols) : c->block;
+        *t = 1;
     } else if (cols >= (int64_t)c->block * c->wave) {
-        p = c->block;
-        t = 1;
+        *p = c->block;
+        *t = 1;
     } else {
         int64_t most = c->alone && COLUMNS_ALONE < c->block ? COLUMNS_ALONE : warp;
-        p = pow2_ceil(cols) < most ? pow2_ceil(cols) : most;
-        t = c->block / p;
+        *p = pow2_ceil(cols) < most ? pow2_ceil(cols) : most;
+        *t = c->block / *p;
     }
-    m->rows_per_block = (int32_t)p;
-    m->threads_per_row = (int32_t)t;
-    int64_t tiles = ceil_div(m->rows, p);
-    m->split = (int32_t)packing_split(c, tiles, packing_split_most(m, c), c->alone);
-    packing_finish(m, c, tiles, p, 1);
+}
+
+static void map_column(astitch_mapping *m, const MapCtx *c, const ColumnWalk *w)
+{
+    for (int64_t v = column_run(m, c, w);; v = 1) {
+        int64_t p, t;
+        column_shape(m, c, v, &p, &t);
+        m->rows_per_block = (int32_t)p;
+        m->threads_per_row = (int32_t)t;
+        m->vector = v > 1 ? (int32_t)v : 0;
+        int64_t tiles = ceil_div(m->rows, p);
+        m->split = (int32_t)packing_split(c, tiles, packing_split_most(m, c), c->alone);
+        packing_finish(m, c, tiles, p, 1);
+        if (v == 1 || ceil_div(m->split_len, t) >= COLUMN_RUN_MIN_RUNS)
+            return;
+    }
 }
 
 /* Persistent, a tile is one element per thread; a block per tile, a 16-byte vector per thread
@@ -316,6 +379,15 @@ static int64_t space_bytes(const astitch_graph *g, const PlanKernel *k, const as
     return bytes ? bytes : 4;
 }
 
+/* Kernel k's inputs with as many elements as mapping m's space. */
+static int64_t space_inputs(const astitch_graph *g, const PlanKernel *k, const astitch_mapping *m)
+{
+    int64_t n = m->rows * m->row_len, count = 0;
+    for (int32_t i = 0; i < k->ninput; i++)
+        count += shape_elements(&gnode(g, k->input[i])->shape) == n;
+    return count;
+}
+
 /* The block of kernel k (not persistent, block c->block) whose reductions are all resident
  * rows: the fewest threads, a power of two from RESIDENT_BLOCK_MIN up, whose rows move
  * RESIDENT_BLOCK_BYTES in every row group; c->block when some row is streamed, the kernel has
@@ -378,7 +450,7 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k)
     const astitch_graph *g = pl->g;
     const astitch_device *dev = &pl->p->dev;
     MapCtx c = {dev, dev->warp_size, 0, pl->p->opt.packing, k->persistent, pl->p->opt.wide_rows,
-             k->ngroup == 1, !k->stream_by_block};
+             k->ngroup == 1, !k->stream_by_block, pl->p->opt.column_vectors};
     bool elementwise = true;
     int64_t elements = 0;
     for (int32_t i = 0; i < k->ngroup; i++) {
@@ -428,7 +500,13 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k)
         if (m->kind == ASTITCH_MAP_ROW_REDUCE) {
             map_row(m, &c, space_min_bytes(g, k, m));
         } else if (m->kind == ASTITCH_MAP_COLUMN_REDUCE) {
-            map_column(m, &c);
+            ColumnWalk w = {space_min_bytes(g, k, m), 0, 0, space_inputs(g, k, m)};
+            for (int32_t s = -1; s < gr->nsub; s++) {
+                const Node *r = gnode(g, s < 0 ? gr->dominant : gr->sub[s]);
+                w.reduces += r->op == ASTITCH_OP_REDUCE;
+                w.not_float += r->op == ASTITCH_OP_REDUCE && !dtype_is_float(r->dtype);
+            }
+            map_column(m, &c, &w);
         } else {
             int64_t quantum = 1;
             for (int32_t s = 0; s < gr->nsub; s++) {

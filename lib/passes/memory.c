@@ -105,8 +105,9 @@ static bool collect(Planner *pl, PlanKernel *k)
         b.first_phase = b.last_phase = o->phase;
         if (red) {
             int64_t lanes = ph->map.threads_per_row, warp = pl->p->dev.warp_size;
-            int64_t acc = ph->map.kind == ASTITCH_MAP_ROW_REDUCE ? (lanes > warp ? k->block / warp : 0)
-                                                                 : (lanes > 1 ? k->block : 0);
+            int64_t acc = ph->map.kind == ASTITCH_MAP_ROW_REDUCE
+                              ? (lanes > warp ? k->block / warp : 0)
+                              : (lanes > 1 ? plan_column_slots(&ph->map) : 0);
             if (plan_reduce_across(g, &ph->map, o->node)) /* each slot's column sums */
                 acc = plan_across_slots(&ph->map) * ph->map.row_len;
             if (acc > 0) {

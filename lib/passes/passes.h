@@ -233,6 +233,7 @@ typedef struct MapCtx {
     bool wide_rows;  /* astitch_plan_options.wide_rows */
     bool alone;      /* the kernel has one group */
     bool stream_warp; /* a streamed row may take one warp (not k->stream_by_block) */
+    bool column_runs; /* astitch_plan_options.column_vectors */
 } MapCtx;
 /* packing.c. Sets m's block, grid, chunk, tasks_per_block and split_len for `tiles` tiles of
  * tile_rows rows each (m->split, rows_per_block set): split tiles a block per part; else a

@@ -285,12 +285,16 @@ int plan_access_elements(const astitch_graph *g, const PlanKernel *k, const Plan
  * Lane l takes the runs of v elements from reduced indices l * v, (l + threads_per_row) * v,
  * ... of its row (part). */
 int plan_row_vector(const astitch_plan *p, const PlanKernel *k, const PlanPhase *ph);
-/* Rows per thread of a column reduce phase: v > 1 in the vector form (plan option
- * column_vectors; kept elements innermost; a register bound of at least 64; a reduction
- * buffer of a slot per thread; plan_access_elements halved until runs of v rows tile the
- * blocks), else 1. The thread of lane l and group g (tid = l * rows_per_block / v + g) takes
- * rows [g * v, g * v + v) of each tile and reduced indices l, l + threads_per_row * v, ... */
-int plan_column_vector(const astitch_plan *p, const PlanKernel *k, const PlanPhase *ph);
+/* Rows per thread run of column reduce mapping m: m->vector where the planner gave it runs
+ * (plan option column_vectors; mapping.c, column_run), else 1. The thread of lane l and group g
+ * (tid = l * rows_per_block / v + g) takes rows [g * v, g * v + v) of each tile at reduced
+ * indices l, l + threads_per_row, ... (threads_per_row lanes, rows_per_block / v groups). */
+int plan_column_vector(const astitch_mapping *m);
+/* Slots of the combine buffer of a reduce of column mapping m with more than one lane: one
+ * per thread, or with runs (rows_per_block = 32 runs of v rows), a row of rows_per_block slots
+ * per lane padded by 32 * rows_per_block / block against bank conflicts in the fold
+ * (emit_column.c). */
+int64_t plan_column_slots(const astitch_mapping *m);
 /* The space of mapping m as a shape. */
 Shape plan_mapping_space(const astitch_mapping *m);
 /* The elements of tile t's run L (inner) or A over its kernel's space (transpose.c). */

@@ -22,6 +22,8 @@ int64_t astitch_mapping_elements_per_thread(const astitch_mapping *m)
         return (m->chunk + m->rows_per_block - 1) / m->rows_per_block;
     int64_t len = m->split > 1 ? m->split_len : m->row_len;
     int64_t tiles = m->split > 1 ? 1 : m->tasks_per_block;
+    if (m->kind == ASTITCH_MAP_COLUMN_REDUCE && m->vector > 1) /* a run of vector rows */
+        return tiles * ((len + m->threads_per_row - 1) / m->threads_per_row) * m->vector;
     if (m->vector > 0 && m->split <= 1) {
         int64_t step = (int64_t)m->threads_per_row * m->vector;
         return tiles * ((len + step - 1) / step) * m->vector;

@@ -38,7 +38,9 @@ static void mapping(FILE *f, const astitch_mapping *m)
             (long long)m->chunk);
     if (m->split > 1)
         fprintf(f, ", split %d x %lld", (int)m->split, (long long)m->split_len);
-    if (m->vector > 0)
+    if (m->kind == ASTITCH_MAP_COLUMN_REDUCE && m->vector > 1)
+        fprintf(f, ", runs of %d rows", (int)m->vector);
+    else if (m->vector > 0)
         fprintf(f, ", resident rows, vector %d", (int)m->vector);
     fprintf(f, ", %lld elements/thread\n", (long long)astitch_mapping_elements_per_thread(m));
 }
@@ -154,7 +156,7 @@ astitch_status astitch_plan_write_text(const astitch_plan *p, FILE *f)
                 ? ", output recompute off"
                 : "",
             p->opt.wide_rows ? ", wide rows" : "",
-            p->opt.column_vectors ? ", column vectors" : "",
+            p->opt.column_vectors ? "" : ", column runs off",
             p->opt.row_vectors ? "" : ", row vectors off",
             p->opt.online_softmax ? "" : ", online softmax off",
             p->opt.column_sums_in_rows ? ", column sums in rows" : "",
