@@ -190,13 +190,13 @@ enum { COLUMNS_ALONE = 128 };
  * thread takes runs of v adjacent columns, 16 bytes of the space's narrowest tensor per access
  * (a warp's runs across the tile's columns, the block's warps down the rows). Measured on an
  * H200 (2026-11-29, bench/RESULTS.md, *Column runs*) against single columns: bf16 means over a
- * sequence or a leading axis 9-13% faster, f32 ones 3-5%, batchnorm_train's three sums in runs
- * of 2 f32 4%; slower where a lane had few runs (the ViT token mean, 197 rows over 32 lanes:
- * +2%; asr_feature_norm, 8 runs: +9%) and where the walk reads two tensors of the space
- * (gpt2_bwd_mlp_gelu +1%, bert_base_bwd_ffn_gelu +0.5%). So: at most COLUMN_RUN_ACCUMULATORS
- * accumulators across the group's reduces (v per reduce), the kernel reads one tensor of the
- * space's size, and each lane takes at least COLUMN_RUN_MIN_RUNS runs of its rows (or of its
- * part of them when split). */
+ * sequence or a leading axis 17-18% faster, f32 ones 4-6%, batchnorm_train's three sums in
+ * runs of 2 f32 7%. Slower or equal, with the first combine: a lane with few runs (the ViT
+ * token mean, 197 rows over 32 lanes: +2%; asr_feature_norm, 8 runs: +9%) and walks reading
+ * two tensors of the space (gpt2_bwd_mlp_gelu +1%, bert_base_bwd_ffn_gelu +0.5%). So: at most
+ * COLUMN_RUN_ACCUMULATORS accumulators across the group's reduces (v per reduce), the kernel
+ * reads one tensor of the space's size, and each lane takes at least COLUMN_RUN_MIN_RUNS runs
+ * of its rows (or of its part of them when split). */
 enum { COLUMN_RUN_ACCUMULATORS = 8, COLUMN_RUN_MIN_RUNS = 12 };
 
 /* What map_column knows of a column group's walk: the element size of the space's narrowest
@@ -221,8 +221,7 @@ static int64_t column_run(const astitch_mapping *m, const MapCtx *c, const Colum
 {
     int64_t warp = c->dev->warp_size;
     if (!c->column_runs || !c->alone || !c->packing || w->inputs != 1 || w->not_float ||
-        m->rank < 1 ||
-        (m->reduce_axes >> (m->rank - 1) & 1) || c->block % warp)
+        m->rank < 1 || (m->reduce_axes >> (m->rank - 1) & 1) || c->block % warp)
         return 1;
     int64_t v = 16 / (w->min_bytes < 2 ? 2 : w->min_bytes > 4 ? 4 : w->min_bytes);
     while (v > 1 && (v * w->reduces > COLUMN_RUN_ACCUMULATORS || m->dims[m->rank - 1] % v ||
