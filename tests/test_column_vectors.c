@@ -1,4 +1,4 @@
-/* test_column_vectors.c: column runs (plan option column_vectors, mapping.c's *Column runs*,
+/* test_column_vectors.c: column runs (plan option column_vectors, map_column.c's *Column runs*,
  * lib/codegen/emit_column.c) on the host target, planned for the h100 model with fewer SMs (so
  * that small graphs fill waves the way large ones do on the GPU): outputs against the reference
  * on fresh random inputs, whole kernels and parts form, deterministic, under every fusion

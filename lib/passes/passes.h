@@ -235,6 +235,18 @@ typedef struct MapCtx {
     bool stream_warp; /* a streamed row may take one warp (not k->stream_by_block) */
     bool column_runs; /* astitch_plan_options.column_vectors */
 } MapCtx;
+/* What map_column knows of a column group's walk: the element size of the space's narrowest
+ * tensor, the group's reductions (and those of them not of floats, whose accumulators are not
+ * f32), and the kernel's inputs of the space's size. */
+typedef struct ColumnWalk {
+    int64_t min_bytes;
+    int64_t reduces;
+    int64_t not_float;
+    int64_t inputs;
+} ColumnWalk;
+/* map_column.c: column group m's rows per block, lanes, runs (vector) and split, with c's
+ * block and wave and what w says of its walk (docs/planner.md, *mapping*). */
+void map_column(astitch_mapping *m, const MapCtx *c, const ColumnWalk *w);
 /* packing.c. Sets m's block, grid, chunk, tasks_per_block and split_len for `tiles` tiles of
  * tile_rows rows each (m->split, rows_per_block set): split tiles a block per part; else a
  * block per tile, or, persistent, at most a wave of blocks each walking a contiguous chunk of

@@ -286,7 +286,7 @@ int plan_access_elements(const astitch_graph *g, const PlanKernel *k, const Plan
  * ... of its row (part). */
 int plan_row_vector(const astitch_plan *p, const PlanKernel *k, const PlanPhase *ph);
 /* Rows per thread run of column reduce mapping m: m->vector where the planner gave it runs
- * (plan option column_vectors; mapping.c, column_run), else 1. The thread of lane l and group g
+ * (plan option column_vectors; map_column.c, column_run), else 1. The thread of lane l and group g
  * (tid = l * rows_per_block / v + g) takes rows [g * v, g * v + v) of each tile at reduced
  * indices l, l + threads_per_row, ... (threads_per_row lanes, rows_per_block / v groups). */
 int plan_column_vector(const astitch_mapping *m);

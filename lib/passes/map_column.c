@@ -1,0 +1,85 @@
+/*
+ * map_column.c: the thread mapping of a column reduce group (docs/planner.md, *mapping*):
+ * threads across adjacent columns and lanes down the rows, single columns or runs of them
+ * (*Column runs*), and the split of the rows across blocks (packing.c).
+ */
+#include "passes/passes.h"
+
+/* Columns per block of a column group alone in its kernel (else a warp's): a block's lanes then
+ * read fewer, longer runs of each row (512 bytes of f32 instead of 128). Measured on the H100
+ * (2026-11-25, with the element loop of two per iteration): bert_base_bwd_ffn_gelu 67.6 ->
+ * 63.5 us, batchnorm_train 128.6 -> 125.6, gpt2_bwd_mlp_gelu 118.2 -> 119.7; 64 and 256 within
+ * 2% of 128. Beside rows (the layer-norm backward graphs, blocks of 256) a warp's measured better
+ * (bert_base_bwd_layernorm 23.8 us against 24.6 at 128 and 26.2 at 256). */
+enum { COLUMNS_ALONE = 128 };
+
+/* Column runs (plan option column_vectors): where a column group is alone in its kernel, a
+ * thread takes runs of v adjacent columns, 16 bytes of the space's narrowest tensor per access
+ * (a warp's runs across the tile's columns, the block's warps down the rows). Measured on an
+ * H200 (2026-11-29, bench/RESULTS.md, *Column runs*) against single columns: bf16 means over a
+ * sequence or a leading axis 17-18% faster, f32 ones 4-6%, batchnorm_train's three sums in
+ * runs of 2 f32 7%. Slower or equal, with the first combine: a lane with few runs (the ViT
+ * token mean, 197 rows over 32 lanes: +2%; asr_feature_norm, 8 runs: +9%) and walks reading
+ * two tensors of the space (gpt2_bwd_mlp_gelu +1%, bert_base_bwd_ffn_gelu +0.5%). So: at most
+ * COLUMN_RUN_ACCUMULATORS accumulators across the group's reduces (v per reduce), the kernel
+ * reads one tensor of the space's size, and each lane takes at least COLUMN_RUN_MIN_RUNS runs
+ * of its rows (or of its part of them when split). */
+enum { COLUMN_RUN_ACCUMULATORS = 8, COLUMN_RUN_MIN_RUNS = 12 };
+
+/* The columns of one run for column group m (see *Column runs* above): 16 bytes of the
+ * narrowest tensor (4 f32, 8 f16/bf16), halved until the reduces' accumulators fit, runs tile
+ * the innermost axis (kept: v adjacent rows are v adjacent elements at every reduced index) and
+ * a tile's rows (a warp's runs) fit the block (a later element-wise phase of the tile takes a
+ * row per thread); 1 (no runs) where the option is off, the group is not alone or reduces
+ * other than floats (the combine exchanges f32 accumulators), the kernel reads other than one
+ * tensor of the space, there are fewer rows than a warp's runs, or the block is not whole
+ * warps. The least runs per lane is checked once the split is known. */
+static int64_t column_run(const astitch_mapping *m, const MapCtx *c, const ColumnWalk *w)
+{
+    int64_t warp = c->dev->warp_size;
+    if (!c->column_runs || !c->alone || !c->packing || w->inputs != 1 || w->not_float ||
+        m->rank < 1 || (m->reduce_axes >> (m->rank - 1) & 1) || c->block % warp)
+        return 1;
+    int64_t v = 16 / (w->min_bytes < 2 ? 2 : w->min_bytes > 4 ? 4 : w->min_bytes);
+    while (v > 1 && (v * w->reduces > COLUMN_RUN_ACCUMULATORS || m->dims[m->rank - 1] % v ||
+                     warp * v > c->block))
+        v /= 2;
+    return v > 1 && m->rows >= warp * v ? v : 1;
+}
+
+/* Rows per block p and lanes t of column group m: runs of v columns (v > 1), or single ones. */
+static void column_shape(const astitch_mapping *m, const MapCtx *c, int64_t v, int64_t *p,
+                         int64_t *t)
+{
+    int64_t warp = c->dev->warp_size, cols = m->rows > 1 ? m->rows : 1;
+    if (v > 1) { /* a warp's runs across the columns, the block's warps down the rows */
+        *p = warp * v;
+        *t = c->block / warp;
+    } else if (!c->packing) {
+        *p = pow2_ceil(cols) < c->block ? pow2_ceil(cols) : c->block;
+        *t = 1;
+    } else if (cols >= (int64_t)c->block * c->wave) {
+        *p = c->block;
+        *t = 1;
+    } else {
+        int64_t most = c->alone && COLUMNS_ALONE < c->block ? COLUMNS_ALONE : warp;
+        *p = pow2_ceil(cols) < most ? pow2_ceil(cols) : most;
+        *t = c->block / *p;
+    }
+}
+
+void map_column(astitch_mapping *m, const MapCtx *c, const ColumnWalk *w)
+{
+    for (int64_t v = column_run(m, c, w);; v = 1) {
+        int64_t p, t;
+        column_shape(m, c, v, &p, &t);
+        m->rows_per_block = (int32_t)p;
+        m->threads_per_row = (int32_t)t;
+        m->vector = v > 1 ? (int32_t)v : 0;
+        int64_t tiles = ceil_div(m->rows, p);
+        m->split = (int32_t)packing_split(c, tiles, packing_split_most(m, c), c->alone);
+        packing_finish(m, c, tiles, p, 1);
+        if (v == 1 || ceil_div(m->split_len, t) >= COLUMN_RUN_MIN_RUNS)
+            return;
+    }
+}
