@@ -92,13 +92,14 @@ static astitch_graph *column_dot(astitch_context *ctx, astitch_dtype t, int64_t 
     int64_t d[2] = {rows, cols}, axis = 0;
     astitch_node x = astitch_parameter(g, "x", t, 2, d);
     astitch_node y = astitch_parameter(g, "y", t, 2, d);
-    astitch_add_output(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, astitch_binary(g, ASTITCH_OP_MUL, x, y),
-                                         1, &axis));
+    astitch_node xy = astitch_binary(g, ASTITCH_OP_MUL, x, y);
+    astitch_add_output(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, xy, 1, &axis));
     return g;
 }
 
 /* x [4, rows, cols] reduced over its middle axis (a mean over a sequence, as a sum). */
-static astitch_graph *column_middle(astitch_context *ctx, astitch_dtype t, int64_t rows, int64_t cols)
+static astitch_graph *column_middle(astitch_context *ctx, astitch_dtype t, int64_t rows,
+                                    int64_t cols)
 {
     astitch_graph *g = graph_new(ctx);
     int64_t d[3] = {4, rows, cols}, axis = 1;

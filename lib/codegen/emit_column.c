@@ -1,8 +1,9 @@
 /* emit_column.c: the run form of a column reduction (docs/codegen.md, *Reduce phase*). The
  * innermost axis of a column mapping is kept, so v adjacent rows (the first a multiple of v,
- * v dividing that axis) at one reduced index are v adjacent elements in memory: a thread takes a run
- * of v rows, reads each tensor with one access of v elements per reduced index (16 bytes of
- * f32 at v = 4) and keeps v accumulators per reduce; the block combines them in one exchange. */
+ * v dividing that axis) at one reduced index are v adjacent elements in memory: a thread takes
+ * a run of v rows, reads each tensor with one access of v elements per reduced index (16 bytes
+ * of f32 at v = 4) and keeps v accumulators per reduce; the block combines them in one
+ * exchange. */
 #define ASTITCH_EMIT_INTERNAL
 #include <stdlib.h>
 
@@ -111,7 +112,8 @@ void emit_column_combine(Emit *e, const astitch_mapping *m, int32_t root, int v,
     LLVMValueRef part = LLVMBuildURem(e->b, e->tid, ev_int(e, folders), "");
     LLVMValueRef sum = NULL;
     for (int64_t k = 0; k < lanes / folders; k++) {
-        LLVMValueRef slot = column_slot(e, m, LLVMBuildNSWAdd(e->b, part, ev_int(e, k * folders), ""), c);
+        LLVMValueRef l = LLVMBuildNSWAdd(e->b, part, ev_int(e, k * folders), "");
+        LLVMValueRef slot = column_slot(e, m, l, c);
         ev_check_shared(e, buf, slot);
         LLVMValueRef x = ev_load(e, base, t, slot);
         sum = sum ? ev_reduce_combine(e, kind, node->dtype, sum, x) : x;
@@ -120,7 +122,8 @@ void emit_column_combine(Emit *e, const astitch_mapping *m, int32_t root, int v,
         sum = ev_reduce_combine(e, kind, node->dtype, sum, emit_shfl_xor(e, sum, off));
     LLVMValueRef row = LLVMBuildNSWAdd(e->b, tile_first, c, "");
     LLVMValueRef ok = LLVMBuildAnd(e->b, LLVMBuildICmp(e->b, LLVMIntEQ, part, ev_int(e, 0), ""),
-                                   LLVMBuildICmp(e->b, LLVMIntSLT, row, ev_int(e, m->rows), ""), "");
+                                   LLVMBuildICmp(e->b, LLVMIntSLT, row, ev_int(e, m->rows), ""),
+                                   "");
     if (tile_in_chunk) {
         LLVMValueRef at = LLVMBuildNSWAdd(e->b, tile_in_chunk, c, "");
         ok = LLVMBuildAnd(e->b, ok, LLVMBuildICmp(e->b, LLVMIntSLT, at, ev_int(e, m->chunk), ""), "");
