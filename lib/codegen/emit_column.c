@@ -54,14 +54,14 @@ void emit_column_runs(Emit *e, const PlanPhase *p, const Shape *space, LLVMValue
 }
 
 /* The combine buffer of a tile of rpb = rows_per_block rows: a row of rpb slots per lane, lane
- * l's slot of tile row c at l * (rpb + pad) + c, pad = 32 * rpb / block (plan_column_slots).
+ * l's slot of tile row c at l * (rpb + pad) + c, pad = 32 * rpb / block (plan_column_lane_stride).
  * A thread stores its run's v accumulators as one vector (a warp's 32 runs: one contiguous
  * stretch); the threads folding a row read one slot of each lane, and the pad puts the rows a
  * warp folds at once in distinct banks. */
 static LLVMValueRef column_slot(Emit *e, const astitch_mapping *m, LLVMValueRef l, LLVMValueRef c)
 {
-    int64_t rpb = m->rows_per_block, stride = rpb + 32 * rpb / m->block;
-    return LLVMBuildNSWAdd(e->b, LLVMBuildNSWMul(e->b, l, ev_int(e, stride), ""), c, "");
+    LLVMValueRef row = LLVMBuildNSWMul(e->b, l, ev_int(e, plan_column_lane_stride(m)), "");
+    return LLVMBuildNSWAdd(e->b, row, c, "");
 }
 
 /* Stores a[0..v) at slot (aligned to v elements) of buffer base as vectors of up to 4. */

@@ -40,7 +40,7 @@ static int64_t column_run(const astitch_mapping *m, const MapCtx *c, const Colum
     if (!c->column_runs || !c->alone || !c->packing || w->inputs != 1 || w->not_float ||
         m->rank < 1 || (m->reduce_axes >> (m->rank - 1) & 1) || c->block % warp)
         return 1;
-    int64_t v = 16 / (w->min_bytes < 2 ? 2 : w->min_bytes > 4 ? 4 : w->min_bytes);
+    int64_t v = mapping_access_elements(w->min_bytes);
     while (v > 1 && (v * w->reduces > COLUMN_RUN_ACCUMULATORS || m->dims[m->rank - 1] % v ||
                      warp * v > c->block))
         v /= 2;

@@ -178,6 +178,11 @@ static void map_row(astitch_mapping *m, const MapCtx *c, int64_t min_bytes)
     packing_finish(m, c, tiles, p, 1);
 }
 
+int64_t mapping_access_elements(int64_t min_bytes)
+{
+    return 16 / (min_bytes < 2 ? 2 : min_bytes > 4 ? 4 : min_bytes);
+}
+
 /* Persistent, a tile is one element per thread; a block per tile, a 16-byte vector per thread
  * (elements of the narrowest tensor of min_bytes, at most 8; halved until it divides the
  * space), which is what codegen loads at once. */
@@ -188,7 +193,7 @@ static void map_elementwise(astitch_mapping *m, const MapCtx *c, int64_t quantum
     m->split = 1;
     int64_t v = 1;
     if (!c->persistent) {
-        v = 16 / (min_bytes < 2 ? 2 : min_bytes > 4 ? 4 : min_bytes);
+        v = mapping_access_elements(min_bytes);
         while (v > 1 && m->rows % v)
             v /= 2;
     }

@@ -244,6 +244,9 @@ typedef struct ColumnWalk {
     int64_t not_float;
     int64_t inputs;
 } ColumnWalk;
+/* mapping.c: the elements of a 16-byte access of a tensor of min_bytes elements (4 f32, 8
+ * f16/bf16, at most 8). */
+int64_t mapping_access_elements(int64_t min_bytes);
 /* map_column.c: column group m's rows per block, lanes, runs (vector) and split, with c's
  * block and wave and what w says of its walk (docs/planner.md, *mapping*). */
 void map_column(astitch_mapping *m, const MapCtx *c, const ColumnWalk *w);

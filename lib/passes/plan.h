@@ -295,6 +295,9 @@ int plan_column_vector(const astitch_mapping *m);
  * per lane padded by 32 * rows_per_block / block against bank conflicts in the fold
  * (emit_column.c). */
 int64_t plan_column_slots(const astitch_mapping *m);
+/* The slots between one lane's row and the next in that buffer, for runs: rows_per_block and
+ * the pad. */
+int64_t plan_column_lane_stride(const astitch_mapping *m);
 /* The space of mapping m as a shape. */
 Shape plan_mapping_space(const astitch_mapping *m);
 /* The elements of tile t's run L (inner) or A over its kernel's space (transpose.c). */

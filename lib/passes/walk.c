@@ -48,9 +48,13 @@ int plan_column_vector(const astitch_mapping *m)
     return m->kind == ASTITCH_MAP_COLUMN_REDUCE && m->vector > 1 ? m->vector : 1;
 }
 
+int64_t plan_column_lane_stride(const astitch_mapping *m)
+{
+    return m->rows_per_block + 32 * (int64_t)m->rows_per_block / m->block;
+}
+
 int64_t plan_column_slots(const astitch_mapping *m)
 {
-    int64_t rpb = m->rows_per_block;
-    return plan_column_vector(m) > 1 ? (int64_t)m->threads_per_row * (rpb + 32 * rpb / m->block)
+    return plan_column_vector(m) > 1 ? m->threads_per_row * plan_column_lane_stride(m)
                                      : m->block;
 }
