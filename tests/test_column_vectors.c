@@ -246,6 +246,83 @@ static void test_rank3(void **state)
     check_runs("middle axis", column_middle, ASTITCH_F32, 384, 96, SMS, 4);
 }
 
+/* The block of the one kernel of g planned under fusion stitch with runs on for `sms` SMs. */
+static int32_t kernel_block(astitch_graph *g, int sms)
+{
+    astitch_executable *x = compile(g, sms, ASTITCH_FUSION_STITCH, true, false, false);
+    assert_int_equal(x->plan->nkernel, 1);
+    int32_t block = x->plan->kernel[0].block;
+    astitch_executable_destroy(x);
+    return block;
+}
+
+/* Checks build(t, rows, cols) as check_runs does and that its kernel's block is `block`. */
+static void check_block(const char *what, Build build, astitch_dtype t, int64_t rows, int64_t cols,
+                        int runs_wanted, int32_t block)
+{
+    check_runs(what, build, t, rows, cols, SMS, runs_wanted);
+    astitch_context *ctx = NULL;
+    assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
+    astitch_graph *g = build(ctx, t, rows, cols);
+    int32_t got = kernel_block(g, SMS);
+    printf("%s %s [%lld, %lld]: block %d\n", what, astitch_dtype_name(t), (long long)rows,
+           (long long)cols, (int)got);
+    if (got != block)
+        fail_msg("%s: block %d, wanted %d", what, (int)got, (int)block);
+    astitch_graph_destroy(g);
+    astitch_context_destroy(ctx);
+}
+
+/* The plan of a mean over the 14 x 14 positions of [64, 14, 14, 1024] f16 for the h100 model:
+ * runs only in blocks of 128 whose wave splits the rows in parts, so single columns in a block
+ * of 1024 per tile (a split group's mean needs its parts joined before the division, a grid
+ * barrier: a persistent kernel). */
+static void check_split_keeps_block(void)
+{
+    astitch_context *ctx = NULL;
+    assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
+    astitch_graph *g = graph_new(ctx);
+    int64_t d[4] = {64, 14, 14, 1024}, axes[2] = {1, 2}, od[2] = {64, 1024};
+    double count = 196;
+    astitch_node x = astitch_convert(g, astitch_parameter(g, "x", ASTITCH_F16, 4, d), ASTITCH_F32);
+    astitch_node n = astitch_constant(g, ASTITCH_F32, 2, od, &count, 1);
+    astitch_node sum = astitch_reduce(g, ASTITCH_REDUCE_SUM, x, 2, axes);
+    astitch_node mean = astitch_binary(g, ASTITCH_OP_DIV, sum, n);
+    astitch_add_output(g, astitch_convert(g, mean, ASTITCH_F16));
+    assert_int_equal(astitch_graph_verify(g), ASTITCH_OK);
+    astitch_device model;
+    assert_int_equal(astitch_device_builtin("h100", &model), ASTITCH_OK);
+    astitch_plan_options o;
+    astitch_plan_options_default(&o);
+    astitch_plan *p = NULL;
+    if (astitch_plan_create(g, &model, &o, &p) != ASTITCH_OK)
+        fail_msg("plan: %s", astitch_last_error(ctx));
+    const PlanKernel *k = &p->kernel[0];
+    printf("mean over 14 x 14 of [64, 14, 14, 1024] f16: block %d, %s, runs of %d\n",
+           (int)k->block, k->persistent ? "persistent" : "a block per tile",
+           plan_column_vector(&k->phase[0].map));
+    assert_int_equal(p->nkernel, 1);
+    assert_int_equal(k->block, 1024);
+    assert_false(k->persistent);
+    astitch_plan_destroy(p);
+    astitch_graph_destroy(g);
+    astitch_context_destroy(ctx);
+}
+
+/* Too few rows for 12 runs a lane of 32 lanes: the block shrinks until its lanes take them (a
+ * pool over 49 positions: 4 lanes of 13 runs; 197 tokens: 16 lanes), bf16 in runs of 4 where
+ * a block of 128 holds a warp's runs of 4 but not of 8; 40 rows, too few at 4 lanes, keep
+ * single columns at the planned block, and so do rows that a smaller block would split. */
+static void test_smaller_blocks(void **state)
+{
+    (void)state;
+    check_block("pool", column_sums, ASTITCH_F32, 49, 4096, 4, 128);
+    check_block("pool", column_middle, ASTITCH_BF16, 49, 2048, 4, 128);
+    check_block("token mean", column_middle, ASTITCH_F32, 197, 768, 4, 512);
+    check_block("few rows", column_sums, ASTITCH_F32, 40, 4096, 1, 1024);
+    check_split_keeps_block();
+}
+
 /* The rules: no runs with the option off, none where the walk reads two tensors of the space,
  * none where a reduce is not of floats (an i32 maximum). */
 static void test_form_applies(void **state)
@@ -275,6 +352,7 @@ int main(void)
         cmocka_unit_test(test_sums),
         cmocka_unit_test(test_norm),
         cmocka_unit_test(test_rank3),
+        cmocka_unit_test(test_smaller_blocks),
         cmocka_unit_test(test_form_applies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

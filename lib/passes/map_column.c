@@ -25,6 +25,13 @@ enum { COLUMNS_ALONE = 128 };
  * reads one tensor of the space's size, and each lane takes at least COLUMN_RUN_MIN_RUNS runs
  * of its rows (or of its part of them when split). */
 enum { COLUMN_RUN_ACCUMULATORS = 8, COLUMN_RUN_MIN_RUNS = 12 };
+/* Where a lane would take too few runs at the kernel's block, the block shrinks to fewer warps
+ * down the rows, down to COLUMN_RUN_MIN_WARPS warps (map_column_block): pooling over a 7 x 7
+ * map or 49 tokens takes runs in blocks of 128, the ViT token mean (197 rows) in blocks of 512.
+ * Measured on an H200 (2026-11-29, bench/RESULTS.md, *Column runs in smaller blocks*) against
+ * single columns in blocks of 1024: NHWC global average pool [128, 7, 7, 2048] f32 26.2 ->
+ * 16.5 us, bf16 24.3 -> 11.3; the ViT token mean f32 24.2 -> 21.9, bf16 18.0 -> 13.8. */
+enum { COLUMN_RUN_MIN_WARPS = 4 };
 
 /* The columns of one run for column group m (see *Column runs* above): 16 bytes of the
  * narrowest tensor (4 f32, 8 f16/bf16), halved until the reduces' accumulators fit, runs tile
@@ -82,4 +89,22 @@ void map_column(astitch_mapping *m, const MapCtx *c, const ColumnWalk *w)
         if (v == 1 || ceil_div(m->split_len, t) >= COLUMN_RUN_MIN_RUNS)
             return;
     }
+}
+
+int32_t map_column_block(const astitch_mapping *m, const MapCtx *c, const ColumnWalk *w,
+                         int64_t regs, int64_t wave_limit)
+{
+    int64_t warp = c->dev->warp_size;
+    if (column_run(m, c, w) == 1)
+        return c->block;
+    for (MapCtx s = *c; s.block >= COLUMN_RUN_MIN_WARPS * warp; s.block /= 2) {
+        s.wave = (int32_t)mapping_wave(c->dev, s.block, regs, wave_limit);
+        if (s.wave < 1)
+            return c->block;
+        astitch_mapping t = *m;
+        map_column(&t, &s, w);
+        if (t.vector > 1 && (s.block == c->block || t.split <= 1))
+            return s.block;
+    }
+    return c->block;
 }

@@ -303,6 +303,32 @@ static int64_t space_inputs(const astitch_graph *g, const PlanKernel *k, const a
     return count;
 }
 
+/* What map_column needs to know of column group gr's walk over space m. */
+static ColumnWalk column_walk(const astitch_graph *g, const PlanKernel *k, const PlanGroup *gr,
+                              const astitch_mapping *m)
+{
+    ColumnWalk w = {space_min_bytes(g, k, m), 0, 0, space_inputs(g, k, m)};
+    for (int32_t s = -1; s < gr->nsub; s++) {
+        const Node *r = gnode(g, s < 0 ? gr->dominant : gr->sub[s]);
+        w.reduces += r->op == ASTITCH_OP_REDUCE;
+        w.not_float += r->op == ASTITCH_OP_REDUCE && !dtype_is_float(r->dtype);
+    }
+    return w;
+}
+
+int64_t mapping_wave(const astitch_device *dev, int64_t block, int64_t regs, int64_t wave_limit)
+{
+    int64_t bps = dev->max_blocks_per_sm;
+    if (dev->max_threads_per_sm / block < bps)
+        bps = dev->max_threads_per_sm / block;
+    if (dev->regs_per_sm / (regs * block) < bps)
+        bps = dev->regs_per_sm / (regs * block);
+    if (bps < 1)
+        return 0;
+    int64_t wave = bps * dev->sm_count;
+    return wave_limit > 0 && wave_limit < wave ? wave_limit : wave;
+}
+
 /* The block of kernel k (not persistent, block c->block) whose reductions are all resident
  * rows: the fewest threads, a power of two from RESIDENT_BLOCK_MIN up, whose rows move
  * RESIDENT_BLOCK_BYTES in every row group; c->block when some row is streamed, the kernel has
@@ -394,18 +420,19 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k)
         if (!c.persistent)
             c.block = resident_block(g, k, &c);
     }
-    int64_t bps = dev->max_blocks_per_sm;
-    if (dev->max_threads_per_sm / c.block < bps)
-        bps = dev->max_threads_per_sm / c.block;
-    if (dev->regs_per_sm / (regs * c.block) < bps)
-        bps = dev->regs_per_sm / (regs * c.block);
-    if (bps < 1)
+    if (c.alone && !c.persistent) {
+        astitch_mapping m;
+        space_of(g, k->group[0].dominant, &m);
+        if (m.kind == ASTITCH_MAP_COLUMN_REDUCE) {
+            ColumnWalk w = column_walk(g, k, &k->group[0], &m);
+            c.block = map_column_block(&m, &c, &w, regs, k->wave_limit);
+        }
+    }
+    c.wave = (int32_t)mapping_wave(dev, c.block, regs, k->wave_limit);
+    if (c.wave < 1)
         return ctx_fail(g->ctx, ASTITCH_ERR_UNSUPPORTED,
                         "planner: kernel %s: device '%s' cannot hold one block of %d threads",
                         k->name, dev->name, (int)c.block);
-    c.wave = (int32_t)(bps * dev->sm_count);
-    if (k->wave_limit > 0 && k->wave_limit < c.wave)
-        c.wave = k->wave_limit;
     k->block = c.block;
     k->blocks_per_wave = c.wave;
     for (int32_t i = 0; i < k->ngroup; i++) {
@@ -415,12 +442,7 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k)
         if (m->kind == ASTITCH_MAP_ROW_REDUCE) {
             map_row(m, &c, space_min_bytes(g, k, m));
         } else if (m->kind == ASTITCH_MAP_COLUMN_REDUCE) {
-            ColumnWalk w = {space_min_bytes(g, k, m), 0, 0, space_inputs(g, k, m)};
-            for (int32_t s = -1; s < gr->nsub; s++) {
-                const Node *r = gnode(g, s < 0 ? gr->dominant : gr->sub[s]);
-                w.reduces += r->op == ASTITCH_OP_REDUCE;
-                w.not_float += r->op == ASTITCH_OP_REDUCE && !dtype_is_float(r->dtype);
-            }
+            ColumnWalk w = column_walk(g, k, gr, m);
             map_column(m, &c, &w);
         } else {
             int64_t quantum = 1;

@@ -250,6 +250,15 @@ int64_t mapping_access_elements(int64_t min_bytes);
 /* map_column.c: column group m's rows per block, lanes, runs (vector) and split, with c's
  * block and wave and what w says of its walk (docs/planner.md, *mapping*). */
 void map_column(astitch_mapping *m, const MapCtx *c, const ColumnWalk *w);
+/* map_column.c: the block of a kernel (not persistent) whose one group is column group m,
+ * planned at c->block and `regs` registers within wave_limit (when above 0): c->block, or the
+ * largest block of fewer warps down the rows at which m takes runs, unsplit, where it takes
+ * none at c->block (docs/planner.md, *Column runs*). */
+int32_t map_column_block(const astitch_mapping *m, const MapCtx *c, const ColumnWalk *w,
+                         int64_t regs, int64_t wave_limit);
+/* mapping.c: blocks per wave of `block` threads at `regs` registers on dev, within wave_limit
+ * (when above 0); 0 when an SM cannot hold one such block. */
+int64_t mapping_wave(const astitch_device *dev, int64_t block, int64_t regs, int64_t wave_limit);
 /* packing.c. Sets m's block, grid, chunk, tasks_per_block and split_len for `tiles` tiles of
  * tile_rows rows each (m->split, rows_per_block set): split tiles a block per part; else a
  * block per tile, or, persistent, at most a wave of blocks each walking a contiguous chunk of
