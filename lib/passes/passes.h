@@ -14,6 +14,7 @@
  *   bound.c      kernels of more input and output tensors than a launch takes cut in pieces
  *   dominant.c   candidates, dominant merging, groups                     paper 4.3 step 1
  *   mapping.c    adaptive thread mapping of each dominant                  paper 3.3, 4.3 step 2
+ *   map_column.c ... of a column reduce group: runs of columns, their block
  *   packing.c    ... its vertical packing and task splitting               paper 3.3 (ATM)
  *   propagate.c  schedule propagation: roots, phases, reads                paper 4.2 obs. A
  *   adapt.c      proactive block-locality adaptation                       paper 4.3 step 3
