@@ -318,14 +318,7 @@ static ColumnWalk column_walk(const astitch_graph *g, const PlanKernel *k, const
 
 int64_t mapping_wave(const astitch_device *dev, int64_t block, int64_t regs, int64_t wave_limit)
 {
-    int64_t bps = dev->max_blocks_per_sm;
-    if (dev->max_threads_per_sm / block < bps)
-        bps = dev->max_threads_per_sm / block;
-    if (dev->regs_per_sm / (regs * block) < bps)
-        bps = dev->regs_per_sm / (regs * block);
-    if (bps < 1)
-        return 0;
-    int64_t wave = bps * dev->sm_count;
+    int64_t wave = launch_blocks_per_sm(dev, block, regs, 0) * dev->sm_count;
     return wave_limit > 0 && wave_limit < wave ? wave_limit : wave;
 }
 
