@@ -20,6 +20,7 @@
 
 #include "astitch/runtime.h"
 #include "diff_check.h"
+#include "test_target.h"
 
 enum { N = 1024 };
 
@@ -41,12 +42,7 @@ static astitch_graph *divide(astitch_context *ctx, double c)
  * integer division of the index arithmetic does not count). */
 static bool ptx_divides(astitch_graph *g)
 {
-    astitch_compile_options o;
-    astitch_compile_options_default(&o);
-    o.target = ASTITCH_TARGET_CUDA;
-    char *ptx = NULL;
-    if (astitch_emit(g, &o, "ptx", &ptx) != ASTITCH_OK)
-        fail_msg("emit ptx: %s", astitch_last_error(astitch_graph_context(g)));
+    char *ptx = test_emit_ptx(g);
     bool divides = false;
     for (const char *p = ptx; !divides && (p = strstr(p, "div.")) != NULL; p += 4) {
         size_t len = strcspn(p, " \t\n");

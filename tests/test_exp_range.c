@@ -24,7 +24,7 @@
 
 #include "astitch/runtime.h"
 #include "diff_check.h"
-#include "runtime/cuda_driver.h"
+#include "test_target.h"
 
 enum { N = 8192 };
 
@@ -99,12 +99,7 @@ static void test_exp_range(void **state)
     assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
     astitch_graph *g = exp_graph(ctx);
 
-    astitch_compile_options o;
-    astitch_compile_options_default(&o);
-    o.target = ASTITCH_TARGET_CUDA;
-    char *ptx = NULL;
-    if (astitch_emit(g, &o, "ptx", &ptx) != ASTITCH_OK)
-        fail_msg("emit ptx: %s", astitch_last_error(ctx));
+    char *ptx = test_emit_ptx(g);
     bool ftz = strstr(ptx, "ex2.approx.ftz.f32") != NULL;
     bool plain = strstr(ptx, "ex2.approx.f32") != NULL;
     astitch_free(ptx);
@@ -121,15 +116,7 @@ static void test_exp_range(void **state)
     fill_inputs(x, seed);
     for (int i = 0; i < N; i++)
         y[i] = NAN;
-    o.target = target;
-    astitch_executable *e = NULL;
-    if (astitch_compile(g, &o, &e) != ASTITCH_OK)
-        fail_msg("compile: %s", astitch_last_error(ctx));
-    const void *in[1] = {x};
-    void *out[1] = {y};
-    if (astitch_execute(e, in, out) != ASTITCH_OK)
-        fail_msg("execute: %s", astitch_last_error(ctx));
-    astitch_executable_destroy(e);
+    test_run_on(g, target, (const void *[]){x}, (void *[]){y});
     int bad = 0, denormal = 0;
     for (int i = 0; i < N; i++) {
         char why[160];
@@ -148,25 +135,9 @@ static void test_exp_range(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && strcmp(argv[1], "cuda") == 0)
-        target = ASTITCH_TARGET_CUDA;
-    else if (argc > 1 && strcmp(argv[1], "host") != 0) {
-        fprintf(stderr, "usage: test_exp_range [host|cuda]\n");
-        return 2;
-    }
-    if (target == ASTITCH_TARGET_CUDA) {
-        astitch_context *ctx = NULL;
-        CudaDevice *dev = NULL;
-        if (astitch_context_create(&ctx) != ASTITCH_OK)
-            return 1;
-        if (cuda_device_open(ctx, 0, &dev) != ASTITCH_OK) {
-            printf("test_exp_range: skipping: %s\n", astitch_last_error(ctx));
-            astitch_context_destroy(ctx);
-            return 77;
-        }
-        cuda_device_close(dev);
-        astitch_context_destroy(ctx);
-    }
+    int status = test_target_from_args(argc, argv, "test_exp_range", &target);
+    if (status >= 0)
+        return status;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exp_range),
     };

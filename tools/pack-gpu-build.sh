@@ -19,7 +19,7 @@ mkdir -p "$dest"/{lib,tests,tools,bench,extra-libs}
 cp -a "$build"/lib/libastitch.so* "$dest/lib/"
 rm -rf "$dest"/lib/*.p
 cp "$build/tests/test_cuda" "$build/tests/test_dots" "$build/tests/test_exp_range" \
-   "$build/tests/test_gpu_diff" "$dest/tests/"
+   "$build/tests/test_divide_shared" "$build/tests/test_gpu_diff" "$dest/tests/"
 cp "$build/tools/astitch-run" "$dest/tools/"
 cp "$build/bench/astitch-bench" "$build/bench/astitch-compile-time" "$build/bench/plan_bench" "$dest/bench/"
 if [ -d "$build/python/astitch" ]; then

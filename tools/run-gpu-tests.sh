@@ -4,6 +4,7 @@
 #   test_cuda                            the driver layer, device model, launches, workspace
 #   test_dots cuda                       dots of random layouts and dtypes between kernels
 #   test_exp_range cuda                  f32 exp over its range, denormal results kept
+#   test_divide_shared cuda              divisions sharing a divisor, over the whole range
 #   test_gpu_diff (ASTITCH_GPU_GRAPHS=0) every example under none/xla/stitch and forced parts form,
 #                                        two streams, misaligned pointers, split combines
 #   test_gpu_diff, N shards at once      the random graphs (ASTITCH_GPU_SHARD=K/N)
@@ -43,8 +44,8 @@ export ASTITCH_SOURCE_ROOT="$root"
 if [ -d "$build/extra-libs" ]; then  # shared libraries the machine lacks, carried along
   export LD_LIBRARY_PATH="$build/extra-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
-for prog in tests/test_cuda tests/test_dots tests/test_exp_range tests/test_gpu_diff \
-            tools/astitch-run; do
+for prog in tests/test_cuda tests/test_dots tests/test_exp_range tests/test_divide_shared \
+            tests/test_gpu_diff tools/astitch-run; do
   if [ ! -x "$build/$prog" ]; then
     echo "run-gpu-tests.sh: no $build/$prog: build first (meson setup -Dllvm_static=true)" >&2
     exit 2
@@ -72,6 +73,8 @@ if [[ "$parts" == *,cuda,* ]]; then
   record "test_dots cuda" $?
   "$build/tests/test_exp_range" cuda >"$out/exp-range.log" 2>&1
   record "test_exp_range cuda" $?
+  "$build/tests/test_divide_shared" cuda >"$out/divide-shared.log" 2>&1
+  record "test_divide_shared cuda" $?
 fi
 
 if [[ "$parts" == *,examples,* ]]; then

@@ -185,8 +185,9 @@ typedef struct HostSymbol {
 enum { HOST_SYMBOLS_MAX = PRIM_COUNT + 4 * MATH_COUNT + 3 };
 
 /* The functions host kernels may call, written to out (returns the count, at most
- * HOST_SYMBOLS_MAX): every primitive (rt's functions, where set; fence and fdiv here), every
- * math function under its libdevice and its libm name, memcpy, memmove, memset. */
+ * HOST_SYMBOLS_MAX): every primitive (rt's functions, where set; fence, fdiv, rcp and exp
+ * here), every math function under its libdevice and its libm name, memcpy, memmove,
+ * memset. */
 int host_symbols(const HostPrimitives *rt, HostSymbol *out);
 
 /* ---- ptxas.c ----------------------------------------------------------------------------- */
@@ -268,6 +269,7 @@ astitch_status ptx_raise_bounds(astitch_context *ctx, const astitch_plan *p, cha
  *   emit_value.c   the value of an op at an element: index propagation, a walk over the
  *                  operands on a stack of frames of its own
  *   emit_ops.c     the arithmetic of one element: element-wise ops, reductions' combines
+ *   emit_divisor.c the emitted module's divisions that share a divisor: one reciprocal each
  *   emit_memory.c  loads and stores: f16/bf16 conversions, vectors, buffers, materialized
  *                  values, dense constants, the stores of a phase's roots
  */
@@ -453,6 +455,12 @@ LLVMValueRef ev_load_materialized(Emit *e, int32_t n, const PlanOp *op, Index *i
 /* Dense constant n's table as a module global (in the options' address space), as a generic
  * pointer. */
 LLVMValueRef ev_constant_table(Emit *e, int32_t n);
+
+/* emit_divisor.c */
+/* Rewrites the float divisions of m (calls of astitch_fdiv_f32) that share a divisor into
+ * products with its reciprocal, taken once after the divisor's definition. Errors:
+ * ASTITCH_ERR_MEMORY. */
+astitch_status emit_share_divisors(astitch_context *ctx, LLVMModuleRef m);
 
 /* emit_ops.c */
 /* Element-wise op n (convert and select included) applied to its operands' values arg[0 ..

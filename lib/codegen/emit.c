@@ -182,6 +182,8 @@ astitch_status emit_plan(astitch_context *ctx, const astitch_plan *p, LLVMContex
     for (int32_t k = 0; s == ASTITCH_OK && k < p->nkernel; k++)
         s = emit_kernel(&e, k);
     if (s == ASTITCH_OK)
+        s = emit_share_divisors(ctx, e.m);
+    if (s == ASTITCH_OK)
         s = llvm_verify(ctx, e.m, "emitted kernels");
     free(e.tensor);
     free(e.cache);

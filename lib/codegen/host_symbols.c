@@ -1,7 +1,7 @@
 /* host_symbols.c: what host kernels may call, by name, as C functions. target_host.c binds
  * exactly these into each JIT as absolute symbols:
  *   - every primitive of prims.h: the thread primitives to the functions the runtime gives
- *     (HostPrimitives, compile.h), fence, fdiv and exp to small functions here;
+ *     (HostPrimitives, compile.h), fence, fdiv, rcp and exp to small functions here;
  *   - every math function of MATH_LIST under its libdevice name (`__nv_expf`) and its libm name
  *     (`expf`, which LLVM itself calls for some intrinsics), over libm; rsqrt is 1/sqrt;
  *   - memcpy, memmove, memset, which LLVM may call for loops it recognizes.
@@ -18,6 +18,7 @@ typedef void (*AnyFn)(void);
 static void host_fence_gpu(void) { atomic_thread_fence(memory_order_seq_cst); }
 
 static float host_fdiv_f32(float a, float b) { return a / b; }
+static float host_rcp_f32(float x) { return 1.0f / x; }
 static float host_exp_f32(float x) { return expf(x); }
 
 #define HM_1(stem)                                                        \
@@ -49,6 +50,7 @@ static double hm_rsqrt(double x) { return 1.0 / sqrt(x); }
 static const HostSymbol own[] = {
     {"astitch_fence_gpu", (AnyFn)host_fence_gpu},
     {"astitch_fdiv_f32", (AnyFn)host_fdiv_f32},
+    {"astitch_rcp_f32", (AnyFn)host_rcp_f32},
     {"astitch_exp_f32", (AnyFn)host_exp_f32},
 #define HM_ENTRY(id, stem, arity)                                      \
     {"__nv_" #stem "f", (AnyFn)hm_##stem##f}, {"__nv_" #stem, (AnyFn)hm_##stem}, \

@@ -62,6 +62,7 @@ static const PrimInfo prim_info[PRIM_COUNT] = {
     [PRIM_SHARED_BASE] = {SIG_PTR, PRIM_PURE},
     [PRIM_FENCE_GPU] = {SIG_VOID, 0},
     [PRIM_FDIV_F32] = {SIG_F32_F32_F32, PRIM_PURE},
+    [PRIM_RCP_F32] = {SIG_F32_F32, PRIM_PURE},
     [PRIM_EXP_F32] = {SIG_F32_F32, PRIM_PURE},
     [PRIM_TRAP] = {SIG_VOID_PTR, 0},
 };

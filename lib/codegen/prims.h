@@ -45,6 +45,14 @@
  *   astitch_fdiv_f32              float (float a, float b)            a / b within 2 ulp over the
  *                                                                     full range (NVPTX:
  *                                                                     div.full.f32; host: IEEE)
+ *   astitch_rcp_f32               float (float x)                     1 / x within half an ulp
+ *                                                                     and a little for a normal
+ *                                                                     x, +-inf at +-0, +-0 at
+ *                                                                     +-inf (NVPTX:
+ *                                                                     rcp.approx.ftz.f32 and a
+ *                                                                     Newton step; host: IEEE);
+ *                                                                     for divisions sharing a
+ *                                                                     divisor (emit_divisor.c)
  *   astitch_exp_f32               float (float x)                     e^x as Triton computes it
  *                                                                     (NVPTX: 2^p of p = x *
  *                                                                     log2(e), ex2.approx's
@@ -90,6 +98,7 @@
     X(SHARED_BASE, "astitch_shared_base")     \
     X(FENCE_GPU, "astitch_fence_gpu")        \
     X(FDIV_F32, "astitch_fdiv_f32")          \
+    X(RCP_F32, "astitch_rcp_f32")            \
     X(EXP_F32, "astitch_exp_f32")            \
     X(TRAP, "astitch_trap")
 

@@ -28,6 +28,7 @@ static const char prims_ir[] =
     "declare i32 @llvm.nvvm.read.ptx.sreg.nctaid.x()\n"
     "declare void @llvm.nvvm.barrier0()\n"
     "declare void @llvm.trap()\n"
+    "declare float @llvm.fma.f32(float, float, float)\n"
     "declare float @llvm.nvvm.shfl.sync.down.f32(i32, float, i32, i32)\n"
     "declare float @llvm.nvvm.shfl.sync.bfly.f32(i32, float, i32, i32)\n"
     "declare i32 @llvm.nvvm.shfl.sync.down.i32(i32, i32, i32, i32)\n"
@@ -61,6 +62,20 @@ static const char prims_ir[] =
     "}\n"
     "define float @astitch_fdiv_f32(float %a, float %b) #0 {\n"
     "  %v = call float asm \"div.full.f32 $0, $1, $2;\", \"=f,f,f\"(float %a, float %b)\n"
+    "  ret float %v\n"
+    "}\n"
+    /* 1 / x within half an ulp and a little (not always the rounded value: rcp.rn.f32 is,
+     * but the JIT expands it into more than the divisions it replaces): the hardware's
+     * reciprocal (1 ulp) and one Newton step, for a normal x. At zeros and infinities the step
+     * gives NaN and the hardware's +-inf, +-0 stand (testp.normal would not tell: PTX counts
+     * zero as normal); NaN stays NaN. */
+    "define float @astitch_rcp_f32(float %x) #0 {\n"
+    "  %r = call float asm \"rcp.approx.ftz.f32 $0, $1;\", \"=f,f\"(float %x)\n"
+    "  %nx = fneg float %x\n"
+    "  %e = call float @llvm.fma.f32(float %nx, float %r, float 1.0)\n"
+    "  %step = call float @llvm.fma.f32(float %r, float %e, float %r)\n"
+    "  %lost = fcmp uno float %step, %step\n"
+    "  %v = select i1 %lost, float %r, float %step\n"
     "  ret float %v\n"
     "}\n"
     /* x * log2(e) rounded, then the hardware's 2^p (denormal results kept, +-inf and NaN
