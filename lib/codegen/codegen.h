@@ -86,6 +86,9 @@ LLVMValueRef math_get(LLVMModuleRef m, MathId id, bool f64);
 /* Emits a call of math function id on args (math_arity(id) values of float or double type);
  * returns the call. */
 LLVMValueRef math_call(LLVMBuilderRef b, LLVMModuleRef m, MathId id, LLVMValueRef *args);
+/* Emits |x| of an f32 at b's position: llvm.fabs.f32 (declared in m on first use), the sign
+ * bit cleared, so |-0| is +0 and |-NaN| a NaN; one abs.f32 on NVPTX. */
+LLVMValueRef llvm_fabs_f32(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x);
 
 /* Records "<what>: <msg>" on ctx, disposes msg (an LLVM message, may be NULL) and returns
  * ASTITCH_ERR_COMPILE. */

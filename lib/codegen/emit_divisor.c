@@ -64,16 +64,6 @@ static void position_after(LLVMBuilderRef b, LLVMValueRef d, LLVMValueRef fn)
     }
 }
 
-static LLVMValueRef fabs_call(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x)
-{
-    LLVMTypeRef f32 = LLVMTypeOf(x);
-    LLVMTypeRef fty = LLVMFunctionType(f32, (LLVMTypeRef[]){f32}, 1, 0);
-    LLVMValueRef f = LLVMGetNamedFunction(m, "llvm.fabs.f32");
-    if (!f)
-        f = LLVMAddFunction(m, "llvm.fabs.f32", fty);
-    return LLVMBuildCall2(b, fty, f, (LLVMValueRef[]){x}, 1, "");
-}
-
 /* Replaces the n division sites s of one divisor by products with its scaled reciprocal. A
  * replaced division that is itself the divisor of sites in all[0 .. nall) (a / (b / c)) is
  * replaced there too, as LLVM replaces it in their operands. */
@@ -83,7 +73,7 @@ static void share_reciprocal(LLVMBuilderRef b, LLVMModuleRef m, const DivSite *s
     LLVMValueRef d = s->divisor;
     LLVMTypeRef f32 = LLVMTypeOf(d);
     position_after(b, d, s->fn);
-    LLVMValueRef mag = fabs_call(b, m, d);
+    LLVMValueRef mag = llvm_fabs_f32(b, m, d);
     LLVMValueRef big = LLVMBuildFCmp(b, LLVMRealOGT, mag, LLVMConstReal(f32, 0x1p126), "");
     LLVMValueRef tiny = LLVMBuildFCmp(b, LLVMRealOLT, mag, LLVMConstReal(f32, 0x1p-126), "");
     LLVMValueRef scale =

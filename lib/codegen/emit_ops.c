@@ -50,17 +50,9 @@ static LLVMValueRef maxmin(Emit *e, bool max, astitch_dtype t, LLVMValueRef a, L
     return LLVMBuildCall2(e->b, fty, f, (LLVMValueRef[]){a, b}, 2, "");
 }
 
-/* |x| of an f32 as the reference: the sign bit cleared, so abs(-0) is +0 and abs(-NaN) a NaN
- * (llvm.fabs: one abs.f32 on NVPTX; a select on x < 0 kept -0). */
-static LLVMValueRef fabs_of(Emit *e, LLVMValueRef x)
-{
-    LLVMTypeRef f32 = LLVMFloatTypeInContext(e->c);
-    LLVMTypeRef fty = LLVMFunctionType(f32, (LLVMTypeRef[]){f32}, 1, 0);
-    LLVMValueRef f = LLVMGetNamedFunction(e->m, "llvm.fabs.f32");
-    if (!f)
-        f = LLVMAddFunction(e->m, "llvm.fabs.f32", fty);
-    return LLVMBuildCall2(e->b, fty, f, (LLVMValueRef[]){x}, 1, "");
-}
+/* |x| of an f32 as the reference: the sign bit cleared (llvm_fabs_f32; a select on x < 0
+ * kept -0). */
+static LLVMValueRef fabs_of(Emit *e, LLVMValueRef x) { return llvm_fabs_f32(e->b, e->m, x); }
 
 /* Integer division and remainder: by zero gives 0, and MIN / -1 wraps (no trap). */
 static LLVMValueRef int_divrem(Emit *e, bool rem, LLVMValueRef a, LLVMValueRef b)

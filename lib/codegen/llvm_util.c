@@ -135,6 +135,16 @@ LLVMValueRef prim_call(LLVMBuilderRef b, LLVMModuleRef m, PrimId id, LLVMValueRe
     return LLVMBuildCall2(b, prim_type(LLVMGetModuleContext(m), id), f, args, n, "");
 }
 
+LLVMValueRef llvm_fabs_f32(LLVMBuilderRef b, LLVMModuleRef m, LLVMValueRef x)
+{
+    LLVMTypeRef f32 = LLVMFloatTypeInContext(LLVMGetModuleContext(m));
+    LLVMTypeRef fty = LLVMFunctionType(f32, (LLVMTypeRef[]){f32}, 1, 0);
+    LLVMValueRef f = LLVMGetNamedFunction(m, "llvm.fabs.f32");
+    if (!f)
+        f = LLVMAddFunction(m, "llvm.fabs.f32", fty);
+    return LLVMBuildCall2(b, fty, f, (LLVMValueRef[]){x}, 1, "");
+}
+
 char *math_name(char *buf, MathId id, bool f64)
 {
     snprintf(buf, 32, "__nv_%s%s", math_info[id].stem, f64 ? "" : "f");
