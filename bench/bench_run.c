@@ -45,6 +45,8 @@ static const BenchMode modes[] = {
      "not values an earlier walk kept in shared memory", STITCH, .no_carry = true},
     {"stitch-notile", "stitch with a transpose's operand read element by element, not in square "
      "tiles through shared memory", STITCH, .no_transpose_tiles = true},
+    {"stitch-nohoist", "stitch with a global barrier kept where it waits for values cheap to "
+     "make, not their producers run as a kernel before it", STITCH, .no_hoist = true},
     {"stitch-dense", "stitch with every output written, views of an input too", STITCH,
      .dense_outputs = true},
     {"stitch", "AStitch: every switch on", STITCH},
@@ -541,6 +543,7 @@ static void mode_options(const BenchOptions *o, const BenchMode *m, astitch_comp
     co->plan.online_softmax = !m->no_online;
     co->plan.carry = !m->no_carry;
     co->plan.transpose_tiles = !m->no_transpose_tiles;
+    co->plan.hoist = !m->no_hoist;
     co->view_outputs = !m->dense_outputs;
 }
 

@@ -984,6 +984,25 @@ def resnet50_train_bwd_relu_bn(N=32, C=64, HW=56):
     return g
 
 
+def e5_fwd_average_pool(B=32, S=512, H=768):
+    g = Graph("e5_base_fwd_average_pool",
+              "E5-base (intfloat/e5-base-v2: a BERT-base encoder, hidden 768, f32) embedding "
+              "passages of 512 tokens at batch 32. Forward, after the last encoder layer: the "
+              "model card's average_pool, last_hidden_state.masked_fill(~attention_mask[..., "
+              "None].bool(), 0.0).sum(dim=1) / attention_mask.sum(dim=1)[..., None]: the int64 "
+              "mask as bool, the padded tokens' states zeroed (select), summed over the tokens, "
+              "divided by the mask's own sum over the tokens (int64, promoted to f32 by the "
+              "division).")
+    s = [B, S, H]
+    x = g.parameter("last_hidden_state", s)
+    mask = g.parameter("attention_mask", [B, S], "i64")
+    keep = g.broadcast("keep.b", g.convert("keep", mask, "bool"), s, [0, 1])
+    total = g.reduce("sum", "total", select(g, "filled", keep, x, g.scalar("zero", 0.0, s)), [1])
+    count = g.convert("count_f32", g.reduce("sum", "count", mask, [1]), "f32")
+    g.output(g.div("pooled", total, g.broadcast("count.b", count, [B, H], [0])))
+    return g
+
+
 # ---- whole layers (suites wholelayers and full) --------------------------------------------------
 # Every op of one layer, matmuls included as dot ops (run through cuBLASLt on the GPU), weights
 # and biases as parameters, like examples/bert_layer.json. The token counts are smaller than the
@@ -1164,6 +1183,7 @@ LAYERS = [
     (llama13b_bwd_rmsnorm, lambda: llama13b_bwd_rmsnorm(8, 40)),
     (llama70b_fwd_residual_rmsnorm, lambda: llama70b_fwd_residual_rmsnorm(8, 64)),
     (llama70b_bwd_rmsnorm, lambda: llama70b_bwd_rmsnorm(8, 64)),
+    (e5_fwd_average_pool, lambda: e5_fwd_average_pool(2, 8, 16)),
 ]
 
 # The wholelayers suite (with examples/bert_layer.json); (full-size graph, small copy).

@@ -19,7 +19,7 @@ enum {
     OPT_DETERMINISTIC,
     OPT_PERSISTENT, OPT_WIDE_ROWS, OPT_NO_VARIANT_SEARCH, OPT_NO_COLUMN_VECTORS, OPT_NO_ROW_VECTORS,
     OPT_COLUMN_SUMS_IN_ROWS, OPT_VIEW_OUTPUTS, OPT_NO_ONLINE_SOFTMAX, OPT_NO_CARRY,
-    OPT_NO_TRANSPOSE_TILES
+    OPT_NO_TRANSPOSE_TILES, OPT_NO_HOIST
 };
 
 typedef struct OptionSpec {
@@ -80,6 +80,10 @@ static const OptionSpec option_table[] = {
      "an element-wise kernel reading through a transpose that moves the innermost axis reads "
      "its operand element by element instead of in square tiles through shared memory "
      "(docs/planner.md, *transpose*)"},
+    {"no-hoist", no_argument, OPT_NO_HOIST, NULL,
+     "a kernel whose global barrier waits for values cheap to make keeps the barrier instead "
+     "of running their producers as a kernel of their own before it (docs/planner.md, "
+     "*hoist*)"},
     {"no-column-vectors", no_argument, OPT_NO_COLUMN_VECTORS, NULL,
      "a column reduction alone in its kernel takes one column per thread instead of runs of "
      "16 bytes of adjacent columns (docs/planner.md, *mapping*)"},
@@ -136,6 +140,7 @@ void plan_options(const Options *o, astitch_plan_options *po)
     po->online_softmax = !o->no_online_softmax;
     po->carry = !o->no_carry;
     po->transpose_tiles = !o->no_transpose_tiles;
+    po->hoist = !o->no_hoist;
     po->column_sums_in_rows = o->column_sums_in_rows;
 }
 
@@ -285,6 +290,7 @@ int parse_options(int argc, char **argv, Options *o)
         case OPT_NO_ONLINE_SOFTMAX: o->no_online_softmax = true; break;
         case OPT_NO_CARRY: o->no_carry = true; break;
         case OPT_NO_TRANSPOSE_TILES: o->no_transpose_tiles = true; break;
+        case OPT_NO_HOIST: o->no_hoist = true; break;
         case OPT_COLUMN_SUMS_IN_ROWS: o->column_sums_in_rows = true; break;
         case OPT_NO_VARIANT_SEARCH: o->no_variant_search = true; break;
         case OPT_VIEW_OUTPUTS: o->view_outputs = true; break;

@@ -119,11 +119,15 @@ typedef struct astitch_plan_options {
                            * memory, so that its reads and its writes are both coalesced
                            * (docs/planner.md, *transpose*); off, each thread reads the
                            * transpose's operand element by element, a row apart */
+    bool hoist; /* fusion=stitch: a kernel whose one global barrier waits for values that are
+                 * cheap to make (at most a sixteenth of its bytes) has their producers cut off
+                 * as a kernel of its own before it, and the rest planned again without the
+                 * barrier (docs/planner.md, *hoist*); off, the barrier stays */
 } astitch_plan_options;
 
 /* Fills *o with the defaults: fusion=stitch, every switch on (one_pass_variance,
- * recompute_outputs, column_vectors, row_vectors, online_softmax, carry and transpose_tiles
- * included), deterministic, persistent, wide_rows and column_sums_in_rows off. */
+ * recompute_outputs, column_vectors, row_vectors, online_softmax, carry, transpose_tiles and
+ * hoist included), deterministic, persistent, wide_rows and column_sums_in_rows off. */
 ASTITCH_API void astitch_plan_options_default(astitch_plan_options *o);
 /* "none", "xla", "stitch"; NULL for an out-of-range value. */
 ASTITCH_API const char *astitch_fusion_name(astitch_fusion f);
@@ -267,6 +271,8 @@ typedef struct astitch_kernel_info {
     int64_t min_bytes;            /* global memory it must move: inputs once, outputs once */
     int64_t moved_bytes;          /* global memory its phases read and write (a phase re-reading
                                    * an input counts it again; a resident run reads once) */
+    bool hoisted;                 /* it makes what a later kernel's global barrier would have
+                                   * waited for (plan option hoist) */
 } astitch_kernel_info;
 
 typedef struct astitch_op_info {

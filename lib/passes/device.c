@@ -50,6 +50,7 @@ void astitch_plan_options_default(astitch_plan_options *o)
     o->column_sums_in_rows = false;
     o->carry = true;
     o->transpose_tiles = true;
+    o->hoist = true;
 }
 
 static const char *const fusion_names[] = {"none", "xla", "stitch"};

@@ -224,6 +224,13 @@ astitch_status pass_remote(Planner *pl);
  * pieces within it (kernels renumbered by first node when any is cut); refuses (UNSUPPORTED)
  * only an xla kernel over the bound that recomputes another kernel's op. */
 astitch_status pass_bound(Planner *pl);
+/* hoist.c: cuts off, as a kernel of its own before it, the cheap producers of a planned
+ * kernel's one global barrier (option hoist); *changed when any kernel was cut, the kernels
+ * then fresh op lists for plan_fill. Fails only on memory. */
+astitch_status pass_hoist(Planner *pl, bool *changed);
+/* hoist.c: puts back together, after they were planned, the two kernels of each cut whose rest
+ * still needs a global barrier (a task split the wider grid asked for); *changed as above. */
+astitch_status pass_hoist_undo(Planner *pl, bool *changed);
 /* What thread mapping (mapping.c, packing.c) knows of the kernel it maps. */
 typedef struct MapCtx {
     const astitch_device *dev;

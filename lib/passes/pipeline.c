@@ -41,6 +41,10 @@
  *     |                                walk of its elements across a global barrier
  *     |   traffic                      bytes moved beside the minimal bytes
  *     |
+ *   hoist                              fusion=stitch: the cheap producers of a kernel's one
+ *     |                                global barrier cut off as a kernel before it; when any
+ *     |                                is, fill and every kernel's steps again, then the cuts
+ *     |                                whose rest kept a global barrier put back (and again)
  *   check                              coverage, order, launch limits
  *
  * Each line is a step. In builds with plan checks (ASTITCH_DEBUG_CHECKS: buildtype debug or
@@ -62,7 +66,7 @@ static const char *const step_names[] = {
     "scope",     "xla",
     "remote",    "bound",     "fill",        "dominant", "mapping",   "across",
     "propagate", "adapt",     "schemes",     "barriers", "tiles",     "memory",
-    "transpose", "launch",    "carry",     "traffic",   "check",
+    "transpose", "launch",    "carry",     "traffic",   "hoist",     "check",
 };
 
 /* What ASTITCH_DUMP_PLAN asks of one planning: the finished plan, or the plan after a step. */
@@ -320,6 +324,33 @@ static astitch_status plan_kernel(Planner *pl, PlanKernel *k)
     return st;
 }
 
+static void name_kernels(astitch_plan *p);
+
+/* Fill and every kernel's steps again, after hoist.c changed the kernels. */
+static astitch_status replan(Planner *pl)
+{
+    name_kernels(pl->p);
+    astitch_status st = step(pl, NULL, "fill", PLAN_STAGE_FILLED, plan_fill(pl));
+    for (int32_t k = 0; !st && k < pl->p->nkernel; k++)
+        st = plan_kernel(pl, &pl->p->kernel[k]);
+    return st;
+}
+
+/* hoist.c's cuts, planned; the cuts whose rest kept a global barrier put back and planned
+ * again (then as before the cut). */
+static astitch_status hoist(Planner *pl)
+{
+    bool changed = false;
+    astitch_status st = step(pl, NULL, "hoist", -1, pass_hoist(pl, &changed));
+    if (!st && changed)
+        st = replan(pl);
+    if (!st && changed)
+        st = step(pl, NULL, "hoist", -1, pass_hoist_undo(pl, &changed));
+    if (!st && changed)
+        st = replan(pl);
+    return st;
+}
+
 static void name_kernels(astitch_plan *p)
 {
     const char *stem = p->opt.fusion == ASTITCH_FUSION_STITCH ? "stitch"
@@ -406,6 +437,8 @@ astitch_status astitch_plan_create(astitch_graph *g, const astitch_device *dev,
     }
     for (int32_t k = 0; !st && k < p->nkernel; k++)
         st = plan_kernel(&pl, &p->kernel[k]);
+    if (!st && p->opt.fusion == ASTITCH_FUSION_STITCH && p->opt.hoist)
+        st = hoist(&pl);
     if (!st) {
         for (int32_t k = 0; k < p->nkernel; k++)
             if (p->kernel[k].scratch_bytes > p->scratch_bytes)

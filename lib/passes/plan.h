@@ -171,6 +171,9 @@ typedef struct PlanKernel {
     int64_t moved_bytes;       /* ... as the phases read and write it (traffic.c) */
     PlanCarry carry;           /* values kept across a global barrier (carry.c) */
     PlanTile tile;             /* a transpose walked in square tiles (transpose.c) */
+    bool hoisted;              /* the producers of a later kernel's values, cut off before it
+                                * instead of behind a global barrier (hoist.c) */
+    int32_t hoist_cut;         /* both kernels of one cut by hoist.c: its number (from 1), else 0 */
 } PlanKernel;
 
 /* Whether kernel k holds rows in registers in some phase (PlanPhase.resident). */

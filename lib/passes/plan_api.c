@@ -116,6 +116,7 @@ astitch_status astitch_plan_kernel_info(const astitch_plan *p, int k, astitch_ke
     info->persistent = kk->persistent;
     info->min_bytes = kk->min_bytes;
     info->moved_bytes = kk->moved_bytes;
+    info->hoisted = kk->hoisted;
     return ASTITCH_OK;
 }
 

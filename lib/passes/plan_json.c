@@ -141,6 +141,7 @@ static json_t *kernel_json(const astitch_plan *p, const PlanKernel *k)
          put(j, "block_barriers", json_integer(k->block_barriers)) &&
          put(j, "global_barriers", json_integer(k->global_barriers)) &&
          put(j, "persistent", json_boolean(k->persistent)) &&
+         put(j, "hoisted", json_boolean(k->hoisted)) &&
          put(j, "stream_by_block", json_boolean(k->stream_by_block)) &&
          put(j, "min_bytes", json_integer(k->min_bytes)) &&
          put(j, "moved_bytes", json_integer(k->moved_bytes)) &&
@@ -197,7 +198,8 @@ static json_t *plan_json(const astitch_plan *p)
          put(opt, "online_softmax", json_boolean(p->opt.online_softmax)) &&
          put(opt, "column_sums_in_rows", json_boolean(p->opt.column_sums_in_rows)) &&
          put(opt, "carry", json_boolean(p->opt.carry)) &&
-         put(opt, "transpose_tiles", json_boolean(p->opt.transpose_tiles));
+         put(opt, "transpose_tiles", json_boolean(p->opt.transpose_tiles)) &&
+         put(opt, "hoist", json_boolean(p->opt.hoist));
     json_t *rewritten = json_array();
     ok = ok && rewritten;
     for (int32_t i = 0; ok && i < p->nrewritten; i++)

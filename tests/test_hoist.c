@@ -1,0 +1,177 @@
+/*
+ * test_hoist.c: the cheap producers of a kernel's one global barrier run as a kernel of their
+ * own before it (lib/passes/hoist.c). For the h100 model: a masked mean pooling (a column sum
+ * of x * mask over the tokens divided by the mask's row sum) of 8 MB or more plans the row sum
+ * as a hoisted kernel first and the rest without a global barrier; with the plan option hoist
+ * off, one kernel with the barrier. Kept, with the plan hoist off gives: the same graph under
+ * 8 MB (a launch costs what the barrier does), one whose rest would split its column sums
+ * across blocks on the wider grid (a global barrier again: the cut is undone), and a barrier
+ * whose producers read the whole tensor (a column sum subtracted from every row). A value the
+ * producers make and the rest reads too (the mask scaled) goes from one kernel to the other.
+ * Every plan runs on the host target against the reference on fresh random inputs.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "astitch/plan.h"
+#include "astitch/runtime.h"
+#include "diff_check.h"
+
+typedef enum Form {
+    POOL,        /* sum_t(x * mask) / sum_t(mask) */
+    POOL_SHARED, /* the same with m = mask * 2 read by both sums */
+    CENTERED     /* x - mean over the rows, broadcast back: producers read all of x */
+} Form;
+
+typedef struct Case {
+    const char *what;
+    Form form;
+    int64_t b, t, h;
+    bool hoisted; /* the plan cuts the producers off */
+} Case;
+
+static astitch_graph *build(astitch_context *ctx, const Case *c)
+{
+    astitch_graph *g = NULL;
+    assert_int_equal(astitch_graph_create(ctx, &g), ASTITCH_OK);
+    int64_t xd[3] = {c->b, c->t, c->h}, md[2] = {c->b, c->t}, on_bt[2] = {0, 1}, on_b = 0,
+            axis_t = 1;
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 3, xd);
+    if (c->form == CENTERED) {
+        astitch_node mean = astitch_reduce(g, ASTITCH_REDUCE_SUM, x, 1, &axis_t);
+        int64_t on_bh[2] = {0, 2};
+        astitch_node y = astitch_binary(g, ASTITCH_OP_SUB, x,
+                                        astitch_broadcast_in_dim(g, mean, 3, xd, on_bh));
+        assert_int_equal(astitch_add_output(g, y), ASTITCH_OK);
+        assert_int_equal(astitch_graph_verify(g), ASTITCH_OK);
+        return g;
+    }
+    astitch_node m = astitch_parameter(g, "mask", ASTITCH_F32, 2, md);
+    if (c->form == POOL_SHARED) {
+        double two = 2.0;
+        m = astitch_binary(g, ASTITCH_OP_MUL, m, astitch_constant(g, ASTITCH_F32, 2, md, &two, 1));
+    }
+    astitch_node num = astitch_reduce(
+        g, ASTITCH_REDUCE_SUM,
+        astitch_binary(g, ASTITCH_OP_MUL, x, astitch_broadcast_in_dim(g, m, 3, xd, on_bt)), 1,
+        &axis_t);
+    astitch_node den = astitch_reduce(g, ASTITCH_REDUCE_SUM, m, 1, &axis_t);
+    int64_t od[2] = {c->b, c->h};
+    astitch_node pooled = astitch_binary(g, ASTITCH_OP_DIV, num,
+                                         astitch_broadcast_in_dim(g, den, 2, od, &on_b));
+    assert_int_equal(astitch_add_output(g, pooled), ASTITCH_OK);
+    assert_int_equal(astitch_graph_verify(g), ASTITCH_OK);
+    return g;
+}
+
+/* g's plan for the h100 model with the option hoist as given, and its text (*text, to be
+ * freed with astitch_free). */
+static astitch_plan *make_plan(astitch_graph *g, bool hoist, char **text)
+{
+    astitch_device dev;
+    astitch_device_builtin("h100", &dev);
+    astitch_plan_options po;
+    astitch_plan_options_default(&po);
+    po.hoist = hoist;
+    astitch_plan *p = NULL;
+    if (astitch_plan_create(g, &dev, &po, &p) != ASTITCH_OK)
+        fail_msg("plan: %s", astitch_last_error(astitch_graph_context(g)));
+    assert_int_equal(astitch_plan_text(p, text), ASTITCH_OK);
+    return p;
+}
+
+/* Checks g's plan for the h100 model with the option hoist as given: hoisted, a first kernel
+ * marked hoisted and no global barrier anywhere; else one kernel with one global barrier, and
+ * with hoist on the plan of hoist off but for its first line. */
+static void check_plan(astitch_graph *g, const Case *c, bool hoist)
+{
+    char *text = NULL;
+    astitch_plan *p = make_plan(g, hoist, &text);
+    assert_true((strstr(text, ", hoist off") != NULL) == !hoist);
+    bool said = strstr(text, "  hoisted: ") != NULL;
+    astitch_free(text);
+    bool cut = hoist && c->hoisted;
+    int n = astitch_plan_num_kernels(p), global = 0, marked = 0, first = -1;
+    for (int k = 0; k < n; k++) {
+        astitch_kernel_info ki;
+        assert_int_equal(astitch_plan_kernel_info(p, k, &ki), ASTITCH_OK);
+        global += ki.global_barriers;
+        marked += ki.hoisted;
+        if (ki.global_barriers == 0)
+            assert_false(ki.persistent);
+    }
+    int index = -1;
+    for (int s = 0; first < 0 && s < astitch_plan_num_steps(p); s++)
+        if (astitch_plan_step(p, s, &index) == ASTITCH_STEP_KERNEL)
+            first = index;
+    astitch_kernel_info fi;
+    assert_int_equal(astitch_plan_kernel_info(p, first, &fi), ASTITCH_OK);
+    if (n != (cut ? 2 : 1) || global != (cut ? 0 : 1) || marked != cut || said != cut ||
+        (cut && !fi.hoisted))
+        fail_msg("%s, hoist %s: %d kernels, %d global barriers, %d hoisted (the first step's "
+                 "%s), the text %s it", c->what, hoist ? "on" : "off", n, global, marked,
+                 fi.hoisted ? "one" : "not", said ? "says" : "does not say");
+    astitch_plan_destroy(p);
+    if (hoist && !c->hoisted) {
+        char *on = NULL, *off = NULL;
+        astitch_plan_destroy(make_plan(g, true, &on));
+        astitch_plan_destroy(make_plan(g, false, &off));
+        const char *a = strchr(on, '\n'), *b = strchr(off, '\n');
+        if (!a || !b || strcmp(a, b) != 0)
+            fail_msg("%s: the plan with hoist on differs from the plan with it off", c->what);
+        astitch_free(on);
+        astitch_free(off);
+    }
+}
+
+static void test_hoist(void **state)
+{
+    (void)state;
+    static const Case cases[] = {
+        {"masked mean pooling, 25 MB", POOL, 128, 128, 384, true},
+        {"masked mean pooling, odd shape", POOL, 37, 100, 600, true},
+        {"the scaled mask read by both sums", POOL_SHARED, 128, 128, 384, true},
+        {"masked mean pooling under 8 MB", POOL, 4, 128, 256, false},
+        {"the rest's column sums split (undone)", POOL, 64, 128, 256, false},
+        {"a column sum of all of x", CENTERED, 16, 2048, 256, false},
+    };
+    astitch_context *ctx = NULL;
+    assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
+    uint64_t seed = diff_fresh_seed();
+    printf("seed %llu\n", (unsigned long long)seed);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const Case *c = &cases[i];
+        astitch_graph *g = build(ctx, c);
+        for (int hoist = 0; hoist < 2; hoist++) {
+            check_plan(g, c, hoist);
+            astitch_device model;
+            astitch_compile_options o;
+            astitch_phase_info first;
+            assert_int_equal(diff_host_as(g, "h100", &model, &o, &first), ASTITCH_OK);
+            o.plan.hoist = hoist;
+            DiffResult r;
+            if (diff_run_with(g, &o, seed + i, &r) != ASTITCH_OK)
+                fail_msg("%s: %s", c->what, astitch_last_error(ctx));
+            if (!r.ok)
+                fail_msg("%s, hoist %d (seed %llu): %s", c->what, hoist,
+                         (unsigned long long)(seed + i), r.message);
+        }
+        astitch_graph_destroy(g);
+    }
+    astitch_context_destroy(ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hoist),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
