@@ -26,6 +26,8 @@
  *                PARTIAL buffers                                           paper 4.4
  *   launch.c     assume-relax-apply register bound, blocks per wave        paper 4.5
  *   traffic.c    global-memory bytes a kernel moves, beside the fewest it must move
+ *   hoist.c      the cheap producers of a kernel's one global barrier cut off as a kernel
+ *                before it, the rest planned again without the barrier
  *   sched.c      shared helpers: index maps, ownership, derivability, barriers
  *   device.c     built-in device models, default options, fusion names
  *   plan.c       plan storage, kernel fill (ops, inputs, outputs, steps), checker
