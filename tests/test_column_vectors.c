@@ -216,14 +216,16 @@ static void check_runs(const char *what, Build build, astitch_dtype t, int64_t r
 
 /* Column sums and maxima (two reduces: at most 8 accumulators, so bf16 takes runs of 4):
  * 13 runs a lane (400 rows over 32 lanes, uneven), 4 tiles on a wave of 4; a split into 4
- * parts of 16 runs on a wave of 16 (8 SMs); too few runs a lane, and 5 columns: none. */
+ * parts of 16 runs on a wave of 16 (8 SMs); 100 rows, whole in a block of 8 lanes (13 runs);
+ * too few runs a lane even at 4 lanes (40 rows), and 5 columns: none. */
 static void test_sums(void **state)
 {
     (void)state;
     check_runs("column sums", column_sums, ASTITCH_F32, 400, 512, SMS, 4);
     check_runs("column sums", column_sums, ASTITCH_BF16, 400, 512, SMS, 4);
     check_runs("column sums", column_sums, ASTITCH_F32, 2048, 512, 8, 4);
-    check_runs("column sums", column_sums, ASTITCH_F32, 100, 512, SMS, 1);
+    check_runs("column sums", column_sums, ASTITCH_F32, 100, 512, SMS, 4);
+    check_runs("column sums", column_sums, ASTITCH_F32, 40, 512, SMS, 1);
     check_runs("column sums", column_sums, ASTITCH_F32, 500, 5, SMS, 1);
 }
 
@@ -274,10 +276,10 @@ static void check_block(const char *what, Build build, astitch_dtype t, int64_t 
 }
 
 /* The plan of a mean over the 14 x 14 positions of [64, 14, 14, 1024] f16 for the h100 model:
- * runs only in blocks of 128 whose wave splits the rows in parts, so single columns in a block
- * of 1024 per tile (a split group's mean needs its parts joined before the division, a grid
- * barrier: a persistent kernel). */
-static void check_split_keeps_block(void)
+ * runs only in a block of 512 or less, whose wave would split the rows in parts (a split
+ * group's mean needs its parts joined before the division: a grid barrier, a persistent
+ * kernel); so the rows stay whole, on 256 blocks of 512 under that wave, in runs of 8. */
+static void check_whole_columns(void)
 {
     astitch_context *ctx = NULL;
     assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
@@ -298,11 +300,16 @@ static void check_split_keeps_block(void)
     if (astitch_plan_create(g, &model, &o, &p) != ASTITCH_OK)
         fail_msg("plan: %s", astitch_last_error(ctx));
     const PlanKernel *k = &p->kernel[0];
-    printf("mean over 14 x 14 of [64, 14, 14, 1024] f16: block %d, %s, runs of %d\n",
-           (int)k->block, k->persistent ? "persistent" : "a block per tile",
-           plan_column_vector(&k->phase[0].map));
+    printf("mean over 14 x 14 of [64, 14, 14, 1024] f16: block %d, grid %d, %s, runs of %d, "
+           "split %d\n", (int)k->block, (int)k->grid,
+           k->persistent ? "persistent" : "a block per tile",
+           plan_column_vector(&k->phase[0].map), (int)k->phase[0].map.split);
     assert_int_equal(p->nkernel, 1);
-    assert_int_equal(k->block, 1024);
+    assert_int_equal(k->block, 512);
+    assert_int_equal(k->grid, 256);
+    assert_int_equal(plan_column_vector(&k->phase[0].map), 8);
+    assert_int_equal(k->phase[0].map.split, 1);
+    assert_int_equal(k->global_barriers, 0);
     assert_false(k->persistent);
     astitch_plan_destroy(p);
     astitch_graph_destroy(g);
@@ -312,7 +319,8 @@ static void check_split_keeps_block(void)
 /* Too few rows for 12 runs a lane of 32 lanes: the block shrinks until its lanes take them (a
  * pool over 49 positions: 4 lanes of 13 runs; 197 tokens: 16 lanes), bf16 in runs of 4 where
  * a block of 128 holds a warp's runs of 4 but not of 8; 40 rows, too few at 4 lanes, keep
- * single columns at the planned block, and so do rows that a smaller block would split. */
+ * single columns at the planned block; rows that a smaller block's wave would split stay whole
+ * on a grid under that wave (100 rows of 4 x 128 columns: 4 blocks of 256 on a wave of 16). */
 static void test_smaller_blocks(void **state)
 {
     (void)state;
@@ -320,7 +328,8 @@ static void test_smaller_blocks(void **state)
     check_block("pool", column_middle, ASTITCH_BF16, 49, 2048, 4, 128);
     check_block("token mean", column_middle, ASTITCH_F32, 197, 768, 4, 512);
     check_block("few rows", column_sums, ASTITCH_F32, 40, 4096, 1, 1024);
-    check_split_keeps_block();
+    check_block("rows kept whole", column_middle, ASTITCH_F32, 100, 128, 4, 256);
+    check_whole_columns();
 }
 
 /* The rules: no runs with the option off, none where the walk reads two tensors of the space,

@@ -30,7 +30,13 @@ enum { COLUMN_RUN_ACCUMULATORS = 8, COLUMN_RUN_MIN_RUNS = 12 };
  * map or 49 tokens takes runs in blocks of 128, the ViT token mean (197 rows) in blocks of 512.
  * Measured on an H200 (2026-11-29, bench/RESULTS.md, *Column runs in smaller blocks*) against
  * single columns in blocks of 1024: NHWC global average pool [128, 7, 7, 2048] f32 26.2 ->
- * 16.5 us, bf16 24.3 -> 11.3; the ViT token mean f32 24.2 -> 21.9, bf16 18.0 -> 13.8. */
+ * 16.5 us, bf16 24.3 -> 11.3; the ViT token mean f32 24.2 -> 21.9, bf16 18.0 -> 13.8.
+ * Where the smaller block's wider wave would split the rows across blocks (which loses the
+ * runs, or needs a grid barrier), the rows stay whole instead (MapCtx.whole_columns) on a grid
+ * under that wave, if it gives every SM a block. Measured on an H200 (2026-11-30,
+ * *Rows kept whole*) against single columns in blocks of 1024: a bf16 mean over 100 steps
+ * [64, 100, 1024] 10.2 -> 8.0 us, an f16 mean over 14 x 14 15.3 -> 12.7, masked mean poolings
+ * over 64 and 128 tokens 0.86-0.90 of their time. */
 enum { COLUMN_RUN_MIN_WARPS = 4 };
 
 /* The columns of one run for column group m (see *Column runs* above): 16 bytes of the
@@ -84,7 +90,9 @@ void map_column(astitch_mapping *m, const MapCtx *c, const ColumnWalk *w)
         m->threads_per_row = (int32_t)t;
         m->vector = v > 1 ? (int32_t)v : 0;
         int64_t tiles = ceil_div(m->rows, p);
-        m->split = (int32_t)packing_split(c, tiles, packing_split_most(m, c), c->alone);
+        m->split = c->whole_columns
+                       ? 1
+                       : (int32_t)packing_split(c, tiles, packing_split_most(m, c), c->alone);
         packing_finish(m, c, tiles, p, 1);
         if (v == 1 || ceil_div(m->split_len, t) >= COLUMN_RUN_MIN_RUNS)
             return;
@@ -92,9 +100,10 @@ void map_column(astitch_mapping *m, const MapCtx *c, const ColumnWalk *w)
 }
 
 int32_t map_column_block(const astitch_mapping *m, const MapCtx *c, const ColumnWalk *w,
-                         int64_t regs, int64_t wave_limit)
+                         int64_t regs, int64_t wave_limit, bool *whole)
 {
     int64_t warp = c->dev->warp_size;
+    *whole = false;
     if (column_run(m, c, w) == 1)
         return c->block;
     for (MapCtx s = *c; s.block >= COLUMN_RUN_MIN_WARPS * warp; s.block /= 2) {
@@ -105,6 +114,16 @@ int32_t map_column_block(const astitch_mapping *m, const MapCtx *c, const Column
         map_column(&t, &s, w);
         if (t.vector > 1 && (s.block == c->block || t.split <= 1))
             return s.block;
+        if (s.block < c->block) { /* the rows whole, on a grid under this block's wave */
+            MapCtx u = s;
+            u.whole_columns = true;
+            t = *m;
+            map_column(&t, &u, w);
+            if (t.vector > 1 && t.grid >= c->dev->sm_count) {
+                *whole = true;
+                return s.block;
+            }
+        }
     }
     return c->block;
 }

@@ -384,7 +384,7 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k)
     const astitch_graph *g = pl->g;
     const astitch_device *dev = &pl->p->dev;
     MapCtx c = {dev, dev->warp_size, 0, pl->p->opt.packing, k->persistent, pl->p->opt.wide_rows,
-             k->ngroup == 1, !k->stream_by_block, pl->p->opt.column_vectors};
+             k->ngroup == 1, !k->stream_by_block, pl->p->opt.column_vectors, false};
     bool elementwise = true;
     int64_t elements = 0;
     for (int32_t i = 0; i < k->ngroup; i++) {
@@ -418,7 +418,9 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k)
         space_of(g, k->group[0].dominant, &m);
         if (m.kind == ASTITCH_MAP_COLUMN_REDUCE) {
             ColumnWalk w = column_walk(g, k, &k->group[0], &m);
-            c.block = map_column_block(&m, &c, &w, regs, k->wave_limit);
+            bool whole = false;
+            c.block = map_column_block(&m, &c, &w, regs, k->wave_limit, &whole);
+            c.whole_columns = whole;
         }
     }
     c.wave = (int32_t)mapping_wave(dev, c.block, regs, k->wave_limit);

@@ -244,6 +244,8 @@ typedef struct MapCtx {
     bool alone;      /* the kernel has one group */
     bool stream_warp; /* a streamed row may take one warp (not k->stream_by_block) */
     bool column_runs; /* astitch_plan_options.column_vectors */
+    bool whole_columns; /* a lone column group takes no task split: map_column_block chose a
+                         * block for runs whose wider wave would have split the rows */
 } MapCtx;
 /* What map_column knows of a column group's walk: the element size of the space's narrowest
  * tensor, the group's reductions (and those of them not of floats, whose accumulators are not
@@ -263,9 +265,10 @@ void map_column(astitch_mapping *m, const MapCtx *c, const ColumnWalk *w);
 /* map_column.c: the block of a kernel (not persistent) whose one group is column group m,
  * planned at c->block and `regs` registers within wave_limit (when above 0): c->block, or the
  * largest block of fewer warps down the rows at which m takes runs, unsplit, where it takes
- * none at c->block (docs/planner.md, *Column runs*). */
+ * none at c->block (docs/planner.md, *Column runs*); *whole when the runs hold only with the
+ * rows kept whole on a grid under the smaller block's wave (MapCtx.whole_columns). */
 int32_t map_column_block(const astitch_mapping *m, const MapCtx *c, const ColumnWalk *w,
-                         int64_t regs, int64_t wave_limit);
+                         int64_t regs, int64_t wave_limit, bool *whole);
 /* mapping.c: blocks per wave of `block` threads at `regs` registers on dev, within wave_limit
  * (when above 0); 0 when an SM cannot hold one such block. */
 int64_t mapping_wave(const astitch_device *dev, int64_t block, int64_t regs, int64_t wave_limit);
