@@ -36,7 +36,7 @@ static int64_t node_bytes(const astitch_graph *g, int32_t n)
 }
 
 /* Marks in `in` (by node) the ops of kernel ki that the GLOBAL roots written before the
- * kernel's global barrier are computed from; returns how many, or -1 on memory. */
+ * kernel's global barrier are computed from; returns how many. pl->tmp holds the walk. */
 static int32_t producers(Planner *pl, int32_t ki, bool *in)
 {
     const astitch_plan *p = pl->p;
@@ -45,9 +45,7 @@ static int32_t producers(Planner *pl, int32_t ki, bool *in)
     for (int32_t ph = 0; ph < k->nphase && barrier < 0; ph++)
         if (k->phase[ph].barrier == ASTITCH_BARRIER_GLOBAL)
             barrier = ph;
-    int32_t *stack = malloc((size_t)pl->n * sizeof *stack), top = 0, count = 0;
-    if (!stack)
-        return -1;
+    int32_t *stack = pl->tmp, top = 0, count = 0; /* each node pushed once */
     for (int32_t i = 0; i < k->nop; i++) {
         const PlanOp *o = &k->op[i];
         if (o->scheme == ASTITCH_SCHEME_GLOBAL && o->phase >= 0 && o->phase < barrier &&
@@ -67,7 +65,6 @@ static int32_t producers(Planner *pl, int32_t ki, bool *in)
             }
         }
     }
-    free(stack);
     return count;
 }
 
@@ -146,21 +143,20 @@ static astitch_status rebuild(Planner *pl, const int32_t *part, int32_t nparts, 
     return ASTITCH_OK;
 }
 
-/* Whether kernel ki is worth cutting (the head's rules), its producers marked in `in`; -1 on
- * memory. */
-static int worth_cutting(Planner *pl, int32_t ki, bool *in)
+/* Whether kernel ki is worth cutting (the head's rules), its producers marked in `in`. */
+static bool worth_cutting(Planner *pl, int32_t ki, bool *in)
 {
     const astitch_plan *p = pl->p;
     const PlanKernel *k = &p->kernel[ki];
     if (k->global_barriers != 1 || k->min_bytes < HOIST_MIN_BYTES)
-        return 0;
+        return false;
     int32_t owned = 0;
     for (int32_t i = 0; i < k->nop; i++)
         owned += p->owner[k->op[i].node] == ki;
     memset(in, 0, (size_t)pl->n * sizeof *in);
     int32_t count = producers(pl, ki, in);
-    if (count <= 0 || count >= owned)
-        return count < 0 ? -1 : 0;
+    if (count == 0 || count >= owned)
+        return false;
     plan_index_kernel(pl, k);
     int64_t bytes = producers_bytes(pl, ki, in);
     plan_unindex_kernel(pl, k);
@@ -197,12 +193,7 @@ astitch_status pass_hoist(Planner *pl, bool *changed)
         ps.part[v] = p->owner[v];
     int32_t cuts = 0;
     for (int32_t ki = 0; ki < nk; ki++) {
-        int worth = worth_cutting(pl, ki, in);
-        if (worth < 0) {
-            free(in);
-            return parts_fail(pl, &ps);
-        }
-        if (!worth)
+        if (!worth_cutting(pl, ki, in))
             continue;
         ps.mark[ki].cut = ++cuts;
         ps.mark[ps.n] = (Part){true, cuts};
