@@ -109,6 +109,24 @@ static inline void check_host_values(astitch_graph *g)
     if (!r.ok)
         fail_msg("seed %llu: %s", (unsigned long long)seed, r.message);
 }
+
+/* g's outputs on the host target running the plans of the h100 model (stitch) against the
+ * reference interpreter, fresh random inputs; prints the seed and the worst error, and a
+ * failure names `what` and the seed. */
+static inline void check_h100_values(astitch_graph *g, const char *what)
+{
+    astitch_device model;
+    astitch_compile_options o;
+    astitch_phase_info first;
+    assert_int_equal(diff_host_as(g, "h100", &model, &o, &first), ASTITCH_OK);
+    uint64_t seed = diff_fresh_seed();
+    DiffResult r;
+    if (diff_run_with(g, &o, seed, &r) != ASTITCH_OK)
+        fail_msg("%s: %s", what, astitch_last_error(astitch_graph_context(g)));
+    printf("  seed %llu, worst normalized error %.3g\n", (unsigned long long)seed, r.worst);
+    if (!r.ok)
+        fail_msg("%s (seed %llu): %s", what, (unsigned long long)seed, r.message);
+}
 #endif
 
 #endif

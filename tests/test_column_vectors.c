@@ -217,7 +217,8 @@ static void check_runs(const char *what, Build build, astitch_dtype t, int64_t r
 /* Column sums and maxima (two reduces: at most 8 accumulators, so bf16 takes runs of 4):
  * 13 runs a lane (400 rows over 32 lanes, uneven), 4 tiles on a wave of 4; a split into 4
  * parts of 16 runs on a wave of 16 (8 SMs); 100 rows, whole in a block of 8 lanes (13 runs);
- * too few runs a lane even at 4 lanes (40 rows), and 5 columns: none. */
+ * 40 rows in a block of 2 lanes of 20 runs of 2 (a warp's runs of 4 would not fit it); too
+ * few runs a lane even at 2 lanes (20 rows), and 5 columns: none. */
 static void test_sums(void **state)
 {
     (void)state;
@@ -225,7 +226,8 @@ static void test_sums(void **state)
     check_runs("column sums", column_sums, ASTITCH_BF16, 400, 512, SMS, 4);
     check_runs("column sums", column_sums, ASTITCH_F32, 2048, 512, 8, 4);
     check_runs("column sums", column_sums, ASTITCH_F32, 100, 512, SMS, 4);
-    check_runs("column sums", column_sums, ASTITCH_F32, 40, 512, SMS, 1);
+    check_runs("column sums", column_sums, ASTITCH_F32, 40, 512, SMS, 2);
+    check_runs("column sums", column_sums, ASTITCH_F32, 20, 512, SMS, 1);
     check_runs("column sums", column_sums, ASTITCH_F32, 500, 5, SMS, 1);
 }
 
@@ -318,16 +320,18 @@ static void check_whole_columns(void)
 
 /* Too few rows for 12 runs a lane of 32 lanes: the block shrinks until its lanes take them (a
  * pool over 49 positions: 4 lanes of 13 runs; 197 tokens: 16 lanes), bf16 in runs of 4 where
- * a block of 128 holds a warp's runs of 4 but not of 8; 40 rows, too few at 4 lanes, keep
- * single columns at the planned block; rows that a smaller block's wave would split stay whole
- * on a grid under that wave (100 rows of 4 x 128 columns: 4 blocks of 256 on a wave of 16). */
+ * a block of 128 holds a warp's runs of 4 but not of 8; 32 rows (a pooling over 32 tokens) in
+ * a block of 2 lanes of 16 runs of 2; 20 rows, too few at 2 lanes, keep single columns at the
+ * planned block; rows that a smaller block's wave would split stay whole on a grid under that
+ * wave (100 rows of 4 x 128 columns: 4 blocks of 256 on a wave of 16). */
 static void test_smaller_blocks(void **state)
 {
     (void)state;
     check_block("pool", column_sums, ASTITCH_F32, 49, 4096, 4, 128);
     check_block("pool", column_middle, ASTITCH_BF16, 49, 2048, 4, 128);
     check_block("token mean", column_middle, ASTITCH_F32, 197, 768, 4, 512);
-    check_block("few rows", column_sums, ASTITCH_F32, 40, 4096, 1, 1024);
+    check_block("32 rows", column_middle, ASTITCH_F32, 32, 2048, 2, 64);
+    check_block("few rows", column_sums, ASTITCH_F32, 20, 4096, 1, 1024);
     check_block("rows kept whole", column_middle, ASTITCH_F32, 100, 128, 4, 256);
     check_whole_columns();
 }

@@ -140,6 +140,7 @@ static void test_hoist(void **state)
         {"the scaled mask read by both sums", POOL_SHARED, 128, 128, 384, true},
         {"masked mean pooling under 8 MB", POOL, 4, 128, 256, false},
         {"the rest's column sums split (undone)", POOL, 64, 128, 256, false},
+        {"the rest's column sums split, fewer columns (undone)", POOL, 32, 256, 256, false},
         {"a column sum of all of x", CENTERED, 16, 2048, 256, false},
     };
     astitch_context *ctx = NULL;

@@ -13,7 +13,9 @@
  * Classes:
  *   SOURCE     produces values without operands (parameter, constant, iota)
  *   LIGHT      cheap element-wise op: recomputing it per consumer element is fine
- *   HEAVY      expensive element-wise op: never recomputed across a broadcast
+ *   HEAVY      expensive element-wise op: not recomputed across a broadcast, but for the few
+ *              of a few instructions (exp, log, sqrt, rsqrt, sigmoid) where a kernel's
+ *              inputs alone make them (docs/planner.md, *dominant*)
  *   BROADCAST  one-to-many element-wise dependency (broadcast_in_dim)
  *   SHAPE      moves elements without arithmetic (reshape, transpose, slice, ...)
  *   REDUCE     many-to-one dependency

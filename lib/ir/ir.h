@@ -102,6 +102,11 @@ struct astitch_graph {
 
 /* ops.c */
 bool op_is_elementwise(astitch_op op); /* LIGHT or HEAVY class */
+/* A HEAVY op whose value takes a few hardware instructions (exp, log, sqrt, rsqrt, sigmoid:
+ * ex2, lg2, sqrt or rsqrt and a reciprocal), against the library sequences of tanh, erf, sin,
+ * cos, pow or a remainder: the planner recomputes it across a broadcast where its value is
+ * made from a kernel's inputs alone (docs/planner.md, *dominant*). */
+bool op_heavy_few_instructions(astitch_op op);
 /* Whether op is defined on operand dtype t (ops.h's operands column: for an element-wise op its
  * first operand, for select its values; always for ops whose rules are their own). */
 bool op_defined_on(astitch_op op, astitch_dtype t);

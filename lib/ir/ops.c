@@ -150,6 +150,12 @@ bool op_is_elementwise(astitch_op op)
     return c == ASTITCH_CLASS_LIGHT || c == ASTITCH_CLASS_HEAVY;
 }
 
+bool op_heavy_few_instructions(astitch_op op)
+{
+    return op == ASTITCH_OP_EXP || op == ASTITCH_OP_LOG || op == ASTITCH_OP_SQRT ||
+           op == ASTITCH_OP_RSQRT || op == ASTITCH_OP_SIGMOID;
+}
+
 bool op_is_compare(astitch_op op) { return op >= ASTITCH_OP_EQ && op <= ASTITCH_OP_GE; }
 
 bool dtype_is_float(astitch_dtype t)

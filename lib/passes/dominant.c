@@ -94,6 +94,21 @@ static bool replicable(Planner *pl, int32_t v, int64_t reach)
     return !after_reduce(pl, v);
 }
 
+/* Whether v is an expensive op of a few instructions (op_heavy_few_instructions) made from the
+ * kernel's inputs alone: it stays local, recomputed per element of its broadcasts. As a
+ * sub-dominant its readers' blocks must take whole rows of the broadcast, which breaks their
+ * 16-byte accesses where a row is not a multiple of the block's vectors: EfficientNet's
+ * squeeze-and-excitation gate, x * sigmoid(s) broadcast over 7 x 7 to 56 x 56 positions, ran
+ * 4-76% slower made once than recomputed (H200, bench/RESULTS.md, *Four planner rules*). One
+ * made from a reduction stays a candidate: its readers wait for it anyway. */
+static bool few_instructions(Planner *pl, int32_t v)
+{
+    if (!op_heavy_few_instructions(gnode(pl->g, v)->op))
+        return false;
+    pl->epoch++;
+    return !after_reduce(pl, v);
+}
+
 static void find_candidates(Planner *pl, PlanKernel *k, int8_t *cand)
 {
     const astitch_graph *g = pl->g;
@@ -106,7 +121,7 @@ static void find_candidates(Planner *pl, PlanKernel *k, int8_t *cand)
         bool c = o->output || op == ASTITCH_OP_REDUCE;
         if (!c && astitch_op_class_of(op) == ASTITCH_CLASS_HEAVY) {
             int64_t reach = broadcast_reached(pl, o->node, 4);
-            c = reach > 0 && !replicable(pl, o->node, reach);
+            c = reach > 0 && !replicable(pl, o->node, reach) && !few_instructions(pl, o->node);
         }
         cand[i] = c ? CANDIDATE : NOT_CANDIDATE;
     }

@@ -27,7 +27,9 @@ enum { COLUMNS_ALONE = 128 };
 enum { COLUMN_RUN_ACCUMULATORS = 8, COLUMN_RUN_MIN_RUNS = 12 };
 /* Where a lane would take too few runs at the kernel's block, the block shrinks to fewer warps
  * down the rows, down to COLUMN_RUN_MIN_WARPS warps (map_column_block): pooling over a 7 x 7
- * map or 49 tokens takes runs in blocks of 128, the ViT token mean (197 rows) in blocks of 512.
+ * map or 49 tokens takes runs in blocks of 128, the ViT token mean (197 rows) in blocks of 512,
+ * a pooling over 32 tokens in blocks of 64 (2 lanes of 16 runs of 2 f32; at 4 warps a lane had
+ * 8 runs, so single columns: [512, 32, 256] 14.6 -> 10.2 us on an H200, 2026-11-30).
  * Measured on an H200 (2026-11-29, bench/RESULTS.md, *Column runs in smaller blocks*) against
  * single columns in blocks of 1024: NHWC global average pool [128, 7, 7, 2048] f32 26.2 ->
  * 16.5 us, bf16 24.3 -> 11.3; the ViT token mean f32 24.2 -> 21.9, bf16 18.0 -> 13.8.
@@ -37,7 +39,11 @@ enum { COLUMN_RUN_ACCUMULATORS = 8, COLUMN_RUN_MIN_RUNS = 12 };
  * *Rows kept whole*) against single columns in blocks of 1024: a bf16 mean over 100 steps
  * [64, 100, 1024] 10.2 -> 8.0 us, an f16 mean over 14 x 14 15.3 -> 12.7, masked mean poolings
  * over 64 and 128 tokens 0.86-0.90 of their time. */
-enum { COLUMN_RUN_MIN_WARPS = 4 };
+enum { COLUMN_RUN_MIN_WARPS = 2 };
+/* Rows kept whole need this many warps per SM over the grid: a pooling over 128 tokens of
+ * [64, 128, 256] f32 kept whole in 256 blocks of 2 warps (4 warps an SM, 64 runs a lane) took
+ * 11.5 us on an H200 against 9.9 with its column sums split behind a grid barrier (2026-11-30). */
+enum { COLUMN_WHOLE_WARPS_PER_SM = 8 };
 
 /* The columns of one run for column group m (see *Column runs* above): 16 bytes of the
  * narrowest tensor (4 f32, 8 f16/bf16), halved until the reduces' accumulators fit, runs tile
@@ -119,7 +125,8 @@ int32_t map_column_block(const astitch_mapping *m, const MapCtx *c, const Column
             u.whole_columns = true;
             t = *m;
             map_column(&t, &u, w);
-            if (t.vector > 1 && t.grid >= c->dev->sm_count) {
+            if (t.vector > 1 && t.grid >= c->dev->sm_count &&
+                t.grid * (s.block / warp) >= (int64_t)COLUMN_WHOLE_WARPS_PER_SM * c->dev->sm_count) {
                 *whole = true;
                 return s.block;
             }

@@ -16,8 +16,9 @@
  *                  a warp per row for rows up to a warp's LANE_ELEMENTS_MAX (no block barrier
  *                  in its combines; with the wide_rows option such rows take the lanes of
  *                  the goal instead: a choice the variant search times), and at least the lanes
- *                  whose vectors fill a 128-byte line (short rows: a thread then takes
- *                  several tiles at once, see plan_resident_tiles), at most
+ *                  whose vectors fill a 128-byte line, or whose single elements fill a
+ *                  32-byte sector (short rows: a thread then takes several tiles at once,
+ *                  see plan_resident_tiles), at most
  *                  RESIDENT_LANES_MAX (rows past 4096 elements: up to LANE_ELEMENTS_MAX each).
  *                  Longer rows are streamed: lanes grow with the row (about four elements per
  *                  lane, up to the block).
@@ -62,9 +63,14 @@ static int64_t gcd(int64_t a, int64_t b)
 enum { TILE_BLOCK_ELEMENTWISE = 512, TILE_BLOCK_ELEMENTWISE_LONG = 128, MANY_WAVES = 4 };
 /* Resident rows: row elements a lane keeps in registers at most (LANE_ELEMENTS_GOAL is
  * PLAN_LANE_ELEMENTS_GOAL), lanes per row at most, and the bytes a warp's access of one row
- * should cover (a whole 128-byte line). */
+ * should cover: a whole 128-byte line with 16-byte vectors; a 32-byte sector with single
+ * elements (a row whose length no vector divides: 49, 77, 197, 257), whose lanes would
+ * otherwise hold one or two elements each. Measured on an H200 (2026-11-30, bench/RESULTS.md,
+ * *Four planner rules*), a line -> a sector: the mean over 7 x 7 of [256, 2048, 49] f32 53.5 ->
+ * 29.2 us (32 -> 8 lanes), f16 99.6 -> 29.6 (64 -> 16), softmaxes over 77 and 257 f16 keys
+ * 27.2 -> 12.7 and 59.0 -> 42.8; slower: ViT-B/16's over 197 f32 keys, 61.6 -> 63.4. */
 enum { LANE_ELEMENTS_MAX = 32, LANE_ELEMENTS_GOAL = PLAN_LANE_ELEMENTS_GOAL,
-       RESIDENT_LANES_MAX = 256, ROW_LINE_BYTES = 128 };
+       RESIDENT_LANES_MAX = 256, ROW_LINE_BYTES = 128, ROW_SECTOR_BYTES = 32 };
 /* Blocks of a kernel with resident rows launched a block per tile: small enough that this
  * many fit on an SM at the resident register bound (measured on the H100 against two:
  * rmsnorm_bf16, 256 lanes per row at 64 registers, 38.7 -> 32.0 us with a row per block
@@ -141,7 +147,8 @@ static bool resident_layout(const astitch_mapping *m, const MapCtx *c, int64_t m
         t = RESIDENT_LANES_MAX;
     if (!c->wide_rows && t > warp && k <= warp * LANE_ELEMENTS_MAX)
         t = warp;
-    int64_t line = ROW_LINE_BYTES / (v * (min_bytes > 0 ? min_bytes : 4)); /* short rows */
+    int64_t line = (v > 1 ? ROW_LINE_BYTES : ROW_SECTOR_BYTES) /
+                   (v * (min_bytes > 0 ? min_bytes : 4)); /* short rows */
     if (t < line)
         t = line < pow2_ceil(ceil_div(k, v)) ? line : pow2_ceil(ceil_div(k, v));
     while (t > 1 && t * v > pow2_ceil(k))

@@ -5,7 +5,9 @@
  * when a root of its own phase reads it at the same element, local. A root read by later
  * phases is regional when every such read finds its elements in the reading block's own part
  * of the root (sched_regional: the reader's block ownership equals the producer's through the
- * read's index map), and global otherwise. A split reduce is always global: its split blocks
+ * read's index map; or tiles_read_at_row: both phases own the rows of one reduce mapping and
+ * the read is at the reader's own row or element, which also covers reduces over middle axes),
+ * and global otherwise. A split reduce is always global: its split blocks
  * combine their results across blocks in global memory, read or not. A reduce summed across
  * the rows of a row mapping (across.c) is read by nothing in its kernel; its blocks add theirs
  * into the destination by atomics (zero_init) unless the mapping has one block. Barriers follow
@@ -29,8 +31,14 @@ astitch_status pass_schemes(Planner *pl, PlanKernel *k)
 {
     const astitch_graph *g = pl->g;
     uint8_t *flags = calloc((size_t)(k->nop ? k->nop : 1), 1);
-    if (!flags)
+    bool *reaches = calloc((size_t)g->nnode, sizeof *reaches);
+    signed char *memo = calloc((size_t)g->nnode * 2, sizeof *memo);
+    if (!flags || !reaches || !memo) {
+        free(flags);
+        free(reaches);
+        free(memo);
         return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
+    }
     for (int32_t r = 0; r < pl->nread; r++) {
         const Read *rd = &pl->read[r];
         int32_t si = pl->kidx[rd->src];
@@ -42,8 +50,10 @@ astitch_status pass_schemes(Planner *pl, PlanKernel *k)
         flags[si] |= READ_LATER;
         if (!(flags[si] & NOT_LOCAL) &&
             !(dst->phase > src->phase &&
-              sched_regional(g, &k->phase[dst->phase], rd->root, &k->phase[src->phase],
-                             rd->src, rd->f)))
+              (sched_regional(g, &k->phase[dst->phase], rd->root, &k->phase[src->phase],
+                              rd->src, rd->f) ||
+               tiles_read_at_row(g, k, dst->phase, rd->root, src->phase, rd->src, reaches,
+                                 memo))))
             flags[si] |= NOT_LOCAL;
     }
     for (int32_t i = 0; i < k->nop; i++) {
@@ -66,5 +76,7 @@ astitch_status pass_schemes(Planner *pl, PlanKernel *k)
             o->scheme = flags[i] & READ_SAME ? ASTITCH_SCHEME_LOCAL : ASTITCH_SCHEME_INDEPENDENT;
     }
     free(flags);
+    free(reaches);
+    free(memo);
     return ASTITCH_OK;
 }

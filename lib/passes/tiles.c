@@ -24,16 +24,19 @@ typedef struct Check {
     const astitch_graph *g;
     const PlanKernel *k;
     int32_t first, ph;   /* the run so far: phases [first, ph), and the phase checked */
+    int32_t target;      /* the one value checked (tiles_read_at_row), or -1: the run's */
     Shape space, kept;   /* the mapping's iteration space and its kept axes */
     uint32_t kept_axes;  /* bit i: space axis i is kept */
     bool *reaches;       /* per node: a value of the run is read on the way down from it */
     signed char *memo;   /* per node and mode: 0 unknown, 1 row-local, -1 not */
 } Check;
 
-/* Made by a phase of the run before ph (op: the node's kernel op or NULL), so read from where
- * that phase put it. */
-static bool made_in_run(const Check *c, const PlanOp *op)
+/* Node n is a value checked: made by a phase of the run before ph (op: the node's kernel op or
+ * NULL), so read from where that phase put it; or the one target. */
+static bool made_in_run(const Check *c, int32_t n, const PlanOp *op)
 {
+    if (c->target >= 0)
+        return n == c->target;
     return op && op->phase >= c->first && op->phase < c->ph;
 }
 
@@ -70,7 +73,7 @@ static bool row_local(Check *c, int32_t n, int mode)
     const Node *node = gnode(c->g, n);
     bool ok;
     const PlanOp *op = plan_kernel_op(c->k, n);
-    if (made_in_run(c, op)) {
+    if (made_in_run(c, n, op)) {
         /* a root of the space's shape is stored at its element; a reduce, or a root of a
          * row phase, at its row */
         bool by_row = node->op == ASTITCH_OP_REDUCE ||
@@ -122,6 +125,50 @@ static int reduce_roots(const astitch_graph *g, const PlanPhase *p)
  * and is planned with the registers for it; a long row left out is read again from device
  * memory by the next phase (a cross-entropy's logits: max and target logit, then sum). */
 enum { LONG_ROW = 4096 };
+
+/* Sets c's space and kept axes from reduce mapping r, and which of k's ops reach a checked
+ * value on the way down from them in phase c->ph. */
+static void check_begin(Check *c, const astitch_mapping *r)
+{
+    const astitch_graph *g = c->g;
+    const PlanKernel *k = c->k;
+    c->space = (Shape){.rank = r->rank};
+    c->kept = (Shape){0};
+    c->kept_axes = 0;
+    for (int i = 0; i < r->rank; i++) {
+        c->space.dim[i] = r->dims[i];
+        if (!(r->reduce_axes >> i & 1)) {
+            c->kept.dim[c->kept.rank++] = r->dims[i];
+            c->kept_axes |= 1u << i;
+        }
+    }
+    /* only the kernel's ops can reach a checked value (operands first: ascending ids) */
+    for (int32_t i = 0; i < k->nop; i++) {
+        int32_t n = k->op[i].node;
+        c->reaches[n] = made_in_run(c, n, &k->op[i]);
+        for (int j = 0; computed_here(c, &k->op[i]) && !c->reaches[n] && j < gnode(g, n)->nin; j++)
+            c->reaches[n] = c->reaches[goperand(g, n, j)];
+        c->memo[n * MODES + SPACE] = c->memo[n * MODES + ROW] = 0;
+    }
+}
+
+/* Whether root n of phase c->ph reads the checked values at its own rows alone: a reduce root
+ * reads its operand at each element of the space; any other root with the space's element
+ * count is evaluated at the element's linear index (its own shape's element there); a root of
+ * another count, at its own index: no checked value may be on that way. rows: the phase is
+ * element-wise over the rows. */
+static bool root_local(Check *c, int32_t n, bool rows)
+{
+    const Node *node = gnode(c->g, n);
+    if (rows)
+        return shape_equal(&node->shape, &c->kept) ? row_local(c, n, ROW) : !c->reaches[n];
+    if (node->op == ASTITCH_OP_REDUCE)
+        return row_local(c, goperand(c->g, n, 0), SPACE);
+    if (shape_elements(&node->shape) == shape_elements(&c->space))
+        return row_local(c, n, SPACE);
+    return !c->reaches[n];
+}
+
 static bool joins_run(Check *c, int32_t first, int32_t ph)
 {
     const astitch_graph *g = c->g;
@@ -134,45 +181,39 @@ static bool joins_run(Check *c, int32_t first, int32_t ph)
         return false;
     c->first = first;
     c->ph = ph;
-    c->space = (Shape){.rank = r->rank};
-    c->kept = (Shape){0};
-    c->kept_axes = 0;
-    for (int i = 0; i < r->rank; i++) {
-        c->space.dim[i] = r->dims[i];
-        if (!(r->reduce_axes >> i & 1)) {
-            c->kept.dim[c->kept.rank++] = r->dims[i];
-            c->kept_axes |= 1u << i;
-        }
-    }
+    c->target = -1;
+    check_begin(c, r);
     bool rows = row_phase(&p->map, r, &c->kept);
     if (!rows && !sched_map_equal(&p->map, r))
         return false;
-    /* only the kernel's ops can reach a value of the run (operands first: ascending ids) */
-    for (int32_t i = 0; i < k->nop; i++) {
-        int32_t n = k->op[i].node;
-        c->reaches[n] = made_in_run(c, &k->op[i]);
-        for (int j = 0; computed_here(c, &k->op[i]) && !c->reaches[n] && j < gnode(g, n)->nin; j++)
-            c->reaches[n] = c->reaches[goperand(g, n, j)];
-        c->memo[n * MODES + SPACE] = c->memo[n * MODES + ROW] = 0;
-    }
-    /* a reduce root reads its operand at each element of the space; any other root with the
-     * space's element count is evaluated at the element's linear index (its own shape's
-     * element there); a root of another count, at its own index: no value of the run may be
-     * on that way */
     bool ok = true;
-    for (int i = 0; ok && i < p->nroot; i++) {
-        int32_t n = p->root[i];
-        const Node *node = gnode(g, n);
-        if (rows)
-            ok = shape_equal(&node->shape, &c->kept) ? row_local(c, n, ROW) : !c->reaches[n];
-        else if (node->op == ASTITCH_OP_REDUCE)
-            ok = row_local(c, goperand(g, n, 0), SPACE);
-        else if (shape_elements(&node->shape) == shape_elements(&c->space))
-            ok = row_local(c, n, SPACE);
-        else
-            ok = !c->reaches[n];
-    }
+    for (int i = 0; ok && i < p->nroot; i++)
+        ok = root_local(c, p->root[i], rows);
     return ok;
+}
+
+bool tiles_read_at_row(const astitch_graph *g, const PlanKernel *k, int32_t pr, int32_t r,
+                       int32_t ps, int32_t src, bool *reaches, signed char *memo)
+{
+    const astitch_mapping *mr = &k->phase[pr].map, *ms = &k->phase[ps].map;
+    bool reader_reduces = mr->kind != ASTITCH_MAP_ELEMENTWISE;
+    const astitch_mapping *red = reader_reduces ? mr : ms;
+    if (red->kind == ASTITCH_MAP_ELEMENTWISE || red->split > 1 || ps >= pr)
+        return false;
+    Check c = {.g = g, .k = k, .first = ps, .ph = pr, .target = src, .reaches = reaches,
+               .memo = memo};
+    check_begin(&c, red);
+    /* a value of the rows alone: a block's part of a value of the space is not contiguous
+     * under a column mapping, where its shared buffer would need it so */
+    if (!shape_equal(&gnode(g, src)->shape, &c.kept) ||
+        shape_elements(&c.kept) >= shape_elements(&c.space))
+        return false;
+    /* the other phase: the same mapping, or element-wise over its rows */
+    const astitch_mapping *other = reader_reduces ? ms : mr;
+    bool rows = row_phase(other, red, &c.kept);
+    if (!rows && !sched_map_equal(other, red))
+        return false;
+    return root_local(&c, r, rows && !reader_reduces);
 }
 
 /* Marks the phases of every run whose first phase is a resident row reduce (map.vector > 0,
