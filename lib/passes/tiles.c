@@ -117,15 +117,6 @@ static int reduce_roots(const astitch_graph *g, const PlanPhase *p)
     return n;
 }
 
-/* Whether phase ph can join the run [first, ph); the run's first phase is a reduce phase.
- * Unless the run is resident or its rows are at least LONG_ROW long, phases with several
- * reduce roots stay out: with them in one streamed tile loop, layernorm_backward's kernel
- * spilled under its 32-register bound (ptxas), while every run of one reduce per phase among
- * the examples and 120 random graphs fitted. A resident run holds its rows in registers anyway
- * and is planned with the registers for it; a long row left out is read again from device
- * memory by the next phase (a cross-entropy's logits: max and target logit, then sum). */
-enum { LONG_ROW = 4096 };
-
 /* Sets c's space and kept axes from reduce mapping r, and which of k's ops reach a checked
  * value on the way down from them in phase c->ph. */
 static void check_begin(Check *c, const astitch_mapping *r)
@@ -169,6 +160,14 @@ static bool root_local(Check *c, int32_t n, bool rows)
     return !c->reaches[n];
 }
 
+/* Whether phase ph can join the run [first, ph); the run's first phase is a reduce phase.
+ * Unless the run is resident or its rows are at least LONG_ROW long, phases with several
+ * reduce roots stay out: with them in one streamed tile loop, layernorm_backward's kernel
+ * spilled under its 32-register bound (ptxas), while every run of one reduce per phase among
+ * the examples and 120 random graphs fitted. A resident run holds its rows in registers anyway
+ * and is planned with the registers for it; a long row left out is read again from device
+ * memory by the next phase (a cross-entropy's logits: max and target logit, then sum). */
+enum { LONG_ROW = 4096 };
 static bool joins_run(Check *c, int32_t first, int32_t ph)
 {
     const astitch_graph *g = c->g;
