@@ -54,6 +54,17 @@ static inline astitch_plan *fixture_plan(Fixture *f, const astitch_device *d,
     return f->p;
 }
 
+/* Verifies f->g and plans it for the h100 model with the default options (replacing an earlier
+ * plan); fails the test with the context's message. */
+static inline astitch_plan *fixture_plan_h100(Fixture *f)
+{
+    if (astitch_graph_verify(f->g) != ASTITCH_OK)
+        fail_msg("verify: %s", astitch_last_error(f->ctx));
+    astitch_device d;
+    assert_int_equal(astitch_device_builtin("h100", &d), ASTITCH_OK);
+    return fixture_plan(f, &d, NULL);
+}
+
 /* What plan p of graph g does with the node called `name` (a node in no kernel fails the
  * test). Found by name in the plan's graph: a rewrite keeps the names of g's nodes, not their
  * ids. */

@@ -48,12 +48,7 @@ static void build(astitch_graph *g, astitch_op op, bool reduced)
 static void check(Fixture *f, astitch_op op, bool reduced, bool recomputed)
 {
     build(f->g, op, reduced);
-    assert_int_equal(astitch_graph_verify(f->g), ASTITCH_OK);
-    astitch_device d;
-    assert_int_equal(astitch_device_builtin("h100", &d), ASTITCH_OK);
-    astitch_plan_options po;
-    astitch_plan_options_default(&po);
-    astitch_plan *p = fixture_plan(f, &d, &po);
+    astitch_plan *p = fixture_plan_h100(f);
     astitch_op_info gi = op_info(p, f->g, "gate");
     astitch_kernel_info ki;
     assert_int_equal(astitch_plan_kernel_info(p, gi.kernel, &ki), ASTITCH_OK);

@@ -85,12 +85,7 @@ static void build_softmax(astitch_graph *g, const int64_t *d, bool transposed)
 static void check(Fixture *f, const char *what, const char *const *stats, int nstats,
                   bool global_wanted)
 {
-    assert_int_equal(astitch_graph_verify(f->g), ASTITCH_OK);
-    astitch_device d;
-    assert_int_equal(astitch_device_builtin("h100", &d), ASTITCH_OK);
-    astitch_plan_options po;
-    astitch_plan_options_default(&po);
-    astitch_plan *p = fixture_plan(f, &d, &po);
+    astitch_plan *p = fixture_plan_h100(f);
     assert_int_equal(astitch_plan_num_kernels(p), 1);
     astitch_kernel_info ki;
     assert_int_equal(astitch_plan_kernel_info(p, 0, &ki), ASTITCH_OK);

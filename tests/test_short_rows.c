@@ -53,12 +53,7 @@ static void check(Fixture *f, Form form, astitch_dtype t, int64_t rows, int64_t 
                   int32_t lanes, int32_t vector)
 {
     build(f->g, form, t, rows, len);
-    assert_int_equal(astitch_graph_verify(f->g), ASTITCH_OK);
-    astitch_device d;
-    assert_int_equal(astitch_device_builtin("h100", &d), ASTITCH_OK);
-    astitch_plan_options po;
-    astitch_plan_options_default(&po);
-    astitch_plan *p = fixture_plan(f, &d, &po);
+    astitch_plan *p = fixture_plan_h100(f);
     astitch_group_info gi;
     assert_int_equal(astitch_plan_group_info(p, 0, 0, &gi), ASTITCH_OK);
     const char *what = form == MEAN ? "mean" : "softmax";

@@ -149,10 +149,10 @@ void pass_tiles(const astitch_graph *g, PlanKernel *k);
 /* Whether root r of phase pr reads src, a value of the rows made in the earlier phase ps (a
  * reduce, or a root of a phase element-wise over the rows), only at r's own row of one reduce
  * mapping (not split) that both phases share: the same mapping, or one phase element-wise over
- * the other's rows. Blocks then own the same rows in both phases,
- * so every element of src that r reads was made in r's own block (schemes.c: regional where
- * sched_regional's index maps cannot say, a reduce over middle axes). reaches, memo: scratch
- * of g->nnode and 2 * g->nnode entries, zero at every node outside k's ops. */
+ * the other's rows. Blocks then own the same rows in both phases, so every element of src that
+ * r reads was made in r's own block (schemes.c: regional where sched_regional's index maps
+ * cannot say, a reduce over middle axes). reaches, memo: scratch of g->nnode and 2 * g->nnode
+ * entries, zero at every node outside k's ops. */
 bool tiles_read_at_row(const astitch_graph *g, const PlanKernel *k, int32_t pr, int32_t r,
                        int32_t ps, int32_t src, bool *reaches, signed char *memo);
 /* After barriers changed (a regional root turned global): a run whose phase now waits for

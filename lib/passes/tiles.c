@@ -117,12 +117,9 @@ static int reduce_roots(const astitch_graph *g, const PlanPhase *p)
     return n;
 }
 
-/* Sets c's space and kept axes from reduce mapping r, and which of k's ops reach a checked
- * value on the way down from them in phase c->ph. */
-static void check_begin(Check *c, const astitch_mapping *r)
+/* Sets c's space and kept axes from reduce mapping r. */
+static void check_space(Check *c, const astitch_mapping *r)
 {
-    const astitch_graph *g = c->g;
-    const PlanKernel *k = c->k;
     c->space = (Shape){.rank = r->rank};
     c->kept = (Shape){0};
     c->kept_axes = 0;
@@ -133,7 +130,14 @@ static void check_begin(Check *c, const astitch_mapping *r)
             c->kept_axes |= 1u << i;
         }
     }
-    /* only the kernel's ops can reach a checked value (operands first: ascending ids) */
+}
+
+/* Marks which of k's ops reach a checked value on the way down from them in phase c->ph (only
+ * the kernel's ops can: operands first, ascending ids), and clears their memo. */
+static void check_reaches(Check *c)
+{
+    const astitch_graph *g = c->g;
+    const PlanKernel *k = c->k;
     for (int32_t i = 0; i < k->nop; i++) {
         int32_t n = k->op[i].node;
         c->reaches[n] = made_in_run(c, n, &k->op[i]);
@@ -181,10 +185,11 @@ static bool joins_run(Check *c, int32_t first, int32_t ph)
     c->first = first;
     c->ph = ph;
     c->target = -1;
-    check_begin(c, r);
+    check_space(c, r);
     bool rows = row_phase(&p->map, r, &c->kept);
     if (!rows && !sched_map_equal(&p->map, r))
         return false;
+    check_reaches(c);
     bool ok = true;
     for (int i = 0; ok && i < p->nroot; i++)
         ok = root_local(c, p->root[i], rows);
@@ -201,7 +206,7 @@ bool tiles_read_at_row(const astitch_graph *g, const PlanKernel *k, int32_t pr, 
         return false;
     Check c = {.g = g, .k = k, .first = ps, .ph = pr, .target = src, .reaches = reaches,
                .memo = memo};
-    check_begin(&c, red);
+    check_space(&c, red);
     /* a value of the rows alone: a block's part of a value of the space is not contiguous
      * under a column mapping, where its shared buffer would need it so */
     if (!shape_equal(&gnode(g, src)->shape, &c.kept) ||
@@ -212,6 +217,7 @@ bool tiles_read_at_row(const astitch_graph *g, const PlanKernel *k, int32_t pr, 
     bool rows = row_phase(other, red, &c.kept);
     if (!rows && !sched_map_equal(other, red))
         return false;
+    check_reaches(&c);
     return root_local(&c, r, rows && !reader_reduces);
 }
 
