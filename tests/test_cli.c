@@ -627,7 +627,11 @@ static void test_check_error(void **state)
     uint16_t h_ref[2] = {0x3c00, 0x4000}, h_out[2] = {0x3c01, 0x4000}; /* f16 1, 2; 1 + 2^-10 */
     astitch_tensor_info th = {.name = "h", .dtype = ASTITCH_F16, .elements = 2};
     assert_float_equal(check_error(&th, h_out, h_ref), 0x1p-10 / 2, 1e-12);
+    h_ref[1] = 0x0000, h_out[1] = 0x8000; /* an f16 zero's sign is below its rounding */
+    assert_float_equal(check_error(&th, h_out, h_ref), 0x1p-10, 1e-12); /* scale 1 now */
     th.dtype = ASTITCH_BF16; /* bf16 1.0 is 0x3f80; 0x4000 is 2 */
+    assert_true(isinf(check_error(&th, h_out, h_ref))); /* not so in bf16 */
+    h_ref[1] = h_out[1] = 0x4000;
     h_ref[0] = 0x3f80, h_out[0] = 0x3f81;
     assert_float_equal(check_error(&th, h_out, h_ref), 0x1p-7 / 2, 1e-12);
 
