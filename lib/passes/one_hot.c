@@ -21,7 +21,8 @@
  * Matched: a sum over the last axis alone, of 2 <= C classes and at least one row (a gather
  * needs a table), of f32, f16 or bf16; the select's other operand +0 (a splat constant,
  * perhaps broadcast); the compare eq of an iota along the last axis and t broadcast along it
- * (either order), t of R's shape, i32 or i64, and rows * C within t's type. The rewritten
+ * (either order), t of R's shape, i32 or i64, and rows * C within t's type; X not made from a
+ * reduction (made_after_reduce: a log-softmax's output stays a sum). The rewritten
  * graph is a copy (the caller's graph is never changed): R keeps its name and place, the nodes
  * only R read are dropped, and the new ones are named after R ("<R>.flat", "<R>.index", ...).
  */
@@ -58,6 +59,43 @@ static int32_t row_target(const astitch_graph *g, int32_t b, const Shape *s)
     return t;
 }
 
+/* Whether x's value is made, through memory-intensive ops, from a reduction: an operand the
+ * kernels of the stitch pipeline compute themselves (a matmul's result, a parameter, a source
+ * is an input). A gather of such a value reads another element than its reader's own, so the
+ * reduction becomes global (a grid barrier and a persistent grid), where the one-hot sum joins
+ * the other reductions of the same rows (bench/RESULTS.md: a log-softmax's nll 2.4 times faster
+ * kept as the sum). False also when the walk's memory cannot be had: the rewrite is then not
+ * taken, which leaves the graph as written. */
+static bool made_after_reduce(const astitch_graph *g, int32_t x)
+{
+    unsigned char *seen = calloc((size_t)g->nnode, 1);
+    int32_t *stack = malloc((size_t)g->nnode * sizeof *stack);
+    bool found = !seen || !stack;
+    int32_t top = 0;
+    if (!found) {
+        stack[top++] = x;
+        seen[x] = 1;
+    }
+    while (!found && top > 0) {
+        int32_t v = stack[--top];
+        const Node *n = gnode(g, v);
+        astitch_op_class c = astitch_op_class_of(n->op);
+        if (c == ASTITCH_CLASS_COMPUTE || c == ASTITCH_CLASS_SOURCE)
+            continue;
+        found = n->op == ASTITCH_OP_REDUCE;
+        for (int k = 0; !found && k < n->nin; k++) {
+            int32_t u = goperand(g, v, k);
+            if (!seen[u]) {
+                seen[u] = 1;
+                stack[top++] = u;
+            }
+        }
+    }
+    free(seen);
+    free(stack);
+    return found;
+}
+
 /* The target t of one-hot sum r (see the head), or -1 when r is none. *x is the selected
  * tensor. */
 static int32_t match(const astitch_graph *g, int32_t r, int32_t *x)
@@ -85,7 +123,7 @@ static int32_t match(const astitch_graph *g, int32_t r, int32_t *x)
         if (in->dtype == ASTITCH_I32 && shape_elements(s) > INT32_MAX)
             return -1;
         *x = goperand(g, sel, 1);
-        return t;
+        return made_after_reduce(g, *x) ? -1 : t;
     }
     return -1;
 }
