@@ -1,7 +1,7 @@
 /* test_plan_check.c: the planner's checks between its steps (lib/passes/plan.c,
  * plan_check_kernel) and ASTITCH_DUMP_PLAN=after:<step> (lib/passes/pipeline.c). Each check is
  * shown to catch a plan broken in the one way it guards against, at its own stage and not
- * before it; the dump names the step and prints the kernel, and a step name that does not
+ * before it (a shared buffer whose block's part is strided among them); the dump names the step and prints the kernel, and a step name that does not
  * exist is refused with the list of steps. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,12 +15,12 @@
 
 #include "passes/passes.h"
 
-/* Fig. 7 of the paper (examples/fig7_subgraph.json), planned for the h100 model. */
-static astitch_plan *fig7_plan(astitch_context *ctx, astitch_graph **g)
+/* examples/<name>.json planned for the h100 model. */
+static astitch_plan *example_plan(astitch_context *ctx, const char *name, astitch_graph **g)
 {
     const char *root = getenv("ASTITCH_SOURCE_ROOT");
     char path[4096];
-    snprintf(path, sizeof path, "%s/examples/fig7_subgraph.json", root ? root : ".");
+    snprintf(path, sizeof path, "%s/examples/%s.json", root ? root : ".", name);
     if (astitch_graph_load_json(ctx, path, g) != ASTITCH_OK)
         fail_msg("%s: %s", path, astitch_last_error(ctx));
     astitch_device dev;
@@ -54,7 +54,7 @@ static void test_stages(void **state)
     astitch_context *ctx = NULL;
     astitch_graph *g = NULL;
     assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
-    astitch_plan *p = fig7_plan(ctx, &g);
+    astitch_plan *p = example_plan(ctx, "fig7_subgraph", &g); /* Fig. 7 */
     Planner pl = {.p = p, .g = p->graph, .n = p->graph->nnode};
     PlanKernel *k = &p->kernel[0];
     for (int s = PLAN_STAGE_FILLED; s <= PLAN_STAGE_DONE; s++)
@@ -96,6 +96,45 @@ static void test_stages(void **state)
 
     for (int s = PLAN_STAGE_FILLED; s <= PLAN_STAGE_DONE; s++)
         assert_int_equal(plan_check_kernel(&pl, k, (PlanStage)s), ASTITCH_OK);
+    astitch_plan_destroy(p);
+    astitch_graph_destroy(g);
+    astitch_context_destroy(ctx);
+}
+
+/* An op's shared buffer holds its block's part as one run of its elements: Fig. 5's power,
+ * made once per block and read through a broadcast, passes; the same value under a column
+ * mapping whose rows are split across blocks (each block's part strided) is caught from the
+ * memory stage on. */
+static void test_shared_part(void **state)
+{
+    (void)state;
+    astitch_context *ctx = NULL;
+    astitch_graph *g = NULL;
+    assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
+    astitch_plan *p = example_plan(ctx, "fig5_power_broadcast_add", &g);
+    Planner pl = {.p = p, .g = p->graph, .n = p->graph->nnode};
+    PlanKernel *k = &p->kernel[0];
+    assert_true(k->nbuf > 0 && k->buf[0].kind == ASTITCH_BUFFER_SHARED);
+    const PlanOp *o = plan_kernel_op(k, k->buf[0].node);
+    assert_true(o && o->phase >= 0 && sched_elements(pl.g, o->node) == 2);
+    for (int s = PLAN_STAGE_FILLED; s <= PLAN_STAGE_DONE; s++)
+        assert_int_equal(plan_check_kernel(&pl, k, (PlanStage)s), ASTITCH_OK);
+    astitch_mapping *m = &k->phase[o->phase].map, saved = *m;
+    m->kind = ASTITCH_MAP_COLUMN_REDUCE; /* the 2 elements as a column [2, 1] over axis 0 */
+    m->rank = 2;
+    m->dims[0] = 2;
+    m->dims[1] = 1;
+    m->reduce_axes = 1u;
+    m->rows = 1;
+    m->row_len = 2;
+    m->split = 2;
+    m->split_len = 1;
+    fails_from(&pl, k, PLAN_STAGE_MEMORY, "block's part is not one run of its elements");
+    m->split = 1; /* one block owning every row holds the whole value: one run */
+    m->split_len = 2;
+    for (int s = PLAN_STAGE_FILLED; s <= PLAN_STAGE_LAUNCH; s++)
+        assert_int_equal(plan_check_kernel(&pl, k, (PlanStage)s), ASTITCH_OK);
+    *m = saved;
     astitch_plan_destroy(p);
     astitch_graph_destroy(g);
     astitch_context_destroy(ctx);
@@ -153,7 +192,7 @@ static char *dump_of(const char *value)
     astitch_graph *g = NULL;
     assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
     assert_int_equal(astitch_context_set_option(ctx, "dump_plan", value), ASTITCH_OK);
-    astitch_plan *p = fig7_plan(ctx, &g);
+    astitch_plan *p = example_plan(ctx, "fig7_subgraph", &g); /* Fig. 7 */
     fflush(stderr);
     dup2(saved, STDERR_FILENO);
     close(saved);
@@ -198,6 +237,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stages),
+        cmocka_unit_test(test_shared_part),
         cmocka_unit_test(test_dump_after),
         cmocka_unit_test(test_error_node_into),
     };

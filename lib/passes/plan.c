@@ -392,8 +392,33 @@ static astitch_status check_ops(Planner *pl, const PlanKernel *k, int32_t ki, Pl
     return ASTITCH_OK;
 }
 
+/* Whether block b's part of the value of op o, held in a shared buffer, is the run of its
+ * elements that codegen indexes it by (emit_memory.c, shared_first): under o's phase mapping m,
+ * elements [b x chunk x per, (b + 1) x chunk x per) with per = 1 for a reduce or a value of the
+ * rows and row_len for a value of the space. A value of the rows always is; a value of the
+ * space only where each row's elements are consecutive (a row mapping reduces trailing axes)
+ * or one unsplit block owns every row. */
+static bool shared_part_contiguous(const Planner *pl, const PlanKernel *k, const PlanOp *o)
+{
+    const astitch_mapping *m = &k->phase[o->phase].map;
+    const Node *n = gnode(pl->g, o->node);
+    int64_t all = sched_elements(pl->g, o->node);
+    bool red = n->op == ASTITCH_OP_REDUCE && m->kind != ASTITCH_MAP_ELEMENTWISE;
+    if (red || m->kind == ASTITCH_MAP_ELEMENTWISE || m->row_len == 1)
+        return all <= m->rows;
+    if (all != m->rows * m->row_len)
+        return false;
+    if (m->grid <= 1 && m->split <= 1)
+        return true;
+    uint32_t trailing = 0;
+    for (int i = m->rank - 1; i >= 0 && (m->reduce_axes >> i & 1); i--)
+        trailing |= 1u << i;
+    return m->kind == ASTITCH_MAP_ROW_REDUCE && m->reduce_axes == trailing && m->split <= 1;
+}
+
 /* Every buffer of k inside the memory the kernel plans: shared ones in its shared bytes,
- * scratch ones in its scratch bytes. */
+ * scratch ones in its scratch bytes; an op's shared buffer holds its block's part as codegen
+ * indexes it (shared_part_contiguous). */
 static astitch_status check_buffers(Planner *pl, const PlanKernel *k)
 {
     for (int32_t i = 0; i < k->nbuf; i++) {
@@ -403,6 +428,13 @@ static astitch_status check_buffers(Planner *pl, const PlanKernel *k)
         if (b->offset < 0 || b->bytes < 0 || b->offset + b->bytes > top)
             return check_fail(pl, k, b->node, shared ? "buffer outside the shared memory"
                                                      : "buffer outside the scratch bytes");
+        if (b->kind != ASTITCH_BUFFER_SHARED)
+            continue;
+        const PlanOp *o = plan_kernel_op(k, b->node);
+        if (!o || o->phase < 0 || o->phase >= k->nphase || !shared_part_contiguous(pl, k, o))
+            return check_fail(pl, k, b->node,
+                              "shared buffer of a value whose block's part is not one run of "
+                              "its elements");
     }
     return ASTITCH_OK;
 }
