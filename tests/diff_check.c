@@ -83,8 +83,8 @@ static bool compare(const astitch_tensor_info *t, int index, double tol, const v
         double slack = isfinite(b) ? CHECK_SLACK * fabs(b - c) / scale : 0;
         if (check_tolerance(t->dtype) == 0 && b != c) /* integers and bool */
             continue;
-        /* max(-0, +0) is +0; an f16 zero's sign lies below its rounding (run_check.c) */
-        bool other_zero = a == 0 && b == 0 && signbit(a) != signbit(b) && t->dtype != ASTITCH_F16;
+        bool other_zero = a == 0 && b == 0 && signbit(a) != signbit(b) &&
+                          check_zero_sign_counts(t->dtype); /* max(-0, +0) is +0 */
         double e = (isnan(a) || isnan(b) || isinf(a) || isinf(b) || other_zero) ? INFINITY
                                                                                 : fabs(a - b) / scale;
         if (e - slack > err)

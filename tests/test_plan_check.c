@@ -1,8 +1,8 @@
-/* test_plan_check.c: the planner's checks between its steps (lib/passes/plan.c,
- * plan_check_kernel) and ASTITCH_DUMP_PLAN=after:<step> (lib/passes/pipeline.c). Each check is
- * shown to catch a plan broken in the one way it guards against, at its own stage and not
- * before it (a shared buffer whose block's part is strided among them); the dump names the step and prints the kernel, and a step name that does not
- * exist is refused with the list of steps. */
+/* test_plan_check.c: the planner's checks between its steps (lib/passes/plan.c, plan_check_kernel)
+ * and ASTITCH_DUMP_PLAN=after:<step> (lib/passes/pipeline.c). Each check is shown to catch a plan
+ * broken in the one way it guards against, at its own stage and not before it (a shared buffer
+ * whose block's part is strided among them); the dump names the step and prints the kernel, and a
+ * step name that does not exist is refused with the list of steps. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -16,6 +16,8 @@ double check_tolerance(astitch_dtype t)
     }
 }
 
+bool check_zero_sign_counts(astitch_dtype t) { return t != ASTITCH_F16; }
+
 double check_output_tolerance(const astitch_graph *g, int output)
 {
     astitch_node out = astitch_graph_output(g, output);

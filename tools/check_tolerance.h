@@ -17,6 +17,7 @@
 #define CHECK_PERTURB 0x1.0p-22
 #define CHECK_SLACK 8
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Moves every element of a float tensor t as above (f32 by +-CHECK_PERTURB relative; a
@@ -26,6 +27,10 @@ void check_perturb(const astitch_tensor_info *t, void *data, uint64_t seed, int 
 
 /* The tolerance for dtype t: f32 1e-4, f16 1e-2, bf16 4e-2, 0 (exact) for integers and bool. */
 double check_tolerance(astitch_dtype t);
+/* Whether a zero of float dtype t must have the reference's sign (max(-0, +0) is +0): not in
+ * f16, where every value under 2^-25 in magnitude rounds to a zero, so that the zero's sign is
+ * that of a value far below the rounding of the ops that made it. */
+bool check_zero_sign_counts(astitch_dtype t);
 /* The tolerance of output i of g: that of the least precise float dtype on any path into it
  * (the output's own included), since an f32 output computed through f16 or bf16 carries their
  * rounding, and at least K x 2^-23 for the longest contraction K of a float dot on such a

@@ -25,16 +25,15 @@ static int64_t int_element(astitch_dtype t, const void *data, int64_t i)
 }
 
 /* The error of one element pair of float dtype t, before normalization: a zero of the other
- * sign than the reference's is as wrong as a NaN (max(-0, +0) must be +0), except in f16,
- * where every value under 2^-25 in magnitude rounds to a zero: the sign of such a zero is that
- * of a value far below the rounding of the ops that made it, so either sign matches. */
+ * sign than the reference's is as wrong as a NaN where the sign counts (check_zero_sign_counts:
+ * max(-0, +0) must be +0). */
 static double float_diff(astitch_dtype t, double a, double b)
 {
     if (isnan(a) || isnan(b))
         return isnan(a) && isnan(b) ? 0 : INFINITY;
     if (isinf(a) || isinf(b))
         return a == b ? 0 : INFINITY;
-    if (a == 0 && b == 0 && signbit(a) != signbit(b) && t != ASTITCH_F16)
+    if (a == 0 && b == 0 && signbit(a) != signbit(b) && check_zero_sign_counts(t))
         return INFINITY;
     return fabs(a - b);
 }

@@ -133,10 +133,7 @@ static bool resident_layout(const astitch_mapping *m, const MapCtx *c, int64_t m
                             int64_t *lanes, int32_t *vector)
 {
     int64_t k = m->row_len, warp = c->dev->warp_size;
-    uint32_t trailing = 0;
-    for (int i = m->rank - 1; i >= 0 && (m->reduce_axes >> i & 1); i--)
-        trailing |= 1u << i;
-    if (!c->packing || m->kind != ASTITCH_MAP_ROW_REDUCE || m->reduce_axes != trailing ||
+    if (!c->packing || m->kind != ASTITCH_MAP_ROW_REDUCE || !plan_reduces_trailing(m) ||
         k < 1 || k > (int64_t)RESIDENT_LANES_MAX * LANE_ELEMENTS_MAX)
         return false;
     int64_t v = min_bytes > 0 && min_bytes < 16 ? 16 / min_bytes : 1;

@@ -59,12 +59,13 @@ static int32_t row_target(const astitch_graph *g, int32_t b, const Shape *s)
     return t;
 }
 
-/* Whether x's value is made, through memory-intensive ops, from a reduction (the walk stops at
- * a matmul's result, a parameter or a source: the kernels' inputs). A gather of such a value reads another element than its reader's own, so the
- * reduction becomes global (a grid barrier and a persistent grid), where the one-hot sum joins
- * the other reductions of the same rows (bench/RESULTS.md, *Survey 5*: a label-smoothing
- * cross-entropy over [8192, 32000] bf16, 423.0 -> 364 us on an H200). True also when the walk's
- * memory cannot be had: the rewrite is then not taken, which leaves the graph as written. */
+/* Whether x's value is made, through memory-intensive ops, from a reduction (the walk stops at a
+ * matmul's result, a parameter or a source: the kernels' inputs). A gather of such a value reads
+ * another element than its reader's own, so the reduction becomes global (a grid barrier and a
+ * persistent grid), where the one-hot sum joins the other reductions of the same rows
+ * (bench/RESULTS.md, *Survey 5*: a label-smoothing cross-entropy over [8192, 32000] bf16, 423.0 ->
+ * 364 us on an H200). True also when the walk's memory cannot be had: the rewrite is then not
+ * taken, which leaves the graph as written. */
 static bool made_after_reduce(const astitch_graph *g, int32_t x)
 {
     unsigned char *seen = calloc((size_t)g->nnode, 1);

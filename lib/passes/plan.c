@@ -410,10 +410,7 @@ static bool shared_part_contiguous(const Planner *pl, const PlanKernel *k, const
         return false;
     if (m->grid <= 1 && m->split <= 1)
         return true;
-    uint32_t trailing = 0;
-    for (int i = m->rank - 1; i >= 0 && (m->reduce_axes >> i & 1); i--)
-        trailing |= 1u << i;
-    return m->kind == ASTITCH_MAP_ROW_REDUCE && m->reduce_axes == trailing && m->split <= 1;
+    return m->kind == ASTITCH_MAP_ROW_REDUCE && plan_reduces_trailing(m) && m->split <= 1;
 }
 
 /* Every buffer of k inside the memory the kernel plans: shared ones in its shared bytes,

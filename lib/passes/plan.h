@@ -214,6 +214,16 @@ struct astitch_plan {
     int64_t scratch_bytes;
 };
 
+/* True when mapping m reduces a run of trailing axes (none for an element-wise mapping): each
+ * row's elements are then consecutive in its space. */
+static inline bool plan_reduces_trailing(const astitch_mapping *m)
+{
+    uint32_t trailing = 0;
+    for (int i = m->rank - 1; i >= 0 && (m->reduce_axes >> i & 1); i--)
+        trailing |= 1u << i;
+    return m->reduce_axes == trailing;
+}
+
 /* Resident rows (map.vector > 0): row elements one lane holds, and the tiles one thread takes
  * per iteration (short rows: several tiles at once, so that a thread has about
  * PLAN_LANE_ELEMENTS_GOAL elements in flight). */
