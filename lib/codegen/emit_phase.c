@@ -141,6 +141,66 @@ static bool same_elements(const Emit *e, int32_t n, const Shape *space)
     return shape_elements(&gnode(e->g, n)->shape) == shape_elements(space);
 }
 
+/* The roots of p at the v elements from row (a multiple of v) of the space, into
+ * val[r * v + j]. When v divides the innermost dimension, one run (emit_vector.c), so reads
+ * through broadcasts, slices, concatenates and transposes stay vector accesses. Otherwise
+ * the kernel's inputs with the space's elements are loaded v at once (an input read only
+ * through another index map, a transpose say, leaves that load dead), and the roots are
+ * evaluated over sub-runs of the largest power of two dividing both v and the innermost
+ * dimension, those loads seeding each sub-run's cache: a channel shuffle's transposed reads
+ * of rows of 28 f16 take 8-byte loads, not 2-byte ones. With no such sub-run (an odd
+ * innermost dimension), element by element. */
+static void elementwise_values(Emit *e, const PlanPhase *p, const Shape *space,
+                               const LLVMValueRef *lins, int v, LLVMValueRef *pre, LLVMValueRef *val)
+{
+    int64_t inner = space->rank > 0 ? space->dim[space->rank - 1] : 1;
+    int w = v;
+    while (w > 1 && inner % w)
+        w /= 2;
+    if (w == v && v > 1) {
+        Index run = {.shape = space, .lin = lins[0]};
+        emit_run_roots(e, p, space, &run, lins, v, 0, NULL, val);
+        return;
+    }
+    const PlanKernel *k = e->k;
+    for (int32_t i = 0; v > 1 && i < k->ninput; i++)
+        if (same_elements(e, k->input[i], space))
+            ev_load_vector(e, e->tensor[k->input[i]], gnode(e->g, k->input[i])->dtype, lins[0],
+                           v, &pre[i * VECTOR_MAX]);
+    LLVMValueRef *sub = w > 1 ? malloc((size_t)p->nroot * (size_t)w * sizeof *sub) : NULL;
+    if (w > 1 && !sub) {
+        ev_fail(e, e->ix, ASTITCH_ERR_MEMORY, "out of memory");
+        return;
+    }
+    if (w > 1) {
+        for (int s = 0; s < v; s += w) {
+            Index run = {.shape = space, .lin = lins[s]};
+            emit_run_begin(e, space, &run, w);
+            for (int32_t i = 0; i < k->ninput; i++)
+                for (int j = 0; j < w && same_elements(e, k->input[i], space); j++)
+                    e->vcache[(size_t)k->input[i] * VECTOR_MAX + (size_t)j] = pre[i * VECTOR_MAX + s + j];
+            emit_run_values(e, p, space, &run, &lins[s], w, 0, NULL, sub);
+            for (int r = 0; r < p->nroot; r++)
+                for (int j = 0; j < w; j++)
+                    val[r * v + s + j] = sub[r * w + j];
+        }
+        free(sub);
+        return;
+    }
+    for (int j = 0; j < v; j++) {
+        Index ix = {.shape = space, .lin = lins[j]};
+        ev_begin_element(e, &ix);
+        for (int32_t i = 0; v > 1 && i < k->ninput; i++)
+            if (same_elements(e, k->input[i], space))
+                e->cache[k->input[i]] = pre[i * VECTOR_MAX + j];
+        for (int r = 0; r < p->nroot; r++) {
+            const Node *root = gnode(e->g, p->root[r]);
+            Index own = {.shape = &root->shape, .lin = lins[j]};
+            val[r * v + j] = ev_value(e, p->root[r], shape_equal(&root->shape, space) ? &ix : &own);
+        }
+    }
+}
+
 /* Each thread evaluates the roots of p at v consecutive elements (starting at a multiple of v)
  * per tile, computing every value before storing any, so that the lowering merges the v loads
  * of an input, and the v stores of an output, into single vector accesses (NVPTX, whose tensor
@@ -184,38 +244,10 @@ static void emit_elementwise(Emit *e, const PlanPhase *p)
     LLVMValueRef ok = and3(e, LLVMBuildICmp(e->b, LLVMIntSLT, e->tid, ev_int(e, m->rows_per_block), ""),
                            in_block, LLVMBuildICmp(e->b, LLVMIntSLT, row, ev_int(e, m->rows), ""));
     row = LLVMBuildSelect(e->b, ok, row, first, "row.safe");
-    /* a vector inside one innermost row: the roots are evaluated over the run (emit_vector.c),
-     * so reads through broadcasts, slices and concatenates stay vector accesses */
-    bool inner = v > 1 && space.rank > 0 && space.dim[space.rank - 1] % v == 0;
-    Index ix[VECTOR_MAX];
     LLVMValueRef lins[VECTOR_MAX];
-    for (int j = 0; j < v; j++) {
+    for (int j = 0; j < v; j++)
         lins[j] = j ? LLVMBuildNSWAdd(e->b, row, ev_int(e, j), "") : row;
-        ix[j] = (Index){.shape = &space, .lin = lins[j]};
-    }
-    if (inner) {
-        Index run = ix[0];
-        emit_run_roots(e, p, &space, &run, lins, v, 0, NULL, val);
-    } else {
-        /* the kernel's inputs with the space's elements, v at once; an input read only
-         * through another index map (a transpose, say) leaves its load dead */
-        for (int32_t i = 0; v > 1 && i < e->k->ninput; i++)
-            if (same_elements(e, e->k->input[i], &space))
-                ev_load_vector(e, e->tensor[e->k->input[i]], gnode(e->g, e->k->input[i])->dtype,
-                               row, v, &pre[i * VECTOR_MAX]);
-        for (int j = 0; j < v; j++) {
-            ev_begin_element(e, &ix[j]);
-            for (int32_t i = 0; v > 1 && i < e->k->ninput; i++)
-                if (same_elements(e, e->k->input[i], &space))
-                    e->cache[e->k->input[i]] = pre[i * VECTOR_MAX + j];
-            for (int r = 0; r < p->nroot; r++) {
-                const Node *root = gnode(e->g, p->root[r]);
-                Index own = {.shape = &root->shape, .lin = ix[j].lin};
-                val[r * v + j] = ev_value(e, p->root[r],
-                                          shape_equal(&root->shape, &space) ? &ix[j] : &own);
-            }
-        }
-    }
+    elementwise_values(e, p, &space, lins, v, pre, val);
     LLVMBasicBlockRef merge = if_begin(e, ok);
     for (int r = 0; r < p->nroot; r++)
         emit_run_store(e, p->root[r], &space, lins, v, &val[r * v]);
