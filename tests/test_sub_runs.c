@@ -55,19 +55,17 @@ static astitch_graph *gate(astitch_context *ctx, astitch_dtype t, const int64_t 
     return g;
 }
 
+/* g compiled for the host target with the h100 model's plan (diff_host_as). */
 static astitch_executable *compile(astitch_graph *g)
 {
     astitch_context *ctx = astitch_graph_context(g);
-    if (astitch_graph_verify(g) != ASTITCH_OK)
-        fail_msg("verify: %s", astitch_last_error(ctx));
-    astitch_compile_options o;
-    astitch_compile_options_default(&o);
-    o.target = ASTITCH_TARGET_HOST;
     astitch_device model;
-    assert_int_equal(astitch_device_builtin("h100", &model), ASTITCH_OK);
-    o.device = &model;
+    astitch_compile_options o;
+    astitch_phase_info first;
     astitch_executable *x = NULL;
-    if (astitch_compile(g, &o, &x) != ASTITCH_OK)
+    if (astitch_graph_verify(g) != ASTITCH_OK ||
+        diff_host_as(g, "h100", &model, &o, &first) != ASTITCH_OK ||
+        astitch_compile(g, &o, &x) != ASTITCH_OK)
         fail_msg("compile: %s", astitch_last_error(ctx));
     return x;
 }
@@ -126,8 +124,8 @@ static astitch_context *context(void)
 static void test_shuffle_f16(void **state)
 {
     (void)state;
-    check("shuffle f16 [4, 12, 28, 28]", shuffle(context(), ASTITCH_F16, (int64_t[]){4, 12, 28, 28}, false),
-          "load <4 x i16>", 2, "load i16", 0);
+    astitch_graph *g = shuffle(context(), ASTITCH_F16, (int64_t[]){4, 12, 28, 28}, false);
+    check("shuffle f16 [4, 12, 28, 28]", g, "load <4 x i16>", 2, "load i16", 0);
 }
 
 /* f32 runs of 4 over rows of 6: sub-runs of 2; y, read at the run's own elements, stays one
@@ -145,8 +143,8 @@ static void test_shuffle_f32_sum(void **state)
 static void test_shuffle_odd(void **state)
 {
     (void)state;
-    check("shuffle f16 [2, 8, 7, 7]", shuffle(context(), ASTITCH_F16, (int64_t[]){2, 8, 7, 7}, false),
-          "load <4 x i16>", 0, "load i16", 8);
+    astitch_graph *g = shuffle(context(), ASTITCH_F16, (int64_t[]){2, 8, 7, 7}, false);
+    check("shuffle f16 [2, 8, 7, 7]", g, "load <4 x i16>", 0, "load i16", 8);
 }
 
 /* The gate over 14 x 14 f16: x one 16-byte load, the gate at sub-runs of 2 (14 = 2 x 7), once

@@ -151,7 +151,8 @@ static bool same_elements(const Emit *e, int32_t n, const Shape *space)
  * of rows of 28 f16 take 8-byte loads, not 2-byte ones. With no such sub-run (an odd
  * innermost dimension), element by element. */
 static void elementwise_values(Emit *e, const PlanPhase *p, const Shape *space,
-                               const LLVMValueRef *lins, int v, LLVMValueRef *pre, LLVMValueRef *val)
+                               const LLVMValueRef *lins, int v, LLVMValueRef *pre,
+                               LLVMValueRef *val)
 {
     int64_t inner = space->rank > 0 ? space->dim[space->rank - 1] : 1;
     int w = v;
@@ -176,9 +177,11 @@ static void elementwise_values(Emit *e, const PlanPhase *p, const Shape *space,
         for (int s = 0; s < v; s += w) {
             Index run = {.shape = space, .lin = lins[s]};
             emit_run_begin(e, space, &run, w);
-            for (int32_t i = 0; i < k->ninput; i++)
+            for (int32_t i = 0; i < k->ninput; i++) {
+                LLVMValueRef *cached = &e->vcache[(size_t)k->input[i] * VECTOR_MAX];
                 for (int j = 0; j < w && same_elements(e, k->input[i], space); j++)
-                    e->vcache[(size_t)k->input[i] * VECTOR_MAX + (size_t)j] = pre[i * VECTOR_MAX + s + j];
+                    cached[j] = pre[i * VECTOR_MAX + s + j];
+            }
             emit_run_values(e, p, space, &run, &lins[s], w, 0, NULL, sub);
             for (int r = 0; r < p->nroot; r++)
                 for (int j = 0; j < w; j++)
