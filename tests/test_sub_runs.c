@@ -15,7 +15,6 @@
 
 #include "codegen/compile.h"
 #include "diff_check.h"
-#include "passes/plan.h"
 #include "runtime/runtime.h"
 
 static astitch_graph *graph_new(astitch_context *ctx)

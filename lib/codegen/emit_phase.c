@@ -168,18 +168,20 @@ static void elementwise_values(Emit *e, const PlanPhase *p, const Shape *space,
         if (same_elements(e, k->input[i], space))
             ev_load_vector(e, e->tensor[k->input[i]], gnode(e->g, k->input[i])->dtype, lins[0],
                            v, &pre[i * VECTOR_MAX]);
-    LLVMValueRef *sub = w > 1 ? malloc((size_t)p->nroot * (size_t)w * sizeof *sub) : NULL;
-    if (w > 1 && !sub) {
-        ev_fail(e, e->ix, ASTITCH_ERR_MEMORY, "out of memory");
-        return;
-    }
     if (w > 1) {
+        LLVMValueRef *sub = malloc((size_t)p->nroot * (size_t)w * sizeof *sub);
+        if (!sub) {
+            ev_fail(e, e->ix, ASTITCH_ERR_MEMORY, "out of memory");
+            return;
+        }
         for (int s = 0; s < v; s += w) {
             Index run = {.shape = space, .lin = lins[s]};
             emit_run_begin(e, space, &run, w);
             for (int32_t i = 0; i < k->ninput; i++) {
+                if (!same_elements(e, k->input[i], space))
+                    continue;
                 LLVMValueRef *cached = &e->vcache[(size_t)k->input[i] * VECTOR_MAX];
-                for (int j = 0; j < w && same_elements(e, k->input[i], space); j++)
+                for (int j = 0; j < w; j++)
                     cached[j] = pre[i * VECTOR_MAX + s + j];
             }
             emit_run_values(e, p, space, &run, &lins[s], w, 0, NULL, sub);
