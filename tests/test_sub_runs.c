@@ -1,9 +1,11 @@
-/* test_sub_runs.c: element-wise phases whose thread's run of v elements does not divide the
- * innermost dimension (lib/codegen/emit_phase.c, elementwise_values): the roots are evaluated
- * over sub-runs of the largest power of two dividing both, so a channel shuffle's transposed
- * reads and a gate broadcast over 14 x 14 stay vector accesses; with an odd innermost
- * dimension, element by element. Planned for the h100 model, run on the host target against
- * the reference on fresh random inputs; the LLVM IR's loads say which form was taken. */
+/* test_sub_runs.c: phases whose thread's run of v elements does not divide the innermost
+ * dimension. Element-wise (lib/codegen/emit_phase.c, elementwise_values): the roots are
+ * evaluated over sub-runs of the largest power of two dividing both, so a channel shuffle's
+ * transposed reads and a gate broadcast over 14 x 14 stay vector accesses; with an odd innermost
+ * dimension, element by element. Row reductions over odd rows (lib/codegen/emit_reduce.c,
+ * emit_elements_per_iteration): the single-element walk takes as many elements per iteration as
+ * the runs would. Planned for the h100 model, run on the host target against the reference on
+ * fresh random inputs; the LLVM IR's loads say which form was taken. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -51,6 +53,25 @@ static astitch_graph *gate(astitch_context *ctx, astitch_dtype t, const int64_t 
     astitch_node y = astitch_binary(g, ASTITCH_OP_MUL, astitch_convert(g, x, ASTITCH_F32),
                                     astitch_broadcast_in_dim(g, sig, 4, d, keep));
     astitch_add_output(g, astitch_convert(g, y, t));
+    return g;
+}
+
+/* The log-sum-exp of each row of x [rows, cols] in f32, x of type t, and their sum, as a loss
+ * over tokens: the kernel that also holds that small sum is planned at 64 registers. */
+static astitch_graph *logsumexp(astitch_context *ctx, astitch_dtype t, int64_t rows, int64_t cols)
+{
+    astitch_graph *g = graph_new(ctx);
+    int64_t d[2] = {rows, cols}, keep[1] = {0}, axis[1] = {1};
+    astitch_node x = astitch_convert(g, astitch_parameter(g, "x", t, 2, d), ASTITCH_F32);
+    astitch_node max = astitch_reduce(g, ASTITCH_REDUCE_MAX, x, 1, axis);
+    astitch_node e = astitch_unary(
+        g, ASTITCH_OP_EXP,
+        astitch_binary(g, ASTITCH_OP_SUB, x, astitch_broadcast_in_dim(g, max, 2, d, keep)));
+    astitch_node sum = astitch_reduce(g, ASTITCH_REDUCE_SUM, e, 1, axis);
+    astitch_node lse = astitch_binary(g, ASTITCH_OP_ADD, astitch_unary(g, ASTITCH_OP_LOG, sum), max);
+    int64_t rows_axis[1] = {0};
+    astitch_add_output(g, lse);
+    astitch_add_output(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, lse, 1, rows_axis));
     return g;
 }
 
@@ -155,6 +176,16 @@ static void test_gate(void **state)
           "load <8 x i16>", 1, "load i16", 4);
 }
 
+/* GPT-2's vocabulary, 50257 f16 logits a row: no run divides the row, so the max and the sum
+ * (one online walk) take single elements, 32 a thread per iteration (as many bytes as four
+ * 16-byte runs), not 4. */
+static void test_odd_row_walk(void **state)
+{
+    (void)state;
+    astitch_graph *g = logsumexp(context(), ASTITCH_F16, 256, 50257);
+    check("log-sum-exp f16 [256, 50257]", g, "load i16", 32, "load <8 x i16>", 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -162,6 +193,7 @@ int main(void)
         cmocka_unit_test(test_shuffle_f32_sum),
         cmocka_unit_test(test_shuffle_odd),
         cmocka_unit_test(test_gate),
+        cmocka_unit_test(test_odd_row_walk),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -604,7 +604,7 @@ void emit_column_combine(Emit *e, const astitch_mapping *m, int32_t root, int v,
 /* emit_row.c */
 /* The most elements (or runs of elements) one iteration of a reduction's element loop takes:
  * the bound of emit_row_runs's count and of emit_reduce.c's unrolled loops. */
-enum { ITERATION_ELEMENTS_MAX = 8 };
+enum { ITERATION_ELEMENTS_MAX = 32 };
 /* The roots of p at count runs of v elements of the row `row`, from reduced indices j, j +
  * step, ... (multiples of v): every value first, each tensor read with v-element accesses;
  * then the reduce roots red fold every run's values in order into next[q] = acc[q] combined

@@ -71,8 +71,15 @@ enum { COLUMN_UNROLL = 2, COLUMN_UNROLL_LOADS_MAX = 2, ROW_UNROLL_MIN_ELEMENTS =
  * at four (127.7 at eight), softmax_32k (also 64 registers) unchanged;
  * resnet50_train_fwd_bn_relu at 32 registers spilled at four, 33.7 -> 40.8. */
 enum { ROW_UNROLL_WIDE = 4, ROW_UNROLL_WIDE_REGS = 64 };
+/* Such a walk in single elements (a row no 16-byte run divides: GPT-2's 50257-token vocabulary)
+ * takes as many elements per iteration as ROW_UNROLL_WIDE runs would hold (32 f16, 16 f32), so
+ * that a thread keeps as many bytes in flight. Measured on the H200 (2026-11-30, A B B A): the
+ * loss over [8192, 50257] f16 765 -> 264 us (26% -> 74% of the copy rate), over [4096, 50257]
+ * f32 253 -> 196 us (77% -> 100%). */
+enum { ROW_UNROLL_SCALAR_RUNS = ROW_UNROLL_WIDE };
 _Static_assert((int)COLUMN_UNROLL <= (int)ITERATION_ELEMENTS_MAX &&
-               (int)ROW_UNROLL_WIDE <= (int)ITERATION_ELEMENTS_MAX,
+               (int)ROW_UNROLL_WIDE <= (int)ITERATION_ELEMENTS_MAX &&
+               (int)ROW_UNROLL_SCALAR_RUNS * 8 <= (int)ITERATION_ELEMENTS_MAX,
                "the element loops' arrays bound");
 
 /* The tensors phase-p values read from memory at each element of the rows under node n: kernel
@@ -111,8 +118,12 @@ int emit_elements_per_iteration(Emit *e, const PlanPhase *p)
         loads += element_loads(e, p, p->root[r], seen);
     free(seen);
     bool row = p->map.kind != ASTITCH_MAP_COLUMN_REDUCE;
-    if (row && loads == 1 && e->k->regs >= ROW_UNROLL_WIDE_REGS)
-        return ROW_UNROLL_WIDE;
+    if (row && loads == 1 && e->k->regs >= ROW_UNROLL_WIDE_REGS) {
+        if (plan_row_vector(e->plan, e->k, p) > 1)
+            return ROW_UNROLL_WIDE;
+        int n = ROW_UNROLL_SCALAR_RUNS * plan_access_elements(e->g, e->k, p);
+        return n < ITERATION_ELEMENTS_MAX ? n : ITERATION_ELEMENTS_MAX;
+    }
     return loads <= COLUMN_UNROLL_LOADS_MAX ? COLUMN_UNROLL : 1;
 }
 
