@@ -43,6 +43,7 @@ typedef struct BenchMode {
     bool no_carry;       /* plan option carry off */
     bool no_transpose_tiles; /* plan option transpose_tiles off */
     bool no_hoist;       /* plan option hoist off */
+    bool split_barriers; /* plan option split_barriers on */
     bool dense_outputs;  /* compile option view_outputs off: outputs that are views of an input
                           * are written too (every other mode leaves them as views) */
 } BenchMode;

@@ -47,6 +47,9 @@ static const BenchMode modes[] = {
      "tiles through shared memory", STITCH, .no_transpose_tiles = true},
     {"stitch-nohoist", "stitch with a global barrier kept where it waits for values cheap to "
      "make, not their producers run as a kernel before it", STITCH, .no_hoist = true},
+    {"stitch-split", "stitch, variant search off, with every kernel cut at its global "
+     "barriers (the form \"barriers split\")", STITCH, .form = BENCH_FORM_DEFAULT,
+     .split_barriers = true},
     {"stitch-dense", "stitch with every output written, views of an input too", STITCH,
      .dense_outputs = true},
     {"stitch", "AStitch: every switch on", STITCH},
@@ -544,6 +547,7 @@ static void mode_options(const BenchOptions *o, const BenchMode *m, astitch_comp
     co->plan.carry = !m->no_carry;
     co->plan.transpose_tiles = !m->no_transpose_tiles;
     co->plan.hoist = !m->no_hoist;
+    co->plan.split_barriers = m->split_barriers;
     co->view_outputs = !m->dense_outputs;
 }
 

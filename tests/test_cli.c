@@ -345,7 +345,8 @@ static void test_help_and_version(void **state)
     const char *documented[] = {"--target", "--check", "--seed", "--inputs", "--outputs",
                                 "--fusion", "--no-remote", "--no-merge", "--no-packing",
                                 "--deterministic", "--device", "--plan", "--dot", "--emit=ptx|llvm",
-                                "--emit-file", "--help", "--version", "Exit status",
+                                "--emit-file", "--split-barriers", "--help", "--version",
+                                "Exit status",
                                 "splitmix64", "<u2"};
     for (size_t i = 0; i < sizeof documented / sizeof *documented; i++)
         if (!strstr(r.out, documented[i]))

@@ -382,6 +382,57 @@ static void test_variant_forms(void **state)
     astitch_graph_destroy(g);
 }
 
+/* x [16, 2048, 256] f32 minus its sum over axis 1, broadcast back: 32 MB, one global barrier
+ * in the default plan, which the form "barriers split" cuts into two kernels. */
+static astitch_graph *centered_graph(const Fake *f)
+{
+    astitch_graph *g;
+    expect_ok(f, astitch_graph_create(f->ctx, &g));
+    int64_t d[3] = {16, 2048, 256}, axis = 1, keep[2] = {0, 2};
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 3, d);
+    astitch_node s = astitch_reduce(g, ASTITCH_REDUCE_SUM, x, 1, &axis);
+    expect_ok(f, astitch_add_output(g, astitch_binary(g, ASTITCH_OP_SUB, x,
+                                                      astitch_broadcast_in_dim(g, s, 3, d, keep))));
+    return g;
+}
+
+/* Form 4 (barriers split) is built beside the default where it cuts a global barrier, and
+ * runs when timed faster by more than its margin (3%), its switch in its plan; 1% faster, the
+ * default stays. */
+static void test_variant_split_form(void **state)
+{
+    const Fake *f = *state;
+    astitch_variant_info v;
+    char chain[64];
+    expect_ok(f, astitch_context_set_option(f->ctx, "cache", "0"));
+    astitch_graph *g = centered_graph(f);
+    for (int fast = 0; fast < 3; fast++) {
+        astitch_executable *x = compile_for_fake(f, g, false);
+        expect_ok(f, astitch_executable_variant(x, &v));
+        assert_int_equal(v.state, ASTITCH_VARIANT_PENDING);
+        assert_int_equal(v.nforms, 2);
+        assert_string_equal(chain_text(x, chain, sizeof chain), "0 4");
+        assert_int_equal(astitch_plan_num_kernels(x->alt->plan), 2);
+        if (fast < 2) {
+            time_runs(f, 2, 2.0f, fast ? 1 : -1);
+        } else { /* form 4 1% faster in every round */
+            float ms[8] = {2.0f, 1.98f, 2.0f, 1.98f, 2.0f, 1.98f, 2.0f, 1.98f};
+            f->set_elapsed(ms, 8);
+        }
+        run_plain(f, x);
+        expect_ok(f, astitch_executable_variant(x, &v));
+        assert_int_equal(v.state, ASTITCH_VARIANT_TIMED);
+        assert_int_equal(v.form, fast == 1 ? 4 : 0);
+        assert_true(v.split_barriers == (fast == 1));
+        assert_true(astitch_executable_plan(x)->opt.split_barriers == (fast == 1));
+        assert_string_equal(astitch_variant_form_name(4), "barriers split");
+        astitch_executable_destroy(x);
+    }
+    astitch_graph_destroy(g);
+    expect_ok(f, astitch_context_set_option(f->ctx, "cache", "1")); /* as the tests after expect */
+    compile_cache_reset();
+}
+
 /* The bound search (docs/codegen.md, *Variant search*): column_sums_graph's search times its
  * forms 0, 2 and 3 and form 0's trial, its row pass (which does not spill at the planned 80
  * registers) at 128. The faster of form 0 and its trial runs: the trial's PTX replaces the
@@ -805,6 +856,7 @@ int main(void)
         cmocka_unit_test(test_bound_search),
         cmocka_unit_test(test_variant_forms),
         cmocka_unit_test(test_variant_forms_steps),
+        cmocka_unit_test(test_variant_split_form),
         cmocka_unit_test(test_dot_search),
         cmocka_unit_test(test_ptx_jit),
     };

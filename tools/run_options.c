@@ -19,7 +19,7 @@ enum {
     OPT_DETERMINISTIC,
     OPT_PERSISTENT, OPT_WIDE_ROWS, OPT_NO_VARIANT_SEARCH, OPT_NO_COLUMN_VECTORS, OPT_NO_ROW_VECTORS,
     OPT_COLUMN_SUMS_IN_ROWS, OPT_VIEW_OUTPUTS, OPT_NO_ONLINE_SOFTMAX, OPT_NO_CARRY,
-    OPT_NO_TRANSPOSE_TILES, OPT_NO_HOIST
+    OPT_NO_TRANSPOSE_TILES, OPT_NO_HOIST, OPT_SPLIT_BARRIERS
 };
 
 typedef struct OptionSpec {
@@ -84,6 +84,10 @@ static const OptionSpec option_table[] = {
      "a kernel whose global barrier waits for values cheap to make keeps the barrier instead "
      "of running their producers as a kernel of their own before it (docs/planner.md, "
      "*hoist*)"},
+    {"split-barriers", no_argument, OPT_SPLIT_BARRIERS, NULL,
+     "cut every kernel at its global barriers: what each waits for is made by a kernel of its "
+     "own, whatever it costs, and the light element-wise values the later kernels read are "
+     "recomputed there (docs/planner.md, *hoist*; a form of the variant search)"},
     {"no-column-vectors", no_argument, OPT_NO_COLUMN_VECTORS, NULL,
      "a column reduction alone in its kernel takes one column per thread instead of runs of "
      "16 bytes of adjacent columns (docs/planner.md, *mapping*)"},
@@ -141,6 +145,7 @@ void plan_options(const Options *o, astitch_plan_options *po)
     po->carry = !o->no_carry;
     po->transpose_tiles = !o->no_transpose_tiles;
     po->hoist = !o->no_hoist;
+    po->split_barriers = o->split_barriers;
     po->column_sums_in_rows = o->column_sums_in_rows;
 }
 
@@ -291,6 +296,7 @@ int parse_options(int argc, char **argv, Options *o)
         case OPT_NO_CARRY: o->no_carry = true; break;
         case OPT_NO_TRANSPOSE_TILES: o->no_transpose_tiles = true; break;
         case OPT_NO_HOIST: o->no_hoist = true; break;
+        case OPT_SPLIT_BARRIERS: o->split_barriers = true; break;
         case OPT_COLUMN_SUMS_IN_ROWS: o->column_sums_in_rows = true; break;
         case OPT_NO_VARIANT_SEARCH: o->no_variant_search = true; break;
         case OPT_VIEW_OUTPUTS: o->view_outputs = true; break;

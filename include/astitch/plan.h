@@ -123,11 +123,18 @@ typedef struct astitch_plan_options {
                  * cheap to make (at most a sixteenth of its bytes) has their producers cut off
                  * as a kernel of its own before it, and the rest planned again without the
                  * barrier (docs/planner.md, *hoist*); off, the barrier stays */
+    bool split_barriers; /* fusion=stitch: every kernel with global barriers is cut at them
+                          * whatever the producers cost: what each barrier waits for is made
+                          * by a kernel of its own, and the light element-wise ops the later
+                          * kernels read of it are recomputed there (a batch norm's backward:
+                          * its channel sums, then dx in 16-byte vectors; docs/planner.md,
+                          * *hoist*). Off by default; the cuda target's variant search times it */
 } astitch_plan_options;
 
 /* Fills *o with the defaults: fusion=stitch, every switch on (one_pass_variance,
  * recompute_outputs, column_vectors, row_vectors, online_softmax, carry, transpose_tiles and
- * hoist included), deterministic, persistent, wide_rows and column_sums_in_rows off. */
+ * hoist included), deterministic, persistent, wide_rows, column_sums_in_rows and
+ * split_barriers off. */
 ASTITCH_API void astitch_plan_options_default(astitch_plan_options *o);
 /* "none", "xla", "stitch"; NULL for an out-of-range value. */
 ASTITCH_API const char *astitch_fusion_name(astitch_fusion f);

@@ -40,10 +40,10 @@ typedef struct astitch_compile_options {
      * host device for host). */
     const astitch_device *device;
     /* cuda: where the planner leaves a launch shape to a measurement (plan switches whose
-     * forms no rule orders: wide_rows, column_sums_in_rows, with persistent), every form that
-     * changes the plan is compiled and the first execution not captured into a CUDA graph
-     * times each and keeps the fastest; the choice is kept in the compile cache, so a later
-     * compile of the same graph loads only the chosen form. Among them, a form whose one
+     * forms no rule orders: wide_rows, column_sums_in_rows, with persistent, split_barriers),
+     * every form that changes the plan is compiled and the first execution not captured into a
+     * CUDA graph times each and keeps the fastest; the choice is kept in the compile cache, so a
+     * later compile of the same graph loads only the chosen form. Among them, a form whose one
      * kernel holds rows in registers is also timed at its next register bound (the bound
      * search). Likewise each dot on cuBLASLt times the heuristic's first algorithms at that
      * execution and keeps the fastest. Off: the planner's default, its bound raised only
@@ -99,7 +99,7 @@ typedef enum astitch_variant_state {
 
 /* The forms the variant search chooses among, by index: 0 the caller's options as given, then
  * plan switches turned on over them (docs/codegen.md, *Variant search*). */
-#define ASTITCH_VARIANT_FORMS 4
+#define ASTITCH_VARIANT_FORMS 5
 
 typedef struct astitch_variant_info {
     astitch_variant_state state;
@@ -107,6 +107,7 @@ typedef struct astitch_variant_info {
     bool wide_rows;           /* the plan switches of the form that runs */
     bool column_sums_in_rows;
     bool persistent;
+    bool split_barriers;
     int nforms;               /* forms compiled for the search, the default's included (1 when
                                * NONE or CACHED) */
     double us[ASTITCH_VARIANT_FORMS]; /* TIMED: microseconds of each form by index, the fastest
@@ -125,7 +126,8 @@ typedef struct astitch_variant_info {
 } astitch_variant_info;
 
 /* The switches form i turns on, as text ("default", "wide rows", "column sums in rows",
- * "column sums in rows, persistent"); NULL outside 0..ASTITCH_VARIANT_FORMS-1. */
+ * "column sums in rows, persistent", "barriers split"); NULL outside
+ * 0..ASTITCH_VARIANT_FORMS-1. */
 ASTITCH_API const char *astitch_variant_form_name(int i);
 
 /* Fills *out for x. ASTITCH_ERR_ARGUMENT for a NULL argument. */

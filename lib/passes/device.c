@@ -51,6 +51,7 @@ void astitch_plan_options_default(astitch_plan_options *o)
     o->carry = true;
     o->transpose_tiles = true;
     o->hoist = true;
+    o->split_barriers = false;
 }
 
 static const char *const fusion_names[] = {"none", "xla", "stitch"};

@@ -20,6 +20,13 @@
  * H comes first: it reads nothing of the rest (a cone is closed under operands), so the kernel
  * graph stays acyclic. Kernels are numbered by their first node again (as bound.c does), and
  * the pipeline plans every kernel from plan_fill on again.
+ *
+ * With the plan option split_barriers, kernel k is cut at every one of its global barriers
+ * whatever the producers cost (k still moves at least HOIST_MIN_BYTES): piece i holds the ops
+ * the GLOBAL roots written before the i-th barrier are computed from, that no earlier piece
+ * took; the rest is the last kernel. A light element-wise, broadcast or shape op of a piece
+ * that a later piece reads is recomputed there (held inlined, with such operands of its own),
+ * so that the later kernel reads the piece's inputs instead of a full-size intermediate.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -35,41 +42,45 @@ static int64_t node_bytes(const astitch_graph *g, int32_t n)
     return shape_elements(&node->shape) * (int64_t)astitch_dtype_size(node->dtype);
 }
 
-/* Marks in `in` (by node) the ops of kernel ki that the GLOBAL roots written before the
- * kernel's global barrier are computed from; returns how many. pl->tmp holds the walk. */
-static int32_t producers(Planner *pl, int32_t ki, bool *in)
+/* Marks lev[v] for the ops of kernel ki that the GLOBAL roots written before one of its first
+ * `barriers` global barriers are computed from (their operands' cone inside ki): the index of
+ * the first barrier after the root's phase, an op in several cones taking the earliest; the
+ * others keep -1. Returns how many ops were marked. pl->tmp holds the walk. */
+static int32_t producers(Planner *pl, int32_t ki, int32_t barriers, int32_t *lev)
 {
     const astitch_plan *p = pl->p;
     const PlanKernel *k = &p->kernel[ki];
-    int32_t barrier = -1;
-    for (int32_t ph = 0; ph < k->nphase && barrier < 0; ph++)
-        if (k->phase[ph].barrier == ASTITCH_BARRIER_GLOBAL)
-            barrier = ph;
-    int32_t *stack = pl->tmp, top = 0, count = 0; /* each node pushed once */
-    for (int32_t i = 0; i < k->nop; i++) {
-        const PlanOp *o = &k->op[i];
-        if (o->scheme == ASTITCH_SCHEME_GLOBAL && o->phase >= 0 && o->phase < barrier &&
-            !in[o->node]) {
-            in[o->node] = true;
-            stack[top++] = o->node;
-        }
-    }
-    while (top > 0) {
-        int32_t v = stack[--top];
-        count++;
-        for (int j = 0; j < gnode(pl->g, v)->nin; j++) {
-            int32_t x = goperand(pl->g, v, j);
-            if (p->owner[x] == ki && !in[x]) {
-                in[x] = true;
-                stack[top++] = x;
+    int32_t *stack = pl->tmp, count = 0, b = 0; /* each node pushed once */
+    for (int32_t ph = 0; ph < k->nphase && b < barriers; ph++) {
+        if (k->phase[ph].barrier != ASTITCH_BARRIER_GLOBAL)
+            continue;
+        int32_t top = 0;
+        for (int32_t i = 0; i < k->nop; i++) {
+            const PlanOp *o = &k->op[i];
+            if (o->scheme == ASTITCH_SCHEME_GLOBAL && o->phase >= 0 && o->phase < ph &&
+                p->owner[o->node] == ki && lev[o->node] < 0) {
+                lev[o->node] = b;
+                stack[top++] = o->node;
             }
         }
+        while (top > 0) {
+            int32_t v = stack[--top];
+            count++;
+            for (int j = 0; j < gnode(pl->g, v)->nin; j++) {
+                int32_t x = goperand(pl->g, v, j);
+                if (p->owner[x] == ki && lev[x] < 0) {
+                    lev[x] = b;
+                    stack[top++] = x;
+                }
+            }
+        }
+        b++;
     }
     return count;
 }
 
 /* H's cost (see the head): k's inputs it reads, and twice its values the rest of k reads. */
-static int64_t producers_bytes(Planner *pl, int32_t ki, const bool *in)
+static int64_t producers_bytes(Planner *pl, int32_t ki, const int32_t *lev)
 {
     const astitch_plan *p = pl->p;
     const PlanKernel *k = &p->kernel[ki];
@@ -77,7 +88,7 @@ static int64_t producers_bytes(Planner *pl, int32_t ki, const bool *in)
     pl->epoch++;
     for (int32_t i = 0; i < k->nop; i++) {
         int32_t v = k->op[i].node;
-        if (!in[v])
+        if (lev[v] < 0)
             continue;
         for (int j = 0; j < gnode(pl->g, v)->nin; j++) {
             int32_t x = goperand(pl->g, v, j);
@@ -88,7 +99,7 @@ static int64_t producers_bytes(Planner *pl, int32_t ki, const bool *in)
         }
         for (int32_t u = pl->ustart[v]; u < pl->ustart[v + 1]; u++) {
             int32_t y = pl->use[u];
-            if (p->owner[y] == ki && !in[y]) {
+            if (p->owner[y] == ki && lev[y] < 0) {
                 bytes += 2 * node_bytes(pl->g, v);
                 break;
             }
@@ -103,110 +114,230 @@ typedef struct Part {
     int32_t cut; /* PlanKernel.hoist_cut */
 } Part;
 
-static int cmp_first(const void *a, const void *b)
-{
-    const PlanKernel *x = a, *y = b;
-    int32_t fx = x->op[0].node, fy = y->op[0].node; /* parts are never empty */
-    return (fx > fy) - (fx < fy);
-}
-
-/* Replaces the plan's kernels by fresh ones: part[v] (0 .. nparts - 1) for every owned node
- * v, each part's ops in node order (as scope leaves them), the kernels ordered by their first
- * node; p->owner follows. */
-static astitch_status rebuild(Planner *pl, const int32_t *part, int32_t nparts, const Part *mark)
-{
-    astitch_plan *p = pl->p;
-    PlanKernel *nk = calloc((size_t)nparts, sizeof *nk);
-    bool ok = nk != NULL;
-    for (int32_t v = 0; ok && v < pl->n; v++)
-        if (p->owner[v] >= 0)
-            ok = plan_kernel_add(&nk[part[v]], v);
-    if (!ok) {
-        for (int32_t k = 0; nk && k < nparts; k++)
-            plan_kernel_clear(&nk[k]);
-        free(nk);
-        return ctx_fail(pl->g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
-    }
-    for (int32_t k = 0; k < nparts; k++) {
-        nk[k].hoisted = mark[k].hoisted;
-        nk[k].hoist_cut = mark[k].cut;
-    }
-    qsort(nk, (size_t)nparts, sizeof *nk, cmp_first);
-    for (int32_t k = 0; k < nparts; k++)
-        for (int32_t i = 0; i < nk[k].nop; i++)
-            p->owner[nk[k].op[i].node] = k;
-    for (int32_t k = 0; k < p->nkernel; k++)
-        plan_kernel_clear(&p->kernel[k]);
-    free(p->kernel);
-    p->kernel = nk;
-    p->nkernel = nparts;
-    return ASTITCH_OK;
-}
-
-/* Whether kernel ki is worth cutting (the head's rules), its producers marked in `in`. */
-static bool worth_cutting(Planner *pl, int32_t ki, bool *in)
-{
-    const astitch_plan *p = pl->p;
-    const PlanKernel *k = &p->kernel[ki];
-    if (k->global_barriers != 1 || k->min_bytes < HOIST_MIN_BYTES)
-        return false;
-    int32_t owned = 0;
-    for (int32_t i = 0; i < k->nop; i++)
-        owned += p->owner[k->op[i].node] == ki;
-    memset(in, 0, (size_t)pl->n * sizeof *in);
-    int32_t count = producers(pl, ki, in);
-    if (count == 0 || count >= owned)
-        return false;
-    plan_index_kernel(pl, k);
-    int64_t bytes = producers_bytes(pl, ki, in);
-    plan_unindex_kernel(pl, k);
-    return bytes <= k->min_bytes / HOIST_SHARE;
-}
-
-/* A rebuild's node -> part assignment and each part's marks. */
+/* A rebuild's node -> part assignment, each part's marks, and the ops a part recomputes
+ * (held inlined) that another part owns. */
 typedef struct Parts {
     int32_t *part;
     Part *mark;
     int32_t n;
+    int32_t *copy_node, *copy_part; /* ncopy pairs, no pair twice */
+    int32_t ncopy, capcopy;
 } Parts;
 
-static astitch_status parts_fail(Planner *pl, Parts *ps)
+static void parts_free(Parts *ps)
 {
     free(ps->part);
     free(ps->mark);
+    free(ps->copy_node);
+    free(ps->copy_part);
+}
+
+static astitch_status parts_fail(Planner *pl, Parts *ps)
+{
+    parts_free(ps);
     return ctx_fail(pl->g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
+}
+
+/* Adds the pair (v, part) unless present; false on memory. */
+static bool copy_add(Parts *ps, int32_t v, int32_t part)
+{
+    for (int32_t i = 0; i < ps->ncopy; i++)
+        if (ps->copy_node[i] == v && ps->copy_part[i] == part)
+            return true;
+    if (ps->ncopy == ps->capcopy) {
+        int32_t cap = ps->capcopy ? 2 * ps->capcopy : 16;
+        int32_t *a = realloc(ps->copy_node, (size_t)cap * sizeof *a);
+        if (a)
+            ps->copy_node = a;
+        int32_t *b = a ? realloc(ps->copy_part, (size_t)cap * sizeof *b) : NULL;
+        if (!b)
+            return false;
+        ps->copy_part = b;
+        ps->capcopy = cap;
+    }
+    ps->copy_node[ps->ncopy] = v;
+    ps->copy_part[ps->ncopy++] = part;
+    return true;
+}
+
+static int cmp_first(const void *a, const void *b, void *ctx)
+{
+    const PlanKernel *k = ctx;
+    int32_t fx = k[*(const int32_t *)a].op[0].node, fy = k[*(const int32_t *)b].op[0].node;
+    return (fx > fy) - (fx < fy); /* parts are never empty, first nodes differ */
+}
+
+/* Whether op `op` of an old kernel is one it recomputes (inlined), not a constant or iota. */
+static bool inlined_op(const Planner *pl, int32_t k, int32_t v)
+{
+    astitch_op op = gnode(pl->g, v)->op;
+    return pl->p->owner[v] != k && op != ASTITCH_OP_CONSTANT && op != ASTITCH_OP_IOTA;
+}
+
+/* Replaces the plan's kernels by fresh ones: part[v] (0 .. nparts - 1) for every owned node
+ * v, each part's ops in node order (as scope leaves them), the kernels ordered by their first
+ * owned node; p->owner follows. Then each part also holds the ops ps lists for it, and the
+ * ops old kernel k recomputed, in part keep[k]. */
+static astitch_status rebuild(Planner *pl, const Parts *ps, const int32_t *keep)
+{
+    astitch_plan *p = pl->p;
+    int32_t nparts = ps->n;
+    PlanKernel *nk = calloc((size_t)nparts, sizeof *nk), *sorted = NULL;
+    int32_t *order = malloc((size_t)nparts * sizeof *order);
+    int32_t *at = malloc((size_t)nparts * sizeof *at); /* part -> its index after the sort */
+    bool ok = nk && order && at;
+    for (int32_t v = 0; ok && v < pl->n; v++)
+        if (p->owner[v] >= 0)
+            ok = plan_kernel_add(&nk[ps->part[v]], v);
+    for (int32_t k = 0; ok && k < p->nkernel; k++)
+        for (int32_t i = 0; ok && i < p->kernel[k].nop; i++)
+            if (inlined_op(pl, k, p->kernel[k].op[i].node))
+                ok = plan_kernel_add(&nk[keep[k]], p->kernel[k].op[i].node);
+    for (int32_t i = 0; ok && i < ps->ncopy; i++)
+        ok = plan_kernel_add(&nk[ps->copy_part[i]], ps->copy_node[i]);
+    sorted = ok ? calloc((size_t)nparts, sizeof *sorted) : NULL;
+    if (!sorted) {
+        for (int32_t k = 0; nk && k < nparts; k++)
+            plan_kernel_clear(&nk[k]);
+        free(nk);
+        free(order);
+        free(at);
+        return ctx_fail(pl->g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
+    }
+    /* each part's first op is owned: owned ops went in first, node by node */
+    for (int32_t k = 0; k < nparts; k++) {
+        nk[k].hoisted = ps->mark[k].hoisted;
+        nk[k].hoist_cut = ps->mark[k].cut;
+        order[k] = k;
+    }
+    qsort_r(order, (size_t)nparts, sizeof *order, cmp_first, nk);
+    for (int32_t i = 0; i < nparts; i++) {
+        sorted[i] = nk[order[i]];
+        at[order[i]] = i;
+    }
+    for (int32_t v = 0; v < pl->n; v++)
+        if (p->owner[v] >= 0)
+            p->owner[v] = at[ps->part[v]];
+    for (int32_t k = 0; k < p->nkernel; k++)
+        plan_kernel_clear(&p->kernel[k]);
+    free(p->kernel);
+    free(nk);
+    free(order);
+    free(at);
+    p->kernel = sorted;
+    p->nkernel = nparts;
+    return ASTITCH_OK;
+}
+
+/* Whether kernel ki is cut (the head's rules), its producers marked in lev (-1 for the
+ * rest); *levels says into how many pieces besides the rest. */
+static bool worth_cutting(Planner *pl, int32_t ki, int32_t *lev, int32_t *levels)
+{
+    const astitch_plan *p = pl->p;
+    const PlanKernel *k = &p->kernel[ki];
+    bool split = p->opt.split_barriers;
+    *levels = split ? k->global_barriers : 1;
+    if (k->global_barriers < 1 || (!split && k->global_barriers != 1) ||
+        k->min_bytes < HOIST_MIN_BYTES)
+        return false;
+    int32_t owned = 0;
+    for (int32_t i = 0; i < k->nop; i++)
+        owned += p->owner[k->op[i].node] == ki;
+    for (int32_t v = 0; v < pl->n; v++)
+        lev[v] = -1;
+    int32_t count = producers(pl, ki, *levels, lev);
+    if (count == 0 || count >= owned)
+        return false;
+    if (split)
+        return true;
+    plan_index_kernel(pl, k);
+    int64_t bytes = producers_bytes(pl, ki, lev);
+    plan_unindex_kernel(pl, k);
+    return bytes <= k->min_bytes / HOIST_SHARE;
+}
+
+/* Whether a split kernel's later part recomputes v rather than read it from memory. */
+static bool recomputable(const astitch_graph *g, int32_t v)
+{
+    return plan_op_recomputable(gnode(g, v)->op);
+}
+
+/* split_barriers: each op of cut kernel ki (parts in ps->part) that another part reads, and
+ * that is recomputable, is recomputed there, with its recomputable operands of ki, instead of
+ * written by its own part. pl->tmp holds the walk. */
+static bool add_copies(Planner *pl, int32_t ki, Parts *ps)
+{
+    const astitch_plan *p = pl->p;
+    int32_t *stack = pl->tmp;
+    for (int32_t v = 0; v < pl->n; v++) {
+        if (p->owner[v] != ki || !recomputable(pl->g, v))
+            continue;
+        for (int32_t u = pl->ustart[v]; u < pl->ustart[v + 1]; u++) {
+            int32_t y = pl->use[u], dest = ps->part[y];
+            if (p->owner[y] != ki || dest == ps->part[v])
+                continue;
+            int32_t top = 0;
+            pl->epoch++;
+            pl->stamp[v] = pl->epoch;
+            stack[top++] = v;
+            while (top > 0) { /* each node pushed once */
+                int32_t x = stack[--top];
+                if (!copy_add(ps, x, dest))
+                    return false;
+                for (int j = 0; j < gnode(pl->g, x)->nin; j++) {
+                    int32_t w = goperand(pl->g, x, j);
+                    if (p->owner[w] == ki && ps->part[w] != dest && recomputable(pl->g, w) &&
+                        pl->stamp[w] != pl->epoch) {
+                        pl->stamp[w] = pl->epoch;
+                        stack[top++] = w;
+                    }
+                }
+            }
+        }
+    }
+    return true;
 }
 
 astitch_status pass_hoist(Planner *pl, bool *changed)
 {
     astitch_plan *p = pl->p;
-    int32_t nk = p->nkernel;
+    int32_t nk = p->nkernel, most = nk;
+    for (int32_t k = 0; k < nk; k++)
+        most += p->kernel[k].global_barriers > 1 ? p->kernel[k].global_barriers : 1;
     *changed = false;
-    Parts ps = {malloc((size_t)pl->n * sizeof(int32_t)), calloc((size_t)nk * 2, sizeof(Part)),
-                nk};
-    bool *in = malloc((size_t)pl->n * sizeof *in);
-    if (!ps.part || !ps.mark || !in) {
-        free(in);
+    Parts ps = {malloc((size_t)pl->n * sizeof(int32_t)), calloc((size_t)most, sizeof(Part)), nk,
+                NULL, NULL, 0, 0};
+    int32_t *lev = malloc((size_t)pl->n * sizeof *lev);
+    int32_t *keep = malloc((size_t)nk * sizeof *keep);
+    if (!ps.part || !ps.mark || !lev || !keep) {
+        free(lev);
+        free(keep);
         return parts_fail(pl, &ps);
     }
     for (int32_t v = 0; v < pl->n; v++)
         ps.part[v] = p->owner[v];
-    int32_t cuts = 0;
-    for (int32_t ki = 0; ki < nk; ki++) {
-        if (!worth_cutting(pl, ki, in))
+    int32_t cuts = 0, levels = 0;
+    bool ok = true;
+    for (int32_t ki = 0; ok && ki < nk; ki++) {
+        keep[ki] = ki;
+        if (!worth_cutting(pl, ki, lev, &levels))
             continue;
         ps.mark[ki].cut = ++cuts;
-        ps.mark[ps.n] = (Part){true, cuts};
+        for (int32_t j = 0; j < levels; j++)
+            ps.mark[ps.n + j] = (Part){true, cuts};
         for (int32_t v = 0; v < pl->n; v++)
-            if (in[v] && p->owner[v] == ki)
-                ps.part[v] = ps.n;
-        ps.n++;
+            if (lev[v] >= 0 && p->owner[v] == ki)
+                ps.part[v] = ps.n + lev[v];
+        ps.n += levels;
+        ok = !p->opt.split_barriers || add_copies(pl, ki, &ps);
     }
-    free(in);
-    astitch_status st = cuts ? rebuild(pl, ps.part, ps.n, ps.mark) : ASTITCH_OK;
+    free(lev);
+    astitch_status st = !ok ? ctx_fail(pl->g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory")
+                        : cuts ? rebuild(pl, &ps, keep)
+                               : ASTITCH_OK;
     *changed = cuts > 0 && st == ASTITCH_OK;
-    free(ps.part);
-    free(ps.mark);
+    free(keep);
+    parts_free(&ps);
     return st;
 }
 
@@ -218,7 +349,8 @@ astitch_status pass_hoist_undo(Planner *pl, bool *changed)
     /* the cuts whose rest still has a global barrier */
     bool *undo = calloc((size_t)nk + 1, sizeof *undo);
     int32_t *dest = malloc((size_t)nk * sizeof *dest);
-    Parts ps = {malloc((size_t)pl->n * sizeof(int32_t)), calloc((size_t)nk, sizeof(Part)), 0};
+    Parts ps = {malloc((size_t)pl->n * sizeof(int32_t)), calloc((size_t)nk, sizeof(Part)), 0,
+                NULL, NULL, 0, 0};
     if (!undo || !dest || !ps.part || !ps.mark) {
         free(undo);
         free(dest);
@@ -246,10 +378,9 @@ astitch_status pass_hoist_undo(Planner *pl, bool *changed)
                 dest[ki] = dest[ri];
     for (int32_t v = 0; v < pl->n; v++)
         ps.part[v] = p->owner[v] >= 0 ? dest[p->owner[v]] : -1;
-    astitch_status st = *changed ? rebuild(pl, ps.part, ps.n, ps.mark) : ASTITCH_OK;
+    astitch_status st = *changed ? rebuild(pl, &ps, dest) : ASTITCH_OK;
     free(undo);
     free(dest);
-    free(ps.part);
-    free(ps.mark);
+    parts_free(&ps);
     return st;
 }

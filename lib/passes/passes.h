@@ -124,6 +124,10 @@ bool plan_kernel_add(PlanKernel *k, int32_t n);
 void plan_index_kernel(Planner *pl, const PlanKernel *k);
 void plan_unindex_kernel(Planner *pl, const PlanKernel *k);
 bool plan_is_owned_class(const astitch_graph *g, int32_t n, const bool *is_output);
+/* Whether op costs little enough to compute again where it is read instead of reading it from
+ * memory: a light element-wise, broadcast or shape op other than a gather (recompute.c,
+ * hoist.c). */
+bool plan_op_recomputable(astitch_op op);
 
 /* sched.c */
 IndexMap index_identity(void);

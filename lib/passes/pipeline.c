@@ -44,7 +44,9 @@
  *   hoist                              fusion=stitch: the cheap producers of a kernel's one
  *     |                                global barrier cut off as a kernel before it; when any
  *     |                                is, fill and every kernel's steps again, then the cuts
- *     |                                whose rest kept a global barrier put back (and again)
+ *     |                                whose rest kept a global barrier put back (and again);
+ *     |                                with split_barriers, every global barrier's producers,
+ *     |                                whatever they cost
  *   check                              coverage, order, launch limits
  *
  * Each line is a step. In builds with plan checks (ASTITCH_DEBUG_CHECKS: buildtype debug or
@@ -437,7 +439,7 @@ astitch_status astitch_plan_create(astitch_graph *g, const astitch_device *dev,
     }
     for (int32_t k = 0; !st && k < p->nkernel; k++)
         st = plan_kernel(&pl, &p->kernel[k]);
-    if (!st && p->opt.fusion == ASTITCH_FUSION_STITCH && p->opt.hoist)
+    if (!st && p->opt.fusion == ASTITCH_FUSION_STITCH && (p->opt.hoist || p->opt.split_barriers))
         st = hoist(&pl);
     if (!st) {
         for (int32_t k = 0; k < p->nkernel; k++)

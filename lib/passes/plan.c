@@ -92,6 +92,19 @@ void plan_unindex_kernel(Planner *pl, const PlanKernel *k)
         pl->kidx[k->op[i].node] = -1;
 }
 
+bool plan_op_recomputable(astitch_op op)
+{
+    switch (astitch_op_class_of(op)) {
+    case ASTITCH_CLASS_LIGHT:
+    case ASTITCH_CLASS_BROADCAST:
+        return true;
+    case ASTITCH_CLASS_SHAPE:
+        return op != ASTITCH_OP_GATHER;
+    default:
+        return false;
+    }
+}
+
 bool plan_is_owned_class(const astitch_graph *g, int32_t n, const bool *is_output)
 {
     astitch_op op = gnode(g, n)->op;

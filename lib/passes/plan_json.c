@@ -199,7 +199,8 @@ static json_t *plan_json(const astitch_plan *p)
          put(opt, "column_sums_in_rows", json_boolean(p->opt.column_sums_in_rows)) &&
          put(opt, "carry", json_boolean(p->opt.carry)) &&
          put(opt, "transpose_tiles", json_boolean(p->opt.transpose_tiles)) &&
-         put(opt, "hoist", json_boolean(p->opt.hoist));
+         put(opt, "hoist", json_boolean(p->opt.hoist)) &&
+         put(opt, "split_barriers", json_boolean(p->opt.split_barriers));
     json_t *rewritten = json_array();
     ok = ok && rewritten;
     for (int32_t i = 0; ok && i < p->nrewritten; i++)

@@ -57,8 +57,8 @@ void plan_kernel_text(FILE *f, const astitch_plan *p, const PlanKernel *k)
     fprintf(f, "  bytes: %lld moved, %lld minimal (inputs read once, outputs written once)\n",
             (long long)k->moved_bytes, (long long)k->min_bytes);
     if (k->hoisted)
-        fprintf(f, "  hoisted: makes what a later kernel's global barrier waited for, cheap "
-                   "beside it; that kernel runs without the barrier\n");
+        fprintf(f, "  hoisted: makes what a later kernel's global barrier waited for; that "
+                   "kernel runs without the barrier\n");
     if (k->carry.slots > 0) {
         fprintf(f, "  carry: phase %d keeps for phase %d, across the global barrier, ",
                 (int)k->carry.from, (int)k->carry.to);
@@ -147,7 +147,7 @@ astitch_status astitch_plan_write_text(const astitch_plan *p, FILE *f)
         return ASTITCH_ERR_ARGUMENT;
     const astitch_device *d = &p->dev;
     fprintf(f, "plan: device %s (%d SMs, %d threads/block, %lld B shared/block), fusion %s, "
-               "remote %s, merge %s, packing %s%s%s%s%s%s%s%s%s%s%s%s%s\n",
+               "remote %s, merge %s, packing %s%s%s%s%s%s%s%s%s%s%s%s%s%s\n",
             d->name, d->sm_count, d->max_threads_per_block, (long long)d->shared_per_block,
             astitch_fusion_name(p->opt.fusion), p->opt.remote ? "on" : "off",
             p->opt.merge ? "on" : "off", p->opt.packing ? "on" : "off",
@@ -165,7 +165,9 @@ astitch_status astitch_plan_write_text(const astitch_plan *p, FILE *f)
             p->opt.column_sums_in_rows ? ", column sums in rows" : "",
             p->opt.carry ? "" : ", carry off",
             p->opt.transpose_tiles ? "" : ", transpose tiles off",
-            p->opt.fusion == ASTITCH_FUSION_STITCH && !p->opt.hoist ? ", hoist off" : "");
+            p->opt.fusion == ASTITCH_FUSION_STITCH && !p->opt.hoist ? ", hoist off" : "",
+            p->opt.fusion == ASTITCH_FUSION_STITCH && p->opt.split_barriers ? ", barriers split"
+                                                                              : "");
     if (p->ndropped > 0) {
         fprintf(f, "dropped (feed no output, not planned):");
         for (int32_t i = 0; i < p->ndropped; i++)

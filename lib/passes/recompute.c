@@ -25,17 +25,9 @@ enum { RECOMPUTE_MAX_CONE = 32 };
 /* Whether op may be part of a recomputed cone. */
 static bool cheap(astitch_op op)
 {
-    switch (astitch_op_class_of(op)) {
-    case ASTITCH_CLASS_SOURCE:
+    if (astitch_op_class_of(op) == ASTITCH_CLASS_SOURCE)
         return op != ASTITCH_OP_PARAMETER;
-    case ASTITCH_CLASS_LIGHT:
-    case ASTITCH_CLASS_BROADCAST:
-        return true;
-    case ASTITCH_CLASS_SHAPE:
-        return op != ASTITCH_OP_GATHER;
-    default:
-        return false;
-    }
+    return plan_op_recomputable(op);
 }
 
 /* True when the cone of v (v and every node it depends on) is cheap and at most

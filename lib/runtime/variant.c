@@ -27,18 +27,21 @@
 /* A form: the plan switches it turns on over the caller's options. */
 typedef struct Form {
     const char *name;
-    bool wide_rows, column_sums_in_rows, persistent;
+    bool wide_rows, column_sums_in_rows, persistent, split_barriers;
 } Form;
 
 /* By index, which the compile cache records: append, never reorder. Measured on the H100
  * (bench/RESULTS.md, 2026-11-27): of the four backward norms of the suite, two ran fastest in
  * form 2 and two in form 3, each 10-35% faster than forms 0 and 1; their combinations with
- * wide rows never won by more than 3%. */
+ * wide rows never won by more than 3%. Form 4 cuts every global barrier (docs/planner.md,
+ * *hoist*): a batch norm's backward under channels_last ran 17-20% faster so on the H200
+ * (bench/RESULTS.md, 2026-11-30), other kernels with barriers slower. */
 static const Form forms[ASTITCH_VARIANT_FORMS] = {
-    {"default", false, false, false},
-    {"wide rows", true, false, false},
-    {"column sums in rows", false, true, false},
-    {"column sums in rows, persistent", false, true, true},
+    {"default", false, false, false, false},
+    {"wide rows", true, false, false, false},
+    {"column sums in rows", false, true, false, false},
+    {"column sums in rows, persistent", false, true, true, false},
+    {"barriers split", false, false, false, true},
 };
 
 /* Forms 2 and 3, where they apply, replace form 1: each form costs a compile (up to 220 ms
@@ -57,6 +60,7 @@ static astitch_plan_options form_options(const astitch_plan_options *po, int f)
     o.wide_rows |= forms[f].wide_rows;
     o.column_sums_in_rows |= forms[f].column_sums_in_rows;
     o.persistent |= forms[f].persistent;
+    o.split_barriers |= forms[f].split_barriers;
     return o;
 }
 
@@ -218,6 +222,7 @@ static astitch_variant_info info_of(const astitch_executable *x, astitch_variant
     v.wide_rows = x->plan->opt.wide_rows;
     v.column_sums_in_rows = x->plan->opt.column_sums_in_rows;
     v.persistent = x->plan->opt.persistent;
+    v.split_barriers = x->plan->opt.split_barriers;
     return v;
 }
 
@@ -303,6 +308,17 @@ static void drop_forms(astitch_executable *x)
     x->alt = NULL;
 }
 
+/* A form's time as the search compares it: the split form's weighed up by SPLIT_MARGIN, as its
+ * timing (each run after the L2 is emptied) leaves out part of what its extra launches cost
+ * back to back. On the H200 (bench/RESULTS.md, *Barriers split*) batchnorm_train timed its
+ * split form faster at the search and ran it 3% slower in graph replay; where the split pays,
+ * it was 8-15% faster. */
+#define SPLIT_MARGIN 1.03
+static double weighed(const astitch_executable *y, double us)
+{
+    return y->plan->opt.split_barriers ? us * SPLIT_MARGIN : us;
+}
+
 /* exec_variant_settle's forms: PENDING timed, CAPTURED freed. */
 static astitch_status settle_forms(astitch_executable *x, const uint64_t *inputs,
                                    const uint64_t *outputs, void *stream)
@@ -336,7 +352,7 @@ static astitch_status settle_forms(astitch_executable *x, const uint64_t *inputs
     }
     int best = 0;
     for (int i = 1; i < n; i++)
-        if (us[i] < us[best])
+        if (weighed(run[i], us[i]) < weighed(run[best], us[best]))
             best = i;
     int form = run[best]->variant.form, sm = exec_cuda_sm(x);
     astitch_variant_info v = info_of(run[best], ASTITCH_VARIANT_TIMED, form);
