@@ -77,6 +77,15 @@ static bool plan_has_across(const astitch_plan *p)
     return false;
 }
 
+/* True when some kernel of p has a global barrier: without one, form 4 plans as the default. */
+static bool plan_has_global_barrier(const astitch_plan *p)
+{
+    for (int32_t k = 0; k < p->nkernel; k++)
+        if (p->kernel[k].global_barriers > 0)
+            return true;
+    return false;
+}
+
 /* p's text past its first line (which names the options): equal texts, equal kernels.
  * Malloc'd, NULL on failure. */
 static char *kernels_text(const astitch_plan *p)
@@ -101,8 +110,8 @@ static void applicable_forms(astitch_graph *g, const astitch_device *dev,
     want[0] = true;
     for (int f = 1; f < ASTITCH_VARIANT_FORMS; f++) {
         want[f] = false;
-        if (!text[0])
-            continue;
+        if (!text[0] || (forms[f].split_barriers && !plan_has_global_barrier(def)))
+            continue; /* no plan to make: the same as the default's */
         astitch_plan_options o = form_options(po, f);
         astitch_plan *p = NULL;
         if (clocked_plan_create(g, dev, &o, &p) != ASTITCH_OK)
