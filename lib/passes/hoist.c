@@ -120,7 +120,7 @@ typedef struct Parts {
     int32_t *part;
     Part *mark;
     int32_t n;
-    int32_t *copy_node, *copy_part; /* ncopy pairs, no pair twice */
+    int32_t *copy_node, *copy_part; /* ncopy pairs, no pair twice (add_copies) */
     int32_t ncopy, capcopy;
 } Parts;
 
@@ -138,12 +138,9 @@ static astitch_status parts_fail(Planner *pl, Parts *ps)
     return ctx_fail(pl->g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
 }
 
-/* Adds the pair (v, part) unless present; false on memory. */
+/* Appends the pair (v, part); false on memory. */
 static bool copy_add(Parts *ps, int32_t v, int32_t part)
 {
-    for (int32_t i = 0; i < ps->ncopy; i++)
-        if (ps->copy_node[i] == v && ps->copy_part[i] == part)
-            return true;
     if (ps->ncopy == ps->capcopy) {
         int32_t cap = ps->capcopy ? 2 * ps->capcopy : 16;
         int32_t *a = realloc(ps->copy_node, (size_t)cap * sizeof *a);
@@ -167,7 +164,7 @@ static int cmp_first(const void *a, const void *b, void *ctx)
     return (fx > fy) - (fx < fy); /* parts are never empty, first nodes differ */
 }
 
-/* Whether op `op` of an old kernel is one it recomputes (inlined), not a constant or iota. */
+/* Whether node v, held by old kernel k, is one k recomputes (inlined), not a constant or iota. */
 static bool inlined_op(const Planner *pl, int32_t k, int32_t v)
 {
     astitch_op op = gnode(pl->g, v)->op;
@@ -177,7 +174,7 @@ static bool inlined_op(const Planner *pl, int32_t k, int32_t v)
 /* Replaces the plan's kernels by fresh ones: part[v] (0 .. nparts - 1) for every owned node
  * v, each part's ops in node order (as scope leaves them), the kernels ordered by their first
  * owned node; p->owner follows. Then each part also holds the ops ps lists for it, and the
- * ops old kernel k recomputed, in part keep[k]. */
+ * ops old kernel k recomputed, in part keep[k] (NULL: part k). */
 static astitch_status rebuild(Planner *pl, const Parts *ps, const int32_t *keep)
 {
     astitch_plan *p = pl->p;
@@ -192,7 +189,7 @@ static astitch_status rebuild(Planner *pl, const Parts *ps, const int32_t *keep)
     for (int32_t k = 0; ok && k < p->nkernel; k++)
         for (int32_t i = 0; ok && i < p->kernel[k].nop; i++)
             if (inlined_op(pl, k, p->kernel[k].op[i].node))
-                ok = plan_kernel_add(&nk[keep[k]], p->kernel[k].op[i].node);
+                ok = plan_kernel_add(&nk[keep ? keep[k] : k], p->kernel[k].op[i].node);
     for (int32_t i = 0; ok && i < ps->ncopy; i++)
         ok = plan_kernel_add(&nk[ps->copy_part[i]], ps->copy_node[i]);
     sorted = ok ? calloc((size_t)nparts, sizeof *sorted) : NULL;
@@ -256,41 +253,40 @@ static bool worth_cutting(Planner *pl, int32_t ki, int32_t *lev, int32_t *levels
     return bytes <= k->min_bytes / HOIST_SHARE;
 }
 
-/* Whether a split kernel's later part recomputes v rather than read it from memory. */
-static bool recomputable(const astitch_graph *g, int32_t v)
-{
-    return plan_op_recomputable(gnode(g, v)->op);
-}
-
-/* split_barriers: each op of cut kernel ki (parts in ps->part) that another part reads, and
- * that is recomputable, is recomputed there, with its recomputable operands of ki, instead of
- * written by its own part. pl->tmp holds the walk. */
-static bool add_copies(Planner *pl, int32_t ki, Parts *ps)
+/* split_barriers: each op of cut kernel ki that a later part of it reads (its pieces are parts
+ * first .. first + levels - 1, its rest part ki), and that plan_op_recomputable allows, is
+ * recomputed there, with such operands of its own, instead of written by its own part. One
+ * walk per part; pl->tmp holds it. */
+static bool add_copies(Planner *pl, int32_t ki, Parts *ps, int32_t first, int32_t levels)
 {
     const astitch_plan *p = pl->p;
     int32_t *stack = pl->tmp;
-    for (int32_t v = 0; v < pl->n; v++) {
-        if (p->owner[v] != ki || !recomputable(pl->g, v))
-            continue;
-        for (int32_t u = pl->ustart[v]; u < pl->ustart[v + 1]; u++) {
-            int32_t y = pl->use[u], dest = ps->part[y];
-            if (p->owner[y] != ki || dest == ps->part[v])
+    for (int32_t l = 0; l <= levels; l++) {
+        int32_t dest = l < levels ? first + l : ki, top = 0;
+        pl->epoch++;
+        for (int32_t v = 0; v < pl->n; v++) {
+            if (p->owner[v] != ki || ps->part[v] == dest ||
+                !plan_op_recomputable(gnode(pl->g, v)->op))
                 continue;
-            int32_t top = 0;
-            pl->epoch++;
-            pl->stamp[v] = pl->epoch;
-            stack[top++] = v;
-            while (top > 0) { /* each node pushed once */
-                int32_t x = stack[--top];
-                if (!copy_add(ps, x, dest))
-                    return false;
-                for (int j = 0; j < gnode(pl->g, x)->nin; j++) {
-                    int32_t w = goperand(pl->g, x, j);
-                    if (p->owner[w] == ki && ps->part[w] != dest && recomputable(pl->g, w) &&
-                        pl->stamp[w] != pl->epoch) {
-                        pl->stamp[w] = pl->epoch;
-                        stack[top++] = w;
-                    }
+            for (int32_t u = pl->ustart[v]; u < pl->ustart[v + 1]; u++) {
+                int32_t y = pl->use[u];
+                if (p->owner[y] == ki && ps->part[y] == dest) {
+                    pl->stamp[v] = pl->epoch;
+                    stack[top++] = v;
+                    break;
+                }
+            }
+        }
+        while (top > 0) { /* each node pushed once */
+            int32_t x = stack[--top];
+            if (!copy_add(ps, x, dest))
+                return false;
+            for (int j = 0; j < gnode(pl->g, x)->nin; j++) {
+                int32_t w = goperand(pl->g, x, j);
+                if (p->owner[w] == ki && ps->part[w] != dest && pl->stamp[w] != pl->epoch &&
+                    plan_op_recomputable(gnode(pl->g, w)->op)) {
+                    pl->stamp[w] = pl->epoch;
+                    stack[top++] = w;
                 }
             }
         }
@@ -308,10 +304,8 @@ astitch_status pass_hoist(Planner *pl, bool *changed)
     Parts ps = {malloc((size_t)pl->n * sizeof(int32_t)), calloc((size_t)most, sizeof(Part)), nk,
                 NULL, NULL, 0, 0};
     int32_t *lev = malloc((size_t)pl->n * sizeof *lev);
-    int32_t *keep = malloc((size_t)nk * sizeof *keep);
-    if (!ps.part || !ps.mark || !lev || !keep) {
+    if (!ps.part || !ps.mark || !lev) {
         free(lev);
-        free(keep);
         return parts_fail(pl, &ps);
     }
     for (int32_t v = 0; v < pl->n; v++)
@@ -319,7 +313,6 @@ astitch_status pass_hoist(Planner *pl, bool *changed)
     int32_t cuts = 0, levels = 0;
     bool ok = true;
     for (int32_t ki = 0; ok && ki < nk; ki++) {
-        keep[ki] = ki;
         if (!worth_cutting(pl, ki, lev, &levels))
             continue;
         ps.mark[ki].cut = ++cuts;
@@ -328,15 +321,14 @@ astitch_status pass_hoist(Planner *pl, bool *changed)
         for (int32_t v = 0; v < pl->n; v++)
             if (lev[v] >= 0 && p->owner[v] == ki)
                 ps.part[v] = ps.n + lev[v];
+        ok = !p->opt.split_barriers || add_copies(pl, ki, &ps, ps.n, levels);
         ps.n += levels;
-        ok = !p->opt.split_barriers || add_copies(pl, ki, &ps);
     }
     free(lev);
     astitch_status st = !ok ? ctx_fail(pl->g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory")
-                        : cuts ? rebuild(pl, &ps, keep)
+                        : cuts ? rebuild(pl, &ps, NULL)
                                : ASTITCH_OK;
     *changed = cuts > 0 && st == ASTITCH_OK;
-    free(keep);
     parts_free(&ps);
     return st;
 }
