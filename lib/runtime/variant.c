@@ -34,7 +34,7 @@ typedef struct Form {
  * (bench/RESULTS.md, 2026-11-27): of the four backward norms of the suite, two ran fastest in
  * form 2 and two in form 3, each 10-35% faster than forms 0 and 1; their combinations with
  * wide rows never won by more than 3%. Form 4 cuts every global barrier (docs/planner.md,
- * *hoist*): a batch norm's backward under channels_last ran 17-20% faster so on the H200
+ * *hoist*): a batch norm's backward under channels_last ran 9-15% faster split on the H200
  * (bench/RESULTS.md, 2026-11-30), other kernels with barriers slower. */
 static const Form forms[ASTITCH_VARIANT_FORMS] = {
     {"default", false, false, false, false},
