@@ -218,6 +218,12 @@ void prune_free_names(char **names, int32_t n);
  * free with prune_free_names); else *out is NULL. Fails only on memory. */
 astitch_status pass_one_hot(const astitch_graph *g, astitch_graph **out, char ***gathered,
                             int32_t *ngathered);
+/* short_reduce.c: when g has reduces over at most a few elements per output, off the
+ * innermost axis, whose input is theirs alone, *out is a copy of g (owned by the caller) where
+ * each is a tree of element-wise slices, and *names their names (nnames of them, malloc'd, free
+ * with prune_free_names); else *out is NULL. Fails only on memory. */
+astitch_status pass_short_reduce(const astitch_graph *g, astitch_graph **out, char ***names,
+                                 int32_t *nnames);
 /* concat_tree.c: when g has a concatenate of more than CONCAT_TREE_WIDTH operands, *out is a
  * copy of g (owned by the caller) where each is a tree of concatenates of at most that many;
  * else *out is NULL. Fails only on memory. */

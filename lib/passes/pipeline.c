@@ -11,6 +11,9 @@
  *     |                                are any
  *   concat_tree                        ... with each concatenate of more than 64 operands as a
  *     |                                tree of narrower ones
+ *     +- fusion=stitch:      short_reduce ... with each reduce over at most 16 elements per
+ *     |                                output, off the innermost axis, as element-wise slices
+ *     +- fusion=stitch:      one_hot   ... with a one-hot sum over the last axis as a gather
  *     +- fusion=stitch:      variance  one-pass variance: the plan's own rewritten copy, when
  *     |                                a sum of squared deviations would read its input twice
  *     +- fusion=stitch:      recompute ... whose outputs made of positions and constants
@@ -64,7 +67,7 @@
 
 /* The steps as ASTITCH_DUMP_PLAN=after:<step> names them, in pipeline order. */
 static const char *const step_names[] = {
-    "dot_lower", "prune",     "concat_tree", "one_hot",  "variance",  "recompute", "keepdim",
+    "dot_lower", "prune",     "concat_tree", "short_reduce", "one_hot",  "variance",  "recompute", "keepdim",
     "scope",     "xla",
     "remote",    "bound",     "fill",        "dominant", "mapping",   "across",
     "propagate", "adapt",     "schemes",     "barriers", "tiles",     "memory",
@@ -405,6 +408,9 @@ astitch_status astitch_plan_create(astitch_graph *g, const astitch_device *dev,
     if (!st && !(st = pass_concat_tree(p->graph, &rw)))
         adopt(p, rw, &dump, "concat_tree");
     if (!st && p->opt.fusion == ASTITCH_FUSION_STITCH &&
+        !(st = pass_short_reduce(p->graph, &rw, &p->shortened, &p->nshortened)))
+        adopt(p, rw, &dump, "short_reduce");
+    if (!st && p->opt.fusion == ASTITCH_FUSION_STITCH &&
         !(st = pass_one_hot(p->graph, &rw, &p->gathered, &p->ngathered)))
         adopt(p, rw, &dump, "one_hot");
     if (!st && p->opt.fusion == ASTITCH_FUSION_STITCH && p->opt.one_pass_variance &&
@@ -472,6 +478,7 @@ void astitch_plan_destroy(astitch_plan *p)
     free(p->recomputed);
     prune_free_names(p->dropped, p->ndropped);
     prune_free_names(p->gathered, p->ngathered);
+    prune_free_names(p->shortened, p->nshortened);
     astitch_graph_destroy(p->own_graph);
     free(p);
 }

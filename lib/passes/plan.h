@@ -204,6 +204,8 @@ struct astitch_plan {
     int32_t ndropped;
     char **gathered;           /* names of the one-hot sums pass_one_hot made gathers */
     int32_t ngathered;
+    char **shortened;          /* names of the reduces pass_short_reduce made slices */
+    int32_t nshortened;
     astitch_device dev;
     astitch_plan_options opt;
     PlanKernel *kernel;

@@ -219,6 +219,10 @@ static json_t *plan_json(const astitch_plan *p)
     ok = ok && gathered;
     for (int32_t i = 0; ok && i < p->ngathered; i++)
         ok = json_array_append_new(gathered, json_string(p->gathered[i])) == 0;
+    json_t *shortened = json_array();
+    ok = ok && shortened;
+    for (int32_t i = 0; ok && i < p->nshortened; i++)
+        ok = json_array_append_new(shortened, json_string(p->shortened[i])) == 0;
     for (int32_t s = 0; ok && s < p->nstep; s++) {
         const PlanStep *st = &p->step[s];
         json_t *x = json_object();
@@ -237,6 +241,7 @@ static json_t *plan_json(const astitch_plan *p)
     ok = put(root, "options", opt) && ok;
     ok = put(root, "dropped", dropped) && ok;
     ok = put(root, "one_hot_gathers", gathered) && ok;
+    ok = put(root, "short_reduces", shortened) && ok;
     ok = put(root, "one_pass_variance", rewritten) && ok;
     ok = put(root, "recomputed", recomputed) && ok;
     ok = put(root, "scratch_bytes", json_integer(p->scratch_bytes)) && ok;

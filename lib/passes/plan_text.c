@@ -180,6 +180,12 @@ astitch_status astitch_plan_write_text(const astitch_plan *p, FILE *f)
             fprintf(f, "%s %s", i ? "," : "", p->gathered[i]);
         fputc('\n', f);
     }
+    if (p->nshortened > 0) {
+        fprintf(f, "rewritten (a reduce over a few elements per output as element-wise slices):");
+        for (int32_t i = 0; i < p->nshortened; i++)
+            fprintf(f, "%s %s", i ? "," : "", p->shortened[i]);
+        fputc('\n', f);
+    }
     if (p->nrewritten > 0) {
         fprintf(f, "rewritten (one-pass variance, one read of the input): ");
         list(f, p, p->rewritten, p->nrewritten);
