@@ -6,6 +6,8 @@
  * h100 model their statistics are regional, the kernel has no global barrier and is not
  * persistent. A read of the statistics at another element's row (through a transpose) stays
  * global. Every plan runs on the host target against the reference on fresh random inputs.
+ * A normalization whose column tiles are walked twice keeps no more blocks per SM than hold
+ * those tiles in the L2 (launch.c).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -140,6 +142,70 @@ static void test_other_row(void **state)
     check(f, "class softmax with the maximum transposed [2, 7, 40, 40]", stats, 1, true);
 }
 
+/* PixelNorm: x * rsqrt(mean(x^2 over C) + eps) of NCHW x [n, c, h, w]. */
+static void build_pixel_norm(astitch_graph *g, const int64_t *d)
+{
+    int64_t axis = 1, rows[3] = {d[0], d[2], d[3]};
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 4, d);
+    astitch_node ms = astitch_binary(
+        g, ASTITCH_OP_DIV,
+        astitch_reduce(g, ASTITCH_REDUCE_SUM, astitch_binary(g, ASTITCH_OP_MUL, x, x), 1, &axis),
+        scalar(g, (double)d[1], 3, rows));
+    astitch_node r = astitch_unary(g, ASTITCH_OP_RSQRT,
+                                   astitch_binary(g, ASTITCH_OP_ADD, ms, scalar(g, 1e-8, 3, rows)));
+    astitch_node y = astitch_binary(g, ASTITCH_OP_MUL, x, over_c(g, r, d));
+    assert_int_equal(astitch_add_output(g, y), ASTITCH_OK);
+}
+
+/* Blocks per SM and register bound of g's one kernel on the h100 model. */
+static void residency(Fixture *f, int32_t *blocks_per_sm, int32_t *regs)
+{
+    astitch_plan *p = fixture_plan_h100(f);
+    assert_int_equal(astitch_plan_num_kernels(p), 1);
+    astitch_kernel_info ki;
+    assert_int_equal(astitch_plan_kernel_info(p, 0, &ki), ASTITCH_OK);
+    assert_false(ki.persistent);
+    *blocks_per_sm = ki.blocks_per_sm;
+    *regs = ki.regs;
+}
+
+/* The column tiles the normalization walks again stay in the L2: PixelNorm over 512 channels
+ * walks tiles of 128 x 512 f32 (256 KB), so one block per SM (132 tiles, 34 MB, within the
+ * h100 model's 50 MB; two would hold 68), at the bound of one block; over 192 channels the
+ * tiles of a full residency fit and it stays. The small case runs against the reference. */
+static void test_rewalked_tiles_in_l2(void **state)
+{
+    Fixture *f = *state;
+    static const int64_t wide[4] = {32, 512, 64, 64};
+    int32_t bps, regs;
+    build_pixel_norm(f->g, wide);
+    residency(f, &bps, &regs);
+    printf("pixel norm [32, 512, 64, 64]: %d blocks per SM, %d registers\n", bps, regs);
+    assert_int_equal(bps, 1);
+    assert_int_equal(regs, 64);
+
+    Fixture g = {0};
+    assert_int_equal(astitch_context_create(&g.ctx), ASTITCH_OK);
+    assert_int_equal(astitch_graph_create(g.ctx, &g.g), ASTITCH_OK);
+    static const int64_t narrow[4] = {32, 192, 64, 64};
+    build_pixel_norm(g.g, narrow);
+    residency(&g, &bps, &regs);
+    printf("pixel norm [32, 192, 64, 64]: %d blocks per SM, %d registers\n", bps, regs);
+    assert_true(bps > 1 && regs == 32);
+    astitch_plan_destroy(g.p);
+    astitch_graph_destroy(g.g);
+    astitch_context_destroy(g.ctx);
+
+    Fixture h = {0};
+    assert_int_equal(astitch_context_create(&h.ctx), ASTITCH_OK);
+    assert_int_equal(astitch_graph_create(h.ctx, &h.g), ASTITCH_OK);
+    static const int64_t small[4] = {2, 24, 9, 16};
+    build_pixel_norm(h.g, small);
+    check_h100_values(h.g, "pixel norm [2, 24, 9, 16]");
+    astitch_graph_destroy(h.g);
+    astitch_context_destroy(h.ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -147,6 +213,7 @@ int main(void)
         FIXTURE_TEST(test_layer_norm_odd),
         FIXTURE_TEST(test_softmax),
         FIXTURE_TEST(test_other_row),
+        FIXTURE_TEST(test_rewalked_tiles_in_l2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

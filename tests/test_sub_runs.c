@@ -186,6 +186,30 @@ static void test_odd_row_walk(void **state)
     check("log-sum-exp f16 [256, 50257]", g, "load i16", 32, "load <8 x i16>", 0);
 }
 
+/* GPT-2's log-softmax in f32, [rows, 50257]: its output x - lse. */
+static astitch_graph *logsoftmax(astitch_context *ctx, int64_t rows, int64_t cols)
+{
+    astitch_graph *g = graph_new(ctx);
+    int64_t d[2] = {rows, cols}, keep[1] = {0}, axis[1] = {1};
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, d);
+    astitch_node max = astitch_reduce(g, ASTITCH_REDUCE_MAX, x, 1, axis);
+    astitch_node sh = astitch_binary(g, ASTITCH_OP_SUB, x, astitch_broadcast_in_dim(g, max, 2, d, keep));
+    astitch_node sum = astitch_reduce(g, ASTITCH_REDUCE_SUM, astitch_unary(g, ASTITCH_OP_EXP, sh), 1, axis);
+    astitch_node lse = astitch_unary(g, ASTITCH_OP_LOG, sum);
+    astitch_add_output(g, astitch_binary(g, ASTITCH_OP_SUB, sh, astitch_broadcast_in_dim(g, lse, 2, d, keep)));
+    return g;
+}
+
+/* The same rows in f32 under the 32-register bound (a block of 1024 per row): the walks take 8
+ * single elements a thread per iteration, not 2 (the online max-and-sum walk and the output's,
+ * with their remainders: at least 32 loads of x in the code; 15 at two). */
+static void test_odd_row_walk_tight(void **state)
+{
+    (void)state;
+    astitch_graph *g = logsoftmax(context(), 256, 50257);
+    check("log-softmax f32 [256, 50257]", g, "load float", 32, "load <4 x float>", 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -194,6 +218,7 @@ int main(void)
         cmocka_unit_test(test_shuffle_odd),
         cmocka_unit_test(test_gate),
         cmocka_unit_test(test_odd_row_walk),
+        cmocka_unit_test(test_odd_row_walk_tight),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -77,9 +77,17 @@ enum { ROW_UNROLL_WIDE = 4, ROW_UNROLL_WIDE_REGS = 64 };
  * loss over [8192, 50257] f16 765 -> 264 us (26% -> 74% of the copy rate), over [4096, 50257]
  * f32 253 -> 196 us (77% -> 100%). */
 enum { ROW_UNROLL_SCALAR_RUNS = ROW_UNROLL_WIDE };
+/* Under a tighter bound such a walk takes ROW_UNROLL_SCALAR_TIGHT elements per iteration, not
+ * COLUMN_UNROLL (sixteen spill at 32 registers). Measured on the H200 (2026-11-30, 0 4 8 16 16 8
+ * 4 0 by a temporary switch): the log-softmax of GPT-2's vocabulary in f32 (32 registers) 174.6
+ * -> 166.4 us at eight (160.0 at sixteen, spilling 48 bytes; as committed, against the library
+ * before, 173.5 -> 166.8). A walk in runs of 2 (a GroupNorm of 10 channels a group under
+ * channels_last) moved by none of them, so it keeps its two. */
+enum { ROW_UNROLL_SCALAR_TIGHT = 8 };
 _Static_assert((int)COLUMN_UNROLL <= (int)ITERATION_ELEMENTS_MAX &&
                (int)ROW_UNROLL_WIDE <= (int)ITERATION_ELEMENTS_MAX &&
-               (int)ROW_UNROLL_SCALAR_RUNS * 8 <= (int)ITERATION_ELEMENTS_MAX,
+               (int)ROW_UNROLL_SCALAR_RUNS * 8 <= (int)ITERATION_ELEMENTS_MAX &&
+               (int)ROW_UNROLL_SCALAR_TIGHT <= (int)ITERATION_ELEMENTS_MAX,
                "the element loops' arrays bound");
 
 /* The tensors phase-p values read from memory at each element of the rows under node n: kernel
@@ -124,6 +132,8 @@ int emit_elements_per_iteration(Emit *e, const PlanPhase *p)
         int n = ROW_UNROLL_SCALAR_RUNS * plan_access_elements(e->g, e->k, p);
         return n < ITERATION_ELEMENTS_MAX ? n : ITERATION_ELEMENTS_MAX;
     }
+    if (row && loads == 1 && plan_row_vector(e->plan, e->k, p) == 1)
+        return ROW_UNROLL_SCALAR_TIGHT;
     return loads <= COLUMN_UNROLL_LOADS_MAX ? COLUMN_UNROLL : 1;
 }
 

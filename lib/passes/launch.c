@@ -106,6 +106,9 @@ astitch_status pass_launch(Planner *pl, PlanKernel *k, bool *smaller_wave)
                     launch_blocks_per_sm(d, k->block, tight, k->shared_bytes) >= needed;
     if (!k->persistent && needed > assumed && !one_wave) /* as mapping assumed */
         needed = assumed;
+    int64_t tile = k->persistent ? 0 : mapping_column_rewalk_bytes(pl, k);
+    if (tile > 0 && d->l2_bytes > 0 && needed * d->sm_count * tile > d->l2_bytes)
+        needed = d->l2_bytes / (d->sm_count * tile); /* the walked-again tiles in the L2 */
     if (needed < 1)
         needed = 1;
     if (needed > bps)

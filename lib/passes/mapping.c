@@ -383,6 +383,23 @@ bool mapping_stream_rewalks(const Planner *pl, const PlanKernel *k)
     return false;
 }
 
+int64_t mapping_column_rewalk_bytes(const Planner *pl, const PlanKernel *k)
+{
+    int64_t most = 0;
+    for (int32_t i = 0; i < k->nphase; i++) {
+        const astitch_mapping *m = &k->phase[i].map;
+        if (m->kind != ASTITCH_MAP_COLUMN_REDUCE || k->phase[i].run_first != i)
+            continue;
+        bool again = false;
+        for (int32_t j = i + 1; j < k->nphase && k->phase[j].run_first == i; j++)
+            again = again || sched_map_equal(&k->phase[j].map, m);
+        int64_t tile = m->rows_per_block * m->split_len * space_bytes(pl->g, k, m, false);
+        if (again && tile > most)
+            most = tile;
+    }
+    return most;
+}
+
 astitch_status pass_mapping(Planner *pl, PlanKernel *k)
 {
     const astitch_graph *g = pl->g;

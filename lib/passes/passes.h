@@ -317,6 +317,9 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k);
  * more than half the device's L2 (any, where the model knows no L2): the later walks would read
  * DRAM again. The mapping is then made again with k->stream_by_block. */
 bool mapping_stream_rewalks(const Planner *pl, const PlanKernel *k);
+/* mapping.c: the bytes of one block's tile of a column walk that its tile run walks again
+ * (the largest such tile of kernel k), 0 when no column walk is walked twice. */
+int64_t mapping_column_rewalk_bytes(const Planner *pl, const PlanKernel *k);
 /* mapping.c: the fewest registers a resident row of e elements per lane may be bounded to. */
 int64_t mapping_resident_min_regs(int64_t e);
 /* mapping.c: true when a reduction over `axes` of a tensor of shape s could keep its rows in
