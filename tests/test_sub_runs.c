@@ -193,10 +193,13 @@ static astitch_graph *logsoftmax(astitch_context *ctx, int64_t rows, int64_t col
     int64_t d[2] = {rows, cols}, keep[1] = {0}, axis[1] = {1};
     astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, d);
     astitch_node max = astitch_reduce(g, ASTITCH_REDUCE_MAX, x, 1, axis);
-    astitch_node sh = astitch_binary(g, ASTITCH_OP_SUB, x, astitch_broadcast_in_dim(g, max, 2, d, keep));
-    astitch_node sum = astitch_reduce(g, ASTITCH_REDUCE_SUM, astitch_unary(g, ASTITCH_OP_EXP, sh), 1, axis);
+    astitch_node sh =
+        astitch_binary(g, ASTITCH_OP_SUB, x, astitch_broadcast_in_dim(g, max, 2, d, keep));
+    astitch_node sum =
+        astitch_reduce(g, ASTITCH_REDUCE_SUM, astitch_unary(g, ASTITCH_OP_EXP, sh), 1, axis);
     astitch_node lse = astitch_unary(g, ASTITCH_OP_LOG, sum);
-    astitch_add_output(g, astitch_binary(g, ASTITCH_OP_SUB, sh, astitch_broadcast_in_dim(g, lse, 2, d, keep)));
+    astitch_add_output(g, astitch_binary(g, ASTITCH_OP_SUB, sh,
+                                         astitch_broadcast_in_dim(g, lse, 2, d, keep)));
     return g;
 }
 

@@ -111,6 +111,43 @@ void ctx_error_node_into(astitch_context *ctx, const astitch_graph *from, const 
 
 bool graph_valid_id(const astitch_graph *g, astitch_node n) { return n >= 0 && n < g->nnode; }
 
+bool graph_readers(const astitch_graph *g, int32_t **start, int32_t **use)
+{
+    size_t n = (size_t)g->nnode;
+    int32_t *at = calloc(n + 1, sizeof *at), *end = malloc((n ? n : 1) * sizeof *end);
+    int32_t *who = malloc((g->noperand ? (size_t)g->noperand : 1) * sizeof *who);
+    if (!at || !who || !end) {
+        free(at);
+        free(who);
+        free(end);
+        return false;
+    }
+    for (int32_t v = 0; v < g->nnode; v++)
+        for (int j = 0; j < gnode(g, v)->nin; j++)
+            at[goperand(g, v, j) + 1]++;
+    for (size_t v = 0; v < n; v++)
+        at[v + 1] += at[v];
+    memcpy(end, at, n * sizeof *end);
+    for (int32_t v = 0; v < g->nnode; v++) /* one entry per reader, even if it reads x twice */
+        for (int j = 0; j < gnode(g, v)->nin; j++) {
+            int32_t x = goperand(g, v, j);
+            if (end[x] == at[x] || who[end[x] - 1] != v)
+                who[end[x]++] = v;
+        }
+    int32_t w = 0; /* the lists compacted to their real lengths */
+    for (size_t v = 0; v < n; v++) {
+        int32_t lo = at[v], hi = end[v];
+        at[v] = w;
+        for (int32_t i = lo; i < hi; i++)
+            who[w++] = who[i];
+    }
+    at[n] = w;
+    free(end);
+    *start = at;
+    *use = who;
+    return true;
+}
+
 static uint32_t hash_name(const char *s)
 {
     uint32_t h = 2166136261u;

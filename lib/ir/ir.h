@@ -167,6 +167,10 @@ astitch_status graph_fail(astitch_graph *g, astitch_status s, const char *fmt, .
 astitch_status node_fail(const astitch_graph *g, int32_t id, astitch_status s, const char *fmt,
                          ...) __attribute__((format(printf, 4, 5)));
 bool graph_valid_id(const astitch_graph *g, astitch_node n);
+/* The readers of every node of g: node v's are use[start[v] .. start[v + 1]), one entry per
+ * reader even where it reads v twice, in node order (*start: nnode + 1 entries; both malloc'd,
+ * the caller frees them). False when out of memory. */
+bool graph_readers(const astitch_graph *g, int32_t **start, int32_t **use);
 /* Gives node id its default name "<op>.<id>". */
 astitch_status graph_default_name(astitch_graph *g, int32_t id);
 /* Records parameter node id as the next parameter; false when out of memory. */

@@ -220,8 +220,8 @@ astitch_status pass_one_hot(const astitch_graph *g, astitch_graph **out, char **
                             int32_t *ngathered);
 /* short_reduce.c: when g has reduces over at most a few elements per output, off the
  * innermost axis, whose input is theirs alone, *out is a copy of g (owned by the caller) where
- * each is a tree of element-wise slices, and *names their names (nnames of them, malloc'd, free
- * with prune_free_names); else *out is NULL. Fails only on memory. */
+ * each is its slices folded by element-wise ops, and *names their names (nnames of them,
+ * malloc'd, free with prune_free_names); else *out is NULL. Fails only on memory. */
 astitch_status pass_short_reduce(const astitch_graph *g, astitch_graph **out, char ***names,
                                  int32_t *nnames);
 /* concat_tree.c: when g has a concatenate of more than CONCAT_TREE_WIDTH operands, *out is a

@@ -67,8 +67,8 @@
 
 /* The steps as ASTITCH_DUMP_PLAN=after:<step> names them, in pipeline order. */
 static const char *const step_names[] = {
-    "dot_lower", "prune",     "concat_tree", "short_reduce", "one_hot",  "variance",  "recompute", "keepdim",
-    "scope",     "xla",
+    "dot_lower", "prune",     "concat_tree", "short_reduce", "one_hot",  "variance",
+    "recompute", "keepdim",   "scope",       "xla",
     "remote",    "bound",     "fill",        "dominant", "mapping",   "across",
     "propagate", "adapt",     "schemes",     "barriers", "tiles",     "memory",
     "transpose", "launch",    "carry",     "traffic",   "hoist",     "check",
@@ -130,46 +130,20 @@ static astitch_status planner_init(Planner *pl, astitch_plan *p)
     pl->g = p->graph;
     pl->n = n;
     size_t sz = (size_t)(n ? n : 1);
-    pl->ustart = calloc(sz + 1, sizeof *pl->ustart);
-    pl->use = malloc((size_t)(g->noperand ? g->noperand : 1) * sizeof *pl->use);
+    bool readers = graph_readers(g, &pl->ustart, &pl->use);
     pl->is_output = calloc(sz, sizeof *pl->is_output);
     pl->kidx = malloc(sz * sizeof *pl->kidx);
     pl->stamp = calloc(sz, sizeof *pl->stamp);
     pl->tmp = malloc(sz * sizeof *pl->tmp);
     pl->tmp2 = malloc(sz * sizeof *pl->tmp2);
     p->owner = malloc(sz * sizeof *p->owner);
-    if (!pl->ustart || !pl->use || !pl->is_output || !pl->kidx || !pl->stamp || !pl->tmp ||
+    if (!readers || !pl->is_output || !pl->kidx || !pl->stamp || !pl->tmp ||
         !pl->tmp2 || !p->owner)
         return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
     for (int32_t v = 0; v < n; v++) {
         pl->kidx[v] = -1;
         p->owner[v] = -1;
-        for (int j = 0; j < gnode(g, v)->nin; j++)
-            pl->ustart[goperand(g, v, j) + 1]++;
     }
-    for (int32_t v = 0; v < n; v++)
-        pl->ustart[v + 1] += pl->ustart[v];
-    memcpy(pl->tmp, pl->ustart, sz * sizeof *pl->tmp);
-    for (int32_t v = 0; v < n; v++)
-        for (int j = 0; j < gnode(g, v)->nin; j++) {
-            int32_t x = goperand(g, v, j);
-            if (pl->ustart[x] == pl->ustart[x + 1])
-                continue;
-            /* one entry per consumer even if it reads x twice */
-            int32_t at = pl->tmp[x];
-            if (at > pl->ustart[x] && pl->use[at - 1] == v)
-                continue;
-            pl->use[pl->tmp[x]++] = v;
-        }
-    /* compact duplicate reads away: shift each list to its real length */
-    int32_t w = 0;
-    for (int32_t v = 0; v < n; v++) {
-        int32_t lo = pl->ustart[v], hi = pl->tmp[v];
-        pl->ustart[v] = w;
-        for (int32_t i = lo; i < hi; i++)
-            pl->use[w++] = pl->use[i];
-    }
-    pl->ustart[n] = w;
     for (int32_t i = 0; i < g->noutput; i++)
         pl->is_output[g->output[i]] = true;
     return ASTITCH_OK;

@@ -39,28 +39,10 @@
  * heads of rows of 197 f32, read as single elements: 21.4 -> 20.4 us). */
 enum { SHORT_REDUCE_MAX = 16 };
 
-/* Readers of every node, CSR: at[v] .. at[v + 1] in who[]. */
+/* Readers of every node (graph_readers): node v's are who[at[v] .. at[v + 1]). */
 typedef struct Readers {
     int32_t *at, *who;
 } Readers;
-
-static bool readers_make(const astitch_graph *g, Readers *r)
-{
-    size_t n = (size_t)g->nnode;
-    r->at = calloc(n + 2, sizeof *r->at);
-    r->who = malloc((size_t)(g->noperand ? g->noperand : 1) * sizeof *r->who);
-    if (!r->at || !r->who)
-        return false;
-    for (int32_t v = 0; v < g->nnode; v++)
-        for (int j = 0; j < gnode(g, v)->nin; j++)
-            r->at[goperand(g, v, j) + 2]++;
-    for (size_t v = 0; v < n; v++)
-        r->at[v + 2] += r->at[v + 1];
-    for (int32_t v = 0; v < g->nnode; v++)
-        for (int j = 0; j < gnode(g, v)->nin; j++)
-            r->who[r->at[goperand(g, v, j) + 1]++] = v;
-    return true;
-}
 
 /* Elements per output of reduce r (K), or 0 when r is not a reduce. */
 static int64_t reduced_elements(const astitch_graph *g, int32_t r)
@@ -258,7 +240,8 @@ astitch_status pass_short_reduce(const astitch_graph *g, astitch_graph **out, ch
     int32_t *stack = malloc(n * sizeof *stack);
     int32_t *map = malloc(n * sizeof *map), found = 0;
     astitch_status st = ASTITCH_OK;
-    if (!output || !chosen || !mark || !seen || !stack || !map || !readers_make(g, &rd)) {
+    if (!output || !chosen || !mark || !seen || !stack || !map ||
+        !graph_readers(g, &rd.at, &rd.who)) {
         st = ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "short reduces: out of memory");
         goto done;
     }
