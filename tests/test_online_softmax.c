@@ -1,7 +1,8 @@
 /*
  * test_online_softmax.c: a streamed row's max and its sum of exp(x - max) taken in one walk
  * (plan_online_pair, lib/codegen/emit_online.c). The plan says so where it applies (long rows
- * of a log-sum-exp, f32 and bf16, several warps per row) and not where it does not (the option
+ * of a log-sum-exp, f32 and bf16, several warps per row; columns, down a leading axis with
+ * several lanes a column and over a middle axis of 19 classes) and not where it does not (the option
  * off, a sum of exp(x - max) of another x); on the host target, which runs the same kernels,
  * the log-sum-exp and the sum match the reference on rows of special values: all -inf (NaN),
  * -inf first then finite, a NaN, a +inf (NaN), values near the f32 exponent's top, and on
@@ -82,7 +83,7 @@ static float value(int64_t r, int64_t c, int64_t n)
 }
 
 /* Runs g (x [rows, n] as laid out, the reduced axis given by the element's place) on target t
- * with value(); writes lse and sum per row. */
+ * (the host with the h100 model's plan) with value(); writes lse and sum per row. */
 static void run(astitch_graph *g, astitch_target t, bool on, int64_t rows, int64_t n,
                 const int64_t *dims, int64_t axis, astitch_dtype xt, float *lse, float *sum)
 {
@@ -107,6 +108,10 @@ static void run(astitch_graph *g, astitch_target t, bool on, int64_t rows, int64
     astitch_compile_options_default(&o);
     o.target = t;
     o.plan.online_softmax = on;
+    astitch_device model; /* the host target runs the plan the GPU would (the h100 model's) */
+    assert_int_equal(astitch_device_builtin("h100", &model), ASTITCH_OK);
+    if (t == ASTITCH_TARGET_HOST)
+        o.device = &model;
     astitch_executable *e = NULL;
     if (astitch_compile(g, &o, &e) != ASTITCH_OK)
         fail_msg("compile: %s", astitch_last_error(astitch_graph_context(g)));
@@ -186,6 +191,23 @@ static void test_long_rows_bf16(void **state)
     check_rows(2, dims, 1, ASTITCH_BF16);
 }
 
+/* A column log-sum-exp down 100 rows of 20000 columns (torch.logsumexp(x, 0)): single columns
+ * (not runs), several lanes down each, their pairs combined through shared memory. */
+static void test_columns(void **state)
+{
+    (void)state;
+    const int64_t dims[2] = {100, 20000};
+    check_rows(2, dims, 0, ASTITCH_F32);
+}
+
+/* Over the 19 classes of NCHW segmentation logits, [6, 19, 500]: a thread a column. */
+static void test_middle_axis(void **state)
+{
+    (void)state;
+    const int64_t dims[3] = {6, 19, 500};
+    check_rows(3, dims, 1, ASTITCH_BF16);
+}
+
 /* A sum of exp(y - max) where y is not max's own operand: two walks. */
 static void test_other_operand(void **state)
 {
@@ -203,6 +225,17 @@ static void test_random_inputs(void **state)
     build(f->g, 2, dims, 1, ASTITCH_BF16, FORM_PAIR);
     assert_true(online(f->g, true));
     check_host_values(f->g);
+    check_h100_values(f->g, "rows");
+}
+
+/* The same down columns, in the h100 model's plan. */
+static void test_random_columns(void **state)
+{
+    Fixture *f = *state;
+    const int64_t dims[2] = {100, 20000};
+    build(f->g, 2, dims, 0, ASTITCH_F32, FORM_PAIR);
+    assert_true(online(f->g, true));
+    check_h100_values(f->g, "columns");
 }
 
 int main(void)
@@ -210,8 +243,11 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_long_rows_f32),
         cmocka_unit_test(test_long_rows_bf16),
+        cmocka_unit_test(test_columns),
+        cmocka_unit_test(test_middle_axis),
         cmocka_unit_test_setup_teardown(test_other_operand, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_random_inputs, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_random_columns, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -776,9 +776,10 @@ static void build_sum_read_back(astitch_graph *g, int64_t rows, bool through_res
 }
 
 /* The sum read back outside its run, in a persistent kernel: regional while its per-block part
- * is small, global (keeping the full wave) once that part would leave one block per SM. A block
- * per tile keeps only its tile's part. Read back inside its resident run, the sum needs no
- * memory at all. */
+ * is small, global (keeping the full wave) once that part would leave one block per SM, read
+ * back by the block that made it after a block barrier (no grid barrier). A block per tile
+ * keeps only its tile's part. Read back inside its resident run, the sum needs no memory at
+ * all. */
 static void launch_prefers_parallelism(void **state)
 {
     Fixture *f = *state;
@@ -798,11 +799,13 @@ static void launch_prefers_parallelism(void **state)
     o.persistent = true;
     p = fixture_plan(f, &d, &o);
     astitch_plan_kernel_info(p, 0, &k);
-    /* 30000-odd rows of 4 bytes per block would allow one block per SM: turned global */
+    /* 30000-odd rows of 4 bytes per block would allow one block per SM: turned global, its
+     * rows read by their own block */
     assert_int_equal(scheme_of(p, f->g, "s"), ASTITCH_SCHEME_GLOBAL);
     assert_int_equal(k.grid, k.blocks_per_wave);
     assert_int_equal(k.blocks_per_sm, 2);
-    assert_int_equal(k.global_barriers, 1);
+    assert_int_equal(k.global_barriers, 0);
+    assert_int_equal(k.block_barriers, 1);
     /* a tenth of the rows: their part fits next to a second block */
     astitch_graph_destroy(f->g);
     assert_int_equal(astitch_graph_create(f->ctx, &f->g), ASTITCH_OK);

@@ -6,8 +6,10 @@
  *     constants and iota, or under fusion=xla cheap recomputed copies);
  *   - the graph of kernels and compute ops has no cycle, and the steps are a topological order;
  *   - every value a phase reads from an earlier phase of its kernel is regional or global and
- *     a barrier of that strength separates the two phases; reads inside a phase are only of
- *     non-reductions at the same element;
+ *     a barrier of that strength separates the two phases (a block barrier for a global value
+ *     read at elements the reading block made, by the planner's ownership checks over the
+ *     index map this walk finds); reads inside a phase are only of non-reductions at the same
+ *     element;
  *   - buffers that share bytes are never live at once without a barrier between them;
  *   - launch shapes fit the device and one wave; mappings cover their rows.
  *
@@ -150,20 +152,47 @@ static bool barrier_between(const PlanKernel *k, int32_t a, int32_t b, astitch_b
     return false;
 }
 
+/* Whether root r (phase pr of k) reads src (phase ps) through index map f only at elements
+ * its own block made (schemes.c, Read.own_block): the planner's two block-ownership checks,
+ * over the map this walk found. */
+static bool read_own_block(const astitch_graph *g, const PlanKernel *k, int32_t r, int32_t src,
+                           IndexMap f)
+{
+    const PlanOp *so = plan_kernel_op(k, src), *ro = plan_kernel_op(k, r);
+    const PlanPhase *sp = &k->phase[so->phase];
+    if (sp->map.split > 1 && gnode(g, src)->op == ASTITCH_OP_REDUCE)
+        return false;
+    if (sched_regional(g, &k->phase[ro->phase], r, sp, src, f))
+        return true;
+    bool *reaches = calloc((size_t)g->nnode, sizeof *reaches);
+    signed char *memo = calloc((size_t)g->nnode * 2, sizeof *memo);
+    assert_true(reaches && memo);
+    bool own = tiles_read_at_row(g, k, ro->phase, r, so->phase, src, reaches, memo);
+    free(reaches);
+    free(memo);
+    return own;
+}
+
 /* Every root the phase of root r reads (found by walking back through non-root kernel ops)
- * is available: produced earlier with a barrier that covers its scheme, or produced in the same
- * phase and not a reduction. */
+ * is available: produced earlier with a barrier that covers its scheme (a global root read at
+ * its own block's elements: a block barrier), or produced in the same phase and not a
+ * reduction. */
 static void check_reads(const astitch_plan *p, const PlanKernel *k, int32_t r, int32_t *stack,
                         uint8_t *seen)
 {
     const astitch_graph *g = p->graph;
     const PlanOp *ro = plan_kernel_op(k, r);
+    IndexMap *map = malloc((size_t)(g->noperand + 1) * sizeof *map);
+    assert_non_null(map);
     int32_t sp = 0;
     memset(seen, 0, (size_t)g->nnode);
-    for (int j = 0; j < gnode(g, r)->nin; j++)
+    for (int j = 0; j < gnode(g, r)->nin; j++) {
+        map[sp] = gnode(g, r)->op == ASTITCH_OP_REDUCE ? index_identity() : index_operand(g, r, j);
         stack[sp++] = goperand(g, r, j);
+    }
     while (sp > 0) {
         int32_t x = stack[--sp];
+        IndexMap f = map[sp];
         const PlanOp *o = plan_kernel_op(k, x);
         if (!o || seen[x])
             continue;
@@ -184,6 +213,10 @@ static void check_reads(const astitch_plan *p, const PlanKernel *k, int32_t r, i
             if (need == ASTITCH_BARRIER_NONE)
                 fail_msg("%s: '%s' is read by a later phase but is %s", k->name,
                          gnode(g, x)->name, astitch_scheme_name(o->scheme));
+            if (need == ASTITCH_BARRIER_GLOBAL &&
+                !barrier_between(k, o->phase, ro->phase, ASTITCH_BARRIER_GLOBAL) &&
+                read_own_block(g, k, r, x, f))
+                need = ASTITCH_BARRIER_BLOCK;
             if (!barrier_between(k, o->phase, ro->phase, need))
                 fail_msg("%s: no %s barrier between '%s' and its reader '%s'", k->name,
                          astitch_barrier_name(need), gnode(g, x)->name, gnode(g, r)->name);
@@ -194,9 +227,12 @@ static void check_reads(const astitch_plan *p, const PlanKernel *k, int32_t r, i
                 assert_int_equal(k->buf[o->buf].kind, ASTITCH_BUFFER_SHARED);
             continue;
         }
-        for (int j = 0; j < gnode(g, x)->nin; j++)
+        for (int j = 0; j < gnode(g, x)->nin; j++) {
+            map[sp] = index_compose(f, index_operand(g, x, j));
             stack[sp++] = goperand(g, x, j);
+        }
     }
+    free(map);
 }
 
 static void check_buffers(const PlanKernel *k)

@@ -365,7 +365,9 @@ typedef struct Emit {
                               * the row being emitted, or NULL; NULL outside such a run */
     struct Resident *resident; /* resident run: the lane's tile whose element the cache is
                               * for (resident.h), else NULL */
-    bool interleave;         /* no SHARED buffer in the kernel: element-wise phases and
+    bool interleave;         /* no SHARED buffer and no block barrier before a run in the
+                              * kernel (no run reads what its own block made in an earlier
+                              * one): element-wise phases and
                               * resident runs take tiles ctaid, ctaid + grid, ... (all blocks
                               * sweep the tensors together) instead of a contiguous chunk */
     int32_t run_first;       /* resident run: its phases [run_first, run_end); run_end 0 */

@@ -141,9 +141,15 @@ static astitch_status emit_kernel(Emit *e, int32_t kk)
     const PlanKernel *k = &e->plan->kernel[kk];
     e->k = k;
     e->ix = needs_i64(e->g, k) ? LLVMInt64TypeInContext(e->c) : LLVMInt32TypeInContext(e->c);
+    /* a block barrier before a run (not between the phases of one, which walk its tiles
+     * together) means the run reads what its own block made in an earlier one (a regional
+     * value, or a global one at its own elements: schemes.c): contiguous chunks only */
     e->interleave = true;
     for (int32_t b = 0; b < k->nbuf; b++)
         if (k->buf[b].kind == ASTITCH_BUFFER_SHARED)
+            e->interleave = false;
+    for (int32_t ph = 0; ph < k->nphase; ph++)
+        if (k->phase[ph].barrier == ASTITCH_BARRIER_BLOCK && k->phase[ph].run_first == ph)
             e->interleave = false;
     char name[64];
     free(e->spill);

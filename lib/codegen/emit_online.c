@@ -1,5 +1,6 @@
 /* emit_online.c: a streamed row's max and its sum of exp(x - max) in one walk, the online
- * softmax (plan_online_pair; docs/codegen.md, *Online softmax*).
+ * softmax (plan_online_pair; docs/codegen.md, *Online softmax*); the rows of a row mapping or
+ * the columns of a column mapping.
  *
  * Each lane keeps a pair (m, s): the max of the elements it has seen and the sum of their
  * exp(x - m). A group of elements with maximum r folds as m' = max(m, r), s' = s * scale(m, m')
@@ -90,10 +91,15 @@ void emit_online(Emit *e, const PlanPhase *pm, const PlanPhase *ps, LLVMValueRef
     const astitch_mapping *m = &pm->map;
     Shape space = plan_mapping_space(m);
     int32_t max = pm->root[0], sum = ps->root[0];
-    int v = plan_row_vector(e->plan, e->k, pm);
+    /* a column mapping (single columns: plan_online_pair) has its rows across adjacent
+     * threads and its lanes down the reduced axes, as in emit_reduce */
+    bool column = m->kind == ASTITCH_MAP_COLUMN_REDUCE;
+    int v = column ? 1 : plan_row_vector(e->plan, e->k, pm);
     int tpr = m->threads_per_row, rpb = m->rows_per_block;
-    LLVMValueRef row_in_tile = LLVMBuildUDiv(e->b, e->tid, ev_int(e, tpr), "");
-    LLVMValueRef lane = LLVMBuildURem(e->b, e->tid, ev_int(e, tpr), "");
+    LLVMValueRef row_in_tile = column ? LLVMBuildURem(e->b, e->tid, ev_int(e, rpb), "")
+                                      : LLVMBuildUDiv(e->b, e->tid, ev_int(e, tpr), "");
+    LLVMValueRef lane = column ? LLVMBuildUDiv(e->b, e->tid, ev_int(e, rpb), "")
+                               : LLVMBuildURem(e->b, e->tid, ev_int(e, tpr), "");
     LLVMValueRef t0 = LLVMBuildMul(e->b, tile_iv, ev_int(e, rpb), "");
     LLVMValueRef row = LLVMBuildAdd(e->b, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, e->ctaid,
                                     ev_int(e, m->chunk), ""), t0, ""), row_in_tile, "row");

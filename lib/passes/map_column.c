@@ -45,27 +45,6 @@ enum { COLUMN_RUN_MIN_WARPS = 2 };
  * 11.5 us on an H200 against 9.9 with its column sums split behind a grid barrier (2026-11-30). */
 enum { COLUMN_WHOLE_WARPS_PER_SM = 8 };
 
-/* The columns of one run for column group m (see *Column runs* above): 16 bytes of the
- * narrowest tensor (4 f32, 8 f16/bf16), halved until the reduces' accumulators fit, runs tile
- * the innermost axis (kept: v adjacent rows are v adjacent elements at every reduced index) and
- * a tile's rows (a warp's runs) fit the block (a later element-wise phase of the tile takes a
- * row per thread); 1 (no runs) where the option is off, the group is not alone or reduces
- * other than floats (the combine exchanges f32 accumulators), the kernel reads other than one
- * tensor of the space, there are fewer rows than a warp's runs, or the block is not whole
- * warps. The least runs per lane is checked once the split is known. */
-static int64_t column_run(const astitch_mapping *m, const MapCtx *c, const ColumnWalk *w)
-{
-    int64_t warp = c->dev->warp_size;
-    if (!c->column_runs || !c->alone || !c->packing || w->inputs != 1 || w->not_float ||
-        m->rank < 1 || (m->reduce_axes >> (m->rank - 1) & 1) || c->block % warp)
-        return 1;
-    int64_t v = mapping_access_elements(w->min_bytes);
-    while (v > 1 && (v * w->reduces > COLUMN_RUN_ACCUMULATORS || m->dims[m->rank - 1] % v ||
-                     warp * v > c->block))
-        v /= 2;
-    return v > 1 && m->rows >= warp * v ? v : 1;
-}
-
 /* Rows per block p and lanes t of column group m: runs of v columns (v > 1), or single ones. */
 static void column_shape(const astitch_mapping *m, const MapCtx *c, int64_t v, int64_t *p,
                          int64_t *t)
@@ -87,20 +66,62 @@ static void column_shape(const astitch_mapping *m, const MapCtx *c, int64_t v, i
     }
 }
 
+/* Column group m mapped in runs of v columns (single ones at v = 1): its shape, split and
+ * packing. */
+static void shape_with(astitch_mapping *m, const MapCtx *c, int64_t v)
+{
+    int64_t p, t;
+    column_shape(m, c, v, &p, &t);
+    m->rows_per_block = (int32_t)p;
+    m->threads_per_row = (int32_t)t;
+    m->vector = v > 1 ? (int32_t)v : 0;
+    int64_t tiles = ceil_div(m->rows, p);
+    m->split = c->whole_columns ? 1
+                                : (int32_t)packing_split(c, tiles, packing_split_most(m, c), c->alone);
+    packing_finish(m, c, tiles, p, 1);
+}
+
+/* Whether group m holds an online pair (w) that single columns would take unsplit: the pair
+ * then reads the columns once (plan_online_pair), where runs, or a split, take two walks.
+ * Measured on an H200 (bench/RESULTS.md, *Survey 7*): torch.logsumexp(x, 0) of [2048, 32768]
+ * f32 126.1 -> 66.5 us, of [300, 40000] 26.5 -> 20.3. */
+static bool online_whole(const astitch_mapping *m, const MapCtx *c, const ColumnWalk *w)
+{
+    if (!c->online || !w->online_pair)
+        return false;
+    astitch_mapping t = *m;
+    shape_with(&t, c, 1);
+    return t.split <= 1;
+}
+
+/* The columns of one run for column group m (see *Column runs* above): 16 bytes of the
+ * narrowest tensor (4 f32, 8 f16/bf16), halved until the reduces' accumulators fit, runs tile
+ * the innermost axis (kept: v adjacent rows are v adjacent elements at every reduced index) and
+ * a tile's rows (a warp's runs) fit the block (a later element-wise phase of the tile takes a
+ * row per thread); 1 (no runs) where the option is off, the group is not alone or reduces
+ * other than floats (the combine exchanges f32 accumulators), the kernel reads other than one
+ * tensor of the space, there are fewer rows than a warp's runs, the block is not whole warps,
+ * or the group's online pair takes single columns whole (online_whole). The least runs per
+ * lane is checked once the split is known. */
+static int64_t column_run(const astitch_mapping *m, const MapCtx *c, const ColumnWalk *w)
+{
+    int64_t warp = c->dev->warp_size;
+    if (!c->column_runs || !c->alone || !c->packing || w->inputs != 1 || w->not_float ||
+        online_whole(m, c, w) ||
+        m->rank < 1 || (m->reduce_axes >> (m->rank - 1) & 1) || c->block % warp)
+        return 1;
+    int64_t v = mapping_access_elements(w->min_bytes);
+    while (v > 1 && (v * w->reduces > COLUMN_RUN_ACCUMULATORS || m->dims[m->rank - 1] % v ||
+                     warp * v > c->block))
+        v /= 2;
+    return v > 1 && m->rows >= warp * v ? v : 1;
+}
+
 void map_column(astitch_mapping *m, const MapCtx *c, const ColumnWalk *w)
 {
     for (int64_t v = column_run(m, c, w);; v = 1) {
-        int64_t p, t;
-        column_shape(m, c, v, &p, &t);
-        m->rows_per_block = (int32_t)p;
-        m->threads_per_row = (int32_t)t;
-        m->vector = v > 1 ? (int32_t)v : 0;
-        int64_t tiles = ceil_div(m->rows, p);
-        m->split = c->whole_columns
-                       ? 1
-                       : (int32_t)packing_split(c, tiles, packing_split_most(m, c), c->alone);
-        packing_finish(m, c, tiles, p, 1);
-        if (v == 1 || ceil_div(m->split_len, t) >= COLUMN_RUN_MIN_RUNS)
+        shape_with(m, c, v);
+        if (v == 1 || ceil_div(m->split_len, m->threads_per_row) >= COLUMN_RUN_MIN_RUNS)
             return;
     }
 }

@@ -311,11 +311,12 @@ static int64_t space_inputs(const astitch_graph *g, const PlanKernel *k, const a
 static ColumnWalk column_walk(const astitch_graph *g, const PlanKernel *k, const PlanGroup *gr,
                               const astitch_mapping *m)
 {
-    ColumnWalk w = {space_min_bytes(g, k, m), 0, 0, space_inputs(g, k, m)};
+    ColumnWalk w = {space_min_bytes(g, k, m), 0, 0, space_inputs(g, k, m), false};
     for (int32_t s = -1; s < gr->nsub; s++) {
         const Node *r = gnode(g, s < 0 ? gr->dominant : gr->sub[s]);
         w.reduces += r->op == ASTITCH_OP_REDUCE;
         w.not_float += r->op == ASTITCH_OP_REDUCE && !dtype_is_float(r->dtype);
+        w.online_pair = w.online_pair || (s >= 0 && plan_online_nodes(g, gr->dominant, gr->sub[s], m));
     }
     return w;
 }
@@ -405,7 +406,8 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k)
     const astitch_graph *g = pl->g;
     const astitch_device *dev = &pl->p->dev;
     MapCtx c = {dev, dev->warp_size, 0, pl->p->opt.packing, k->persistent, pl->p->opt.wide_rows,
-             k->ngroup == 1, !k->stream_by_block, pl->p->opt.column_vectors, false};
+             k->ngroup == 1, !k->stream_by_block, pl->p->opt.column_vectors, false,
+             pl->p->opt.online_softmax};
     bool elementwise = true;
     int64_t elements = 0;
     for (int32_t i = 0; i < k->ngroup; i++) {

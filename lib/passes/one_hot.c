@@ -3,7 +3,7 @@
  * stitch pipeline.
  *
  * A framework hands over nll_loss's gather of the target's logit as a one-hot sum over the
- * class axis (the last):
+ * class axis (here the last; any one axis a alike, below):
  *
  *     R = reduce_sum(select(eq(iota, broadcast(t)), X, 0), last axis)    X: [..., C], t: [...]
  *
@@ -18,9 +18,13 @@
  * elements off the target are never read, as the select never read them. So the values are
  * the same, bit for bit, and the rewrite takes no option.
  *
- * Matched: a sum over the last axis alone, of 2 <= C classes and at least one row (a gather
+ * The class axis may be any one axis a: with X as [outer, C, inner] (inner the product of the
+ * axes after a), element (o, i) of R is X's at o * C * inner + t * inner + i (a contrastive
+ * loss's column cross-entropy, the channels of NCHW segmentation logits).
+ *
+ * Matched: a sum over one axis alone, of 2 <= C classes and at least one row (a gather
  * needs a table), of f32, f16 or bf16; the select's other operand +0 (a splat constant,
- * perhaps broadcast); the compare eq of an iota along the last axis and t broadcast along it
+ * perhaps broadcast); the compare eq of an iota along that axis and t broadcast along it
  * (either order), t of R's shape, i32 or i64, and rows * C within t's type; X not made from a
  * reduction (made_after_reduce: a log-softmax's output stays a sum). The rewritten
  * graph is a copy (the caller's graph is never changed): R keeps its name and place, the nodes
@@ -42,9 +46,9 @@ static bool is_plus_zero(const astitch_graph *g, int32_t z)
            !signbit(n->attr.values[0]);
 }
 
-/* The per-row target t when node b broadcasts it along the last axis of shape s alone
- * (t's axes kept in order), else -1. */
-static int32_t row_target(const astitch_graph *g, int32_t b, const Shape *s)
+/* The per-row target t when node b broadcasts it along axis a of shape s alone (t's axes
+ * kept in order), else -1. */
+static int32_t row_target(const astitch_graph *g, int32_t b, const Shape *s, int a)
 {
     const Node *bn = gnode(g, b);
     if (bn->op != ASTITCH_OP_BROADCAST_IN_DIM)
@@ -53,9 +57,11 @@ static int32_t row_target(const astitch_graph *g, int32_t b, const Shape *s)
     const Shape *ts = &gnode(g, t)->shape;
     if (ts->rank != s->rank - 1)
         return -1;
-    for (int i = 0; i < ts->rank; i++)
-        if (bn->attr.dims[i] != i || ts->dim[i] != s->dim[i])
+    for (int i = 0; i < ts->rank; i++) {
+        int to = i < a ? i : i + 1;
+        if (bn->attr.dims[i] != to || ts->dim[i] != s->dim[to])
             return -1;
+    }
     return t;
 }
 
@@ -96,6 +102,16 @@ static bool made_after_reduce(const astitch_graph *g, int32_t x)
     return found;
 }
 
+/* The one axis of a rank-`rank` tensor that reduce axes `axes` name, or -1 when they name
+ * none or several. */
+static int class_axis(uint32_t axes, int rank)
+{
+    for (int a = 0; a < rank; a++)
+        if (axes == 1u << a)
+            return a;
+    return -1;
+}
+
 /* The target t of one-hot sum r (see the head), or -1 when r is none. *x is the selected
  * tensor. */
 static int32_t match(const astitch_graph *g, int32_t r, int32_t *x)
@@ -106,17 +122,17 @@ static int32_t match(const astitch_graph *g, int32_t r, int32_t *x)
         return -1;
     int32_t sel = goperand(g, r, 0);
     const Shape *s = &gnode(g, sel)->shape;
-    int last = s->rank - 1;
-    if (last < 0 || rn->attr.axes != 1u << last || s->dim[last] < 2 || shape_elements(s) < 1 ||
+    int a = class_axis(rn->attr.axes, s->rank);
+    if (a < 0 || s->dim[a] < 2 || shape_elements(s) < 1 ||
         gnode(g, sel)->op != ASTITCH_OP_SELECT || !is_plus_zero(g, goperand(g, sel, 2)))
         return -1;
     int32_t hit = goperand(g, sel, 0);
     if (gnode(g, hit)->op != ASTITCH_OP_EQ)
         return -1;
     for (int side = 0; side < 2; side++) {
-        int32_t i = goperand(g, hit, side), t = row_target(g, goperand(g, hit, 1 - side), s);
+        int32_t i = goperand(g, hit, side), t = row_target(g, goperand(g, hit, 1 - side), s, a);
         const Node *in = gnode(g, i);
-        if (t < 0 || in->op != ASTITCH_OP_IOTA || in->attr.axis != last)
+        if (t < 0 || in->op != ASTITCH_OP_IOTA || in->attr.axis != a)
             continue;
         if (in->dtype != ASTITCH_I32 && in->dtype != ASTITCH_I64)
             return -1;
@@ -142,18 +158,37 @@ static astitch_node emit_gather(const astitch_graph *src, astitch_graph *d, int3
     const Node *rn = gnode(src, v), *xn = gnode(src, x);
     const char *base = rn->name;
     astitch_dtype it = gnode(src, t)->dtype, ft = rn->dtype;
-    int64_t classes = xn->shape.dim[xn->shape.rank - 1];
+    int a = class_axis(rn->attr.axes, xn->shape.rank);
+    int64_t classes = xn->shape.dim[a], inner = 1;
+    for (int i = a + 1; i < xn->shape.rank; i++)
+        inner *= xn->shape.dim[i];
     int64_t rows = shape_elements(&rn->shape), total = rows * classes;
-    double c = (double)classes, zero = 0;
+    int64_t grid[2] = {rows / inner, inner};
+    double c = (double)classes, zero = 0, plane = (double)inner, block = (double)(classes * inner);
 #define NAMED(node, what) graph_name_derived(d, src, (node), base, (what))
     astitch_node flat = NAMED(astitch_reshape(d, map[x], 1, &total), "flat");
     astitch_node tr = map[t];
     if (rn->shape.rank != 1)
         tr = NAMED(astitch_reshape(d, tr, 1, &rows), "row_target");
-    astitch_node row = NAMED(astitch_iota(d, it, 1, &rows, 0), "row");
-    astitch_node cn = NAMED(astitch_constant(d, it, 1, &rows, &c, 1), "classes");
-    astitch_node start = NAMED(astitch_binary(d, ASTITCH_OP_MUL, row, cn), "row_start");
-    astitch_node index = NAMED(astitch_binary(d, ASTITCH_OP_ADD, start, tr), "index");
+    astitch_node cn, index;
+    if (inner == 1) { /* the last axis: row * C + t */
+        astitch_node row = NAMED(astitch_iota(d, it, 1, &rows, 0), "row");
+        cn = NAMED(astitch_constant(d, it, 1, &rows, &c, 1), "classes");
+        astitch_node start = NAMED(astitch_binary(d, ASTITCH_OP_MUL, row, cn), "row_start");
+        index = NAMED(astitch_binary(d, ASTITCH_OP_ADD, start, tr), "index");
+    } else { /* [outer, C, inner] flattened: outer * C * inner + t * inner + inner index */
+        cn = NAMED(astitch_constant(d, it, 1, &rows, &c, 1), "classes");
+        astitch_node o = NAMED(astitch_iota(d, it, 2, grid, 0), "outer");
+        astitch_node in = NAMED(astitch_iota(d, it, 2, grid, 1), "inner");
+        astitch_node bn = NAMED(astitch_constant(d, it, 2, grid, &block, 1), "block");
+        astitch_node start = NAMED(astitch_binary(d, ASTITCH_OP_ADD,
+                                   NAMED(astitch_binary(d, ASTITCH_OP_MUL, o, bn), "block_start"),
+                                   in), "start");
+        astitch_node start1 = NAMED(astitch_reshape(d, start, 1, &rows), "row_start");
+        astitch_node pn = NAMED(astitch_constant(d, it, 1, &rows, &plane, 1), "plane");
+        astitch_node off = NAMED(astitch_binary(d, ASTITCH_OP_MUL, tr, pn), "class_start");
+        index = NAMED(astitch_binary(d, ASTITCH_OP_ADD, start1, off), "index");
+    }
     astitch_node picked = NAMED(astitch_gather(d, flat, index), "picked");
     astitch_node fz = NAMED(astitch_constant(d, ft, 1, &rows, &zero, 1), "zero");
     astitch_node plus = NAMED(astitch_binary(d, ASTITCH_OP_ADD, picked, fz), "plus_zero");

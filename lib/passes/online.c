@@ -7,7 +7,9 @@
  * again. The online form keeps a running pair (m, s) per lane instead, rescaling s whenever m
  * grows, so the row is walked once. This is a query over a finished plan, not a rewrite: the
  * plan keeps both phases (their roots, buffers and barriers), and code generation emits the
- * pair in the first phase's walk and nothing for the second.
+ * pair in the first phase's walk and nothing for the second. A column mapping's columns (a
+ * log-sum-exp down the rows of a contrastive loss's logits, over the classes of NCHW
+ * segmentation logits) take it alike, in single columns (not runs of them).
  */
 #include "passes/passes.h"
 
@@ -24,18 +26,8 @@ static bool row_reduce_of(const astitch_graph *g, int32_t n, astitch_reduce_kind
     return shape_equal(&gnode(g, goperand(g, n, 0))->shape, &space);
 }
 
-bool plan_online_pair(const astitch_plan *p, const PlanKernel *k, int32_t ph)
+bool plan_online_nodes(const astitch_graph *g, int32_t max, int32_t sum, const astitch_mapping *m)
 {
-    if (!p->opt.online_softmax || ph < 0 || ph + 1 >= k->nphase)
-        return false;
-    const PlanPhase *pm = &k->phase[ph], *ps = &k->phase[ph + 1];
-    const astitch_mapping *m = &pm->map;
-    if (pm->resident || ps->resident || ps->run_first != pm->run_first || pm->nroot != 1 ||
-        ps->nroot != 1 || m->kind != ASTITCH_MAP_ROW_REDUCE || m->split > 1 || m->row_len < 1 ||
-        !sched_map_equal(m, &ps->map))
-        return false;
-    const astitch_graph *g = p->graph;
-    int32_t max = pm->root[0], sum = ps->root[0];
     if (!row_reduce_of(g, max, ASTITCH_REDUCE_MAX, m) ||
         !row_reduce_of(g, sum, ASTITCH_REDUCE_SUM, m))
         return false;
@@ -54,4 +46,19 @@ bool plan_online_pair(const astitch_plan *p, const PlanKernel *k, int32_t ph)
         if (!(m->reduce_axes >> i & 1) && gnode(g, b)->attr.dims[kept++] != i)
             return false;
     return true;
+}
+
+bool plan_online_pair(const astitch_plan *p, const PlanKernel *k, int32_t ph)
+{
+    if (!p->opt.online_softmax || ph < 0 || ph + 1 >= k->nphase)
+        return false;
+    const PlanPhase *pm = &k->phase[ph], *ps = &k->phase[ph + 1];
+    const astitch_mapping *m = &pm->map;
+    bool row = m->kind == ASTITCH_MAP_ROW_REDUCE;
+    bool column = m->kind == ASTITCH_MAP_COLUMN_REDUCE && plan_column_vector(m) == 1;
+    if (pm->resident || ps->resident || ps->run_first != pm->run_first || pm->nroot != 1 ||
+        ps->nroot != 1 || !(row || column) || m->split > 1 || m->row_len < 1 ||
+        !sched_map_equal(m, &ps->map))
+        return false;
+    return plan_online_nodes(p->graph, pm->root[0], ps->root[0], m);
 }

@@ -57,6 +57,9 @@ typedef struct Read {
     int32_t root;
     int32_t src;
     IndexMap f;
+    bool own_block; /* schemes: every element read was made by the reading block (and src is
+                     * not a split reduce), so a block barrier orders the read, whatever src's
+                     * scheme */
 } Read;
 
 typedef struct Planner {
@@ -265,15 +268,18 @@ typedef struct MapCtx {
     bool column_runs; /* astitch_plan_options.column_vectors */
     bool whole_columns; /* a lone column group takes no task split: map_column_block chose a
                          * block for runs whose wider wave would have split the rows */
+    bool online;        /* astitch_plan_options.online_softmax */
 } MapCtx;
 /* What map_column knows of a column group's walk: the element size of the space's narrowest
  * tensor, the group's reductions (and those of them not of floats, whose accumulators are not
- * f32), and the kernel's inputs of the space's size. */
+ * f32), the kernel's inputs of the space's size, and whether it holds an online pair. */
 typedef struct ColumnWalk {
     int64_t min_bytes;
     int64_t reduces;
     int64_t not_float;
     int64_t inputs;
+    bool online_pair; /* the group's max and a sum of exp(x - max) (plan_online_nodes), which
+                       * the online walk takes together in single columns */
 } ColumnWalk;
 /* mapping.c: the elements of a 16-byte access of a tensor of min_bytes elements (4 f32, 8
  * f16/bf16, at most 8). */

@@ -288,6 +288,10 @@ bool plan_split_atomic(const Node *reduce);
  * online_softmax): code generation takes both in phase ph's walk with a running pair and emits
  * nothing for phase ph + 1 (emit_online.c). */
 bool plan_online_pair(const astitch_plan *p, const PlanKernel *k, int32_t ph);
+/* Whether reduces max and sum of g are a pair the online walk can take over mapping m's space:
+ * max an f32 max over m's reduced axes, sum an f32 sum of exp(x - broadcast(max)) of max's own
+ * operand x (online.c). */
+bool plan_online_nodes(const astitch_graph *g, int32_t max, int32_t sum, const astitch_mapping *m);
 
 /* walk.c: how a phase's threads take its elements, as code generation emits them. */
 /* Elements in 16 bytes of the narrowest tensor phase ph of k reads or writes at the elements

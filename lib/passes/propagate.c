@@ -61,7 +61,7 @@ static bool add_read(Planner *pl, int32_t root, int32_t src, IndexMap f)
             return true;
     if (!ARRAY_RESERVE(pl->read, pl->nread, pl->capread, 64))
         return false;
-    pl->read[pl->nread++] = (Read){root, src, f};
+    pl->read[pl->nread++] = (Read){root, src, f, false};
     return true;
 }
 

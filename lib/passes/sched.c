@@ -326,10 +326,13 @@ void sched_barriers(Planner *pl, PlanKernel *k)
     for (int32_t i = 0; i < np; i++) {
         astitch_barrier need = ASTITCH_BARRIER_NONE;
         for (int32_t j = start[i]; j < start[i + 1]; j++) {
-            const PlanOp *src = &k->op[pl->kidx[pl->read[order[j]].src]];
+            const Read *rd = &pl->read[order[j]];
+            const PlanOp *src = &k->op[pl->kidx[rd->src]];
             if (src->phase >= i)
                 continue;
-            bool global = src->scheme != ASTITCH_SCHEME_REGIONAL;
+            /* a global root read where the reading block made it (a row's max read by its own
+             * row's sum, and by a mean over every row) needs only a block barrier there */
+            bool global = src->scheme != ASTITCH_SCHEME_REGIONAL && !rd->own_block;
             if (global && gsat <= src->phase)
                 need = ASTITCH_BARRIER_GLOBAL;
             else if (!global && bsat <= src->phase && need == ASTITCH_BARRIER_NONE)

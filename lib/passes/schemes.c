@@ -40,20 +40,22 @@ astitch_status pass_schemes(Planner *pl, PlanKernel *k)
         return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
     }
     for (int32_t r = 0; r < pl->nread; r++) {
-        const Read *rd = &pl->read[r];
+        Read *rd = &pl->read[r];
         int32_t si = pl->kidx[rd->src];
         const PlanOp *src = &k->op[si], *dst = &k->op[pl->kidx[rd->root]];
+        rd->own_block = false;
         if (dst->phase == src->phase) {
             flags[si] |= READ_SAME;
             continue;
         }
         flags[si] |= READ_LATER;
-        if (!(flags[si] & NOT_LOCAL) &&
-            !(dst->phase > src->phase &&
-              (sched_regional(g, &k->phase[dst->phase], rd->root, &k->phase[src->phase],
-                              rd->src, rd->f) ||
-               tiles_read_at_row(g, k, dst->phase, rd->root, src->phase, rd->src, reaches,
-                                 memo))))
+        const PlanPhase *sp = &k->phase[src->phase];
+        rd->own_block =
+            dst->phase > src->phase &&
+            !(sp->map.split > 1 && gnode(g, rd->src)->op == ASTITCH_OP_REDUCE) &&
+            (sched_regional(g, &k->phase[dst->phase], rd->root, sp, rd->src, rd->f) ||
+             tiles_read_at_row(g, k, dst->phase, rd->root, src->phase, rd->src, reaches, memo));
+        if (!rd->own_block)
             flags[si] |= NOT_LOCAL;
     }
     for (int32_t i = 0; i < k->nop; i++) {
