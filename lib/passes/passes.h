@@ -176,7 +176,9 @@ void plan_kernel_text(FILE *f, const astitch_plan *p, const PlanKernel *k);
  * memory). */
 bool plan_kernel_traffic(const astitch_plan *p, PlanKernel *k);
 /* Recomputes phase barriers and barrier counts of k from its roots' schemes and pl->read (the
- * pipeline's step `barriers`, after schemes). */
+ * pipeline's step `barriers`, after schemes): a block barrier before a read of a regional root,
+ * or of a global one at the reading block's own elements (Read.own_block), a global barrier
+ * before any other read of a global root. */
 void sched_barriers(Planner *pl, PlanKernel *k);
 int64_t sched_elements(const astitch_graph *g, int32_t n);
 /* Edge lists by unit (plan.c's steps, remote.c's merge graph) are built in two passes over the

@@ -10,8 +10,10 @@
  * and global otherwise. A split reduce is always global: its split blocks
  * combine their results across blocks in global memory, read or not. A reduce summed across
  * the rows of a row mapping (across.c) is read by nothing in its kernel; its blocks add theirs
- * into the destination by atomics (zero_init) unless the mapping has one block. Barriers follow
- * from the schemes: the pipeline's next step (sched_barriers).
+ * into the destination by atomics (zero_init) unless the mapping has one block. Each read
+ * that these checks place in the reading block is marked (Read.own_block), also when its root
+ * is global because of another read. Barriers follow from the schemes and those marks: the
+ * pipeline's next step (sched_barriers).
  */
 #include <stdlib.h>
 
