@@ -21,6 +21,12 @@
 
 enum { READ_SAME = 1, READ_LATER = 2, NOT_LOCAL = 4 };
 
+/* Whether node n of phase ph is a reduce whose rows are split across blocks (always global). */
+static bool split_reduce(const astitch_graph *g, const PlanPhase *ph, int32_t n)
+{
+    return ph->map.split > 1 && gnode(g, n)->op == ASTITCH_OP_REDUCE;
+}
+
 bool plan_split_atomic(const Node *reduce)
 {
     astitch_reduce_kind k = reduce->attr.reduce;
@@ -54,7 +60,7 @@ astitch_status pass_schemes(Planner *pl, PlanKernel *k)
         const PlanPhase *sp = &k->phase[src->phase];
         rd->own_block =
             dst->phase > src->phase &&
-            !(sp->map.split > 1 && gnode(g, rd->src)->op == ASTITCH_OP_REDUCE) &&
+            !split_reduce(g, sp, rd->src) &&
             (sched_regional(g, &k->phase[dst->phase], rd->root, sp, rd->src, rd->f) ||
              tiles_read_at_row(g, k, dst->phase, rd->root, src->phase, rd->src, reaches, memo));
         if (!rd->own_block)
@@ -65,14 +71,14 @@ astitch_status pass_schemes(Planner *pl, PlanKernel *k)
         if (o->phase < 0)
             continue;
         const PlanPhase *ph = &k->phase[o->phase];
-        bool split_reduce = ph->map.split > 1 && gnode(g, o->node)->op == ASTITCH_OP_REDUCE;
-        bool regional = !split_reduce && !(flags[i] & NOT_LOCAL);
+        bool split = split_reduce(g, ph, o->node);
+        bool regional = !split && !(flags[i] & NOT_LOCAL);
         /* a reduce summed across rows is read by nothing in its kernel (across.c); its blocks
          * add up by atomics, unless there is one block */
         bool across = plan_reduce_across(g, &ph->map, o->node) && ph->map.grid > 1;
-        o->zero_init = across || (split_reduce && !pl->p->opt.deterministic &&
+        o->zero_init = across || (split && !pl->p->opt.deterministic &&
                                   plan_split_atomic(gnode(g, o->node)));
-        if (split_reduce)
+        if (split)
             o->scheme = ASTITCH_SCHEME_GLOBAL;
         else if (flags[i] & READ_LATER)
             o->scheme = regional ? ASTITCH_SCHEME_REGIONAL : ASTITCH_SCHEME_GLOBAL;
