@@ -14,9 +14,10 @@
  * gather; general maps for transposes, slices and concatenations, which are exact but do not
  * preserve block locality) until it meets another root (a Read) or a kernel input.
  *
- * Phases: roots in node order, each into the first phase at or after the phases of what it
- * reads that has its group and mapping; a read of a reduce, or any read not at the same element
- * in the same mapping, needs a later phase.
+ * Phases: roots in node order, but a group that reads another group's roots after all of that
+ * group's (root_order), each into the first phase at or after the phases of what it reads that
+ * has its group and mapping; a read of a reduce, or any read not at the same element in the same
+ * mapping, needs a later phase.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -179,67 +180,142 @@ static bool reads_in_register(const astitch_graph *g, const PlanKernel *k, const
     return sched_map_equal(&k->phase[src->phase].map, m) && index_equal(f, index_identity(), nspace);
 }
 
-static astitch_status place_roots(Planner *pl, PlanKernel *k, Walk *w)
+/* Group levels from what the groups read of each other: a group that reads another group's
+ * roots (through local ops) gets a higher level than that group. Returns false, leaving node
+ * order, when the groups read each other in a cycle or are more than 64. */
+static bool group_levels(const Planner *pl, const PlanKernel *k, int32_t *level)
 {
     const astitch_graph *g = pl->g;
-    int32_t cap = 0;
-    for (int32_t i = 0; i < k->nop; i++) {
-        PlanOp *o = &k->op[i];
-        if (!is_root(o))
+    if (k->ngroup > 64)
+        return false;
+    uint64_t *made = calloc((size_t)pl->n + 1, sizeof *made); /* node -> groups whose roots it
+                                                               * reads, or its own group's bit */
+    uint64_t needs[64] = {0};                                  /* group -> groups it reads */
+    if (!made)
+        return false;
+    for (int32_t v = 0; v < pl->n; v++) { /* node order is topological */
+        if (pl->kidx[v] < 0)
             continue;
-        astitch_mapping m;
-        derive_map(g, k, &k->group[o->group], o->node, &m);
-        if (plan_reduce_across(g, &m, o->node) && (m.vector < 1 || m.split > 1))
-            return ctx_fail(g->ctx, ASTITCH_ERR_INTERNAL,
-                            "planner: kernel %s: node %d '%s' is summed across the rows of a "
-                            "mapping that does not keep them in registers", k->name, o->node,
-                            gnode(g, o->node)->name);
-        /* reads are needed before placement: walk with no phase yet */
-        int32_t first_read = pl->nread;
-        o->phase = -1;
-        if (!walk_root(pl, k, w, o->node, 4 * k->nop + 64))
-            return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
-        int64_t nspace;
-        space_elements(g, o->node, &nspace);
-        int32_t lo = 0;
-        for (int32_t r = first_read; r < pl->nread; r++) {
-            const PlanOp *src = &k->op[pl->kidx[pl->read[r].src]];
-            int32_t need = reads_in_register(g, k, src, &m, pl->read[r].f, nspace)
-                               ? src->phase
-                               : src->phase + 1;
-            if (need > lo)
-                lo = need;
+        const PlanOp *o = &k->op[pl->kidx[v]];
+        const Node *n = gnode(g, v);
+        uint64_t in = 0;
+        for (int j = 0; j < n->nin; j++)
+            in |= made[goperand(g, v, j)];
+        if (is_root(o)) {
+            needs[o->group] |= in & ~(1ull << o->group);
+            made[v] = 1ull << o->group;
+        } else {
+            made[v] = in;
         }
-        int32_t p = lo;
-        while (p < k->nphase &&
-               !(k->phase[p].group == o->group && sched_map_equal(&k->phase[p].map, &m)))
-            p++;
-        if (p == k->nphase) {
-            if (!ARRAY_RESERVE(k->phase, k->nphase, cap, 8))
-                return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
-            memset(&k->phase[p], 0, sizeof k->phase[p]);
-            k->phase[p].group = o->group;
-            k->phase[p].run_first = p; /* alone until tiles.c says otherwise */
-            k->phase[p].map = m;
-            k->nphase++;
-        }
-        PlanPhase *ph = &k->phase[p];
-        int32_t *a = realloc(ph->root, (size_t)(ph->nroot + 1) * sizeof *a);
-        if (!a)
-            return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
-        a[ph->nroot++] = o->node;
-        ph->root = a;
-        o->phase = p;
-        o->evals = sched_elements(g, o->node);
-        for (int32_t v = 0; v < w->nvisited; v++) {
-            int32_t x = w->visited[v];
-            if (w->phase_seen[x] != p + 1) {
-                w->phase_seen[x] = p + 1;
-                k->op[pl->kidx[x]].evals += nspace;
+    }
+    free(made);
+    uint64_t placed = 0;
+    for (int lv = 0; lv < k->ngroup; lv++) {
+        uint64_t now = 0;
+        for (int32_t gi = 0; gi < k->ngroup; gi++)
+            if (!(placed >> gi & 1) && !(needs[gi] & ~placed)) {
+                level[gi] = lv;
+                now |= 1ull << gi;
             }
+        if (!now)
+            return false; /* a cycle */
+        placed |= now;
+        if (placed == (k->ngroup == 64 ? ~0ull : (1ull << k->ngroup) - 1))
+            return true;
+    }
+    return false;
+}
+
+/* The order roots are placed in: node order, except that every root of a group that reads
+ * another group's results comes after all of that group's roots. A normalization whose scale
+ * needs another tensor's statistics (AdaIN) then runs its statistics and its output in
+ * consecutive phases, one tile run, instead of around the other group's phases. */
+static int32_t *root_order(const Planner *pl, const PlanKernel *k, int32_t *nroot)
+{
+    int32_t *order = malloc((size_t)(k->nop ? k->nop : 1) * sizeof *order);
+    int32_t level[64];
+    if (!order)
+        return NULL;
+    bool by_level = group_levels(pl, k, level);
+    int32_t n = 0, top = by_level ? k->ngroup : 1;
+    for (int32_t lv = 0; lv < top; lv++)
+        for (int32_t i = 0; i < k->nop; i++)
+            if (is_root(&k->op[i]) && (!by_level || level[k->op[i].group] == lv))
+                order[n++] = i;
+    *nroot = n;
+    return order;
+}
+
+/* Places root o in the first phase its reads allow that has its group and mapping (a new
+ * phase at the end if none), and counts the evaluations of the local ops it computes. */
+static astitch_status place_root(Planner *pl, PlanKernel *k, Walk *w, PlanOp *o, int32_t *cap)
+{
+    const astitch_graph *g = pl->g;
+    astitch_mapping m;
+    derive_map(g, k, &k->group[o->group], o->node, &m);
+    if (plan_reduce_across(g, &m, o->node) && (m.vector < 1 || m.split > 1))
+        return ctx_fail(g->ctx, ASTITCH_ERR_INTERNAL,
+                        "planner: kernel %s: node %d '%s' is summed across the rows of a "
+                        "mapping that does not keep them in registers", k->name, o->node,
+                        gnode(g, o->node)->name);
+    /* reads are needed before placement: walk with no phase yet */
+    int32_t first_read = pl->nread;
+    o->phase = -1;
+    if (!walk_root(pl, k, w, o->node, 4 * k->nop + 64))
+        return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
+    int64_t nspace;
+    space_elements(g, o->node, &nspace);
+    int32_t lo = 0;
+    for (int32_t r = first_read; r < pl->nread; r++) {
+        const PlanOp *src = &k->op[pl->kidx[pl->read[r].src]];
+        int32_t need = reads_in_register(g, k, src, &m, pl->read[r].f, nspace)
+                           ? src->phase
+                           : src->phase + 1;
+        if (need > lo)
+            lo = need;
+    }
+    int32_t p = lo;
+    while (p < k->nphase &&
+           !(k->phase[p].group == o->group && sched_map_equal(&k->phase[p].map, &m)))
+        p++;
+    if (p == k->nphase) {
+        if (!ARRAY_RESERVE(k->phase, k->nphase, *cap, 8))
+            return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
+        memset(&k->phase[p], 0, sizeof k->phase[p]);
+        k->phase[p].group = o->group;
+        k->phase[p].run_first = p; /* alone until tiles.c says otherwise */
+        k->phase[p].map = m;
+        k->nphase++;
+    }
+    PlanPhase *ph = &k->phase[p];
+    int32_t *a = realloc(ph->root, (size_t)(ph->nroot + 1) * sizeof *a);
+    if (!a)
+        return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
+    a[ph->nroot++] = o->node;
+    ph->root = a;
+    o->phase = p;
+    o->evals = sched_elements(g, o->node);
+    for (int32_t v = 0; v < w->nvisited; v++) {
+        int32_t x = w->visited[v];
+        if (w->phase_seen[x] != p + 1) {
+            w->phase_seen[x] = p + 1;
+            k->op[pl->kidx[x]].evals += nspace;
         }
     }
     return ASTITCH_OK;
+}
+
+static astitch_status place_roots(Planner *pl, PlanKernel *k, Walk *w)
+{
+    int32_t cap = 0, nroot;
+    int32_t *order = root_order(pl, k, &nroot);
+    if (!order)
+        return ctx_fail(pl->g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
+    astitch_status st = ASTITCH_OK;
+    for (int32_t i = 0; i < nroot && st == ASTITCH_OK; i++)
+        st = place_root(pl, k, w, &k->op[order[i]], &cap);
+    free(order);
+    return st;
 }
 
 astitch_status pass_propagate(Planner *pl, PlanKernel *k)
