@@ -2,7 +2,8 @@
  * 6144, 8192) are resident at the most lanes a row takes (256), 20 to 32 elements per lane,
  * planned for the h100 model; a row past 256 x 32 streams. Each plan also runs on the host
  * target against the reference on fresh random inputs (RMSNorm in bf16 and f32, a layer norm,
- * lengths that 256 lanes of vectors do not divide). */
+ * lengths that 256 lanes of vectors do not divide). Streamed rows that no run divides take
+ * blocks of 512. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "astitch/plan.h"
 #include "diff_check.h"
 #include "gen_graph.h"
 
@@ -105,11 +107,47 @@ static void test_streamed(void **state)
     check_rows("layernorm", layer_norm, ASTITCH_F32, 2, 9000, 0);
 }
 
+/* The block of build(F32, rows, cols)'s one kernel planned for the h100 model. */
+static int32_t h100_block(Build build, int64_t rows, int64_t cols)
+{
+    astitch_context *ctx = NULL;
+    assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
+    astitch_graph *g = build(ctx, ASTITCH_F32, rows, cols);
+    astitch_device d;
+    assert_int_equal(astitch_device_builtin("h100", &d), ASTITCH_OK);
+    astitch_plan_options o;
+    astitch_plan_options_default(&o);
+    astitch_plan *p = NULL;
+    if (astitch_plan_create(g, &d, &o, &p) != ASTITCH_OK)
+        fail_msg("plan: %s", astitch_last_error(ctx));
+    astitch_kernel_info k;
+    assert_int_equal(astitch_plan_num_kernels(p), 1);
+    assert_int_equal(astitch_plan_kernel_info(p, 0, &k), ASTITCH_OK);
+    astitch_plan_destroy(p);
+    astitch_graph_destroy(g);
+    astitch_context_destroy(ctx);
+    return k.block;
+}
+
+/* Rows streamed in single elements (no 16-byte run divides 9999 or 15999) take blocks of 512
+ * (lib/passes/mapping.c, STREAM_SINGLE_BLOCK); rows that runs divide keep blocks of 1024; the
+ * single-element walk in those blocks against the reference on the host. */
+static void test_streamed_single_block(void **state)
+{
+    (void)state;
+    assert_int_equal(h100_block(layer_norm, 4096, 9999), 512);
+    assert_int_equal(h100_block(rms_norm, 4096, 15999), 512);
+    assert_int_equal(h100_block(layer_norm, 2048, 16384), 1024);
+    check_rows("layernorm", layer_norm, ASTITCH_F32, 600, 9999, 0); /* a row per block: no split */
+    check_rows("rmsnorm", rms_norm, ASTITCH_F32, 600, 15999, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resident),
         cmocka_unit_test(test_streamed),
+        cmocka_unit_test(test_streamed_single_block),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -91,6 +91,16 @@ enum { RESIDENT_BLOCK_BYTES = 4096, RESIDENT_BLOCK_MIN = 64 };
  * warps outgrow the L2 where those of a wave's blocks fit (the same loss with two walks,
  * 122.0 -> 184.6). */
 enum { STREAM_WARP_SHARE = 2 };
+/* A kernel of a block per tile at the 32-register assumption whose rows are streamed in single
+ * elements (no 16-byte run divides the row) takes blocks of at most STREAM_SINGLE_BLOCK: such a
+ * walk's code needs up to 64 registers, which leaves one block of 1024 per SM, idle through its
+ * every block barrier. Measured on an H200 (bench/RESULTS.md, *Streamed rows in single
+ * elements*), 1024 -> 512 threads: wav2vec 2.0's GroupNorm + GELU over rows of 15999 f32 375 ->
+ * 263 us, a layer norm over 12289 bf16 144 -> 114, an instance norm over 9999 f32 136 -> 119, a
+ * softmax over 20001 f16 199 -> 169; blocks of 256 were slower on three of the four. Rows that
+ * runs divide were slower in smaller blocks (a layer norm over 16384 f32 81 -> 93), and keep
+ * theirs. */
+enum { STREAM_SINGLE_BLOCK = 512 };
 
 /* The register bound a resident row of e elements per lane, u tiles at once, is planned with:
  * the e x u values of about two live row-shaped values in f32 registers, plus indices and
@@ -360,6 +370,28 @@ static int32_t resident_block(const astitch_graph *g, const PlanKernel *k, const
     return (int32_t)(block < c->block ? block : c->block);
 }
 
+/* Whether a group of kernel k streams its rows in single elements: a row reduce over trailing
+ * axes, not resident, whose last axis no run of two or more of its narrowest tensor's 16-byte
+ * access divides (plan_row_vector would be 1), or any such row with row vectors off. */
+static bool streams_single(const astitch_graph *g, const PlanKernel *k, const MapCtx *c,
+                           bool row_vectors)
+{
+    for (int32_t i = 0; i < k->ngroup; i++) {
+        astitch_mapping m;
+        int64_t lanes;
+        int32_t v;
+        if (group_resident(g, k, c, i, &m, &lanes, &v) || m.kind != ASTITCH_MAP_ROW_REDUCE ||
+            !plan_reduces_trailing(&m) || m.rank < 1)
+            continue;
+        int64_t run = row_vectors ? mapping_access_elements(space_min_bytes(g, k, &m)) : 1;
+        while (run > 1 && m.dims[m.rank - 1] % run)
+            run /= 2;
+        if (run == 1)
+            return true;
+    }
+    return false;
+}
+
 bool mapping_stream_rewalks(const Planner *pl, const PlanKernel *k)
 {
     const astitch_device *dev = &pl->p->dev;
@@ -436,6 +468,9 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k)
         if (!c.persistent)
             c.block = resident_block(g, k, &c);
     }
+    if (c.packing && !c.persistent && regs <= 32 && c.block > STREAM_SINGLE_BLOCK &&
+        streams_single(g, k, &c, pl->p->opt.row_vectors))
+        c.block = STREAM_SINGLE_BLOCK;
     if (c.alone && !c.persistent) {
         astitch_mapping m;
         space_of(g, k->group[0].dominant, &m);
