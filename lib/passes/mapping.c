@@ -94,10 +94,11 @@ enum { STREAM_WARP_SHARE = 2 };
 /* A kernel of a block per tile at the 32-register assumption whose rows are streamed in single
  * elements (no 16-byte run divides the row) takes blocks of at most STREAM_SINGLE_BLOCK: such a
  * walk's code needs up to 64 registers, which leaves one block of 1024 per SM, idle through its
- * every block barrier. Measured on an H200 (bench/RESULTS.md, *Streamed rows in single
- * elements*), 1024 -> 512 threads: wav2vec 2.0's GroupNorm + GELU over rows of 15999 f32 375 ->
- * 263 us, a layer norm over 12289 bf16 144 -> 114, an instance norm over 9999 f32 136 -> 119, a
- * softmax over 20001 f16 199 -> 169; blocks of 256 were slower on three of the four. Rows that
+ * every block barrier. Measured on an H200 (bench/RESULTS.md, *rows streamed in single elements
+ * in blocks of 512*), 1024 -> 512 threads: wav2vec 2.0's GroupNorm + GELU over rows of 15999
+ * f32 375 -> 263 us, a layer norm over 12289 bf16 144 -> 114, an instance norm over 9999 f32 136
+ * -> 119, a softmax over 20001 f16 199 -> 169; blocks of 256 were slower on two of the four
+ * (the layer and instance norms) and at most 3% faster on the others. Rows that
  * runs divide were slower in smaller blocks (a layer norm over 16384 f32 81 -> 93), and keep
  * theirs. */
 enum { STREAM_SINGLE_BLOCK = 512 };

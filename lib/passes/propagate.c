@@ -180,55 +180,36 @@ static bool reads_in_register(const astitch_graph *g, const PlanKernel *k, const
     return sched_map_equal(&k->phase[src->phase].map, m) && index_equal(f, index_identity(), nspace);
 }
 
-typedef struct NodeOp {
-    int32_t node, op;
-} NodeOp;
-
-static int by_node(const void *a, const void *b)
-{
-    const NodeOp *x = a, *y = b;
-    return (x->node > y->node) - (x->node < y->node);
-}
-
 /* Group levels from what the groups read of each other: a group that reads another group's
- * roots (through local ops) gets a higher level than that group. Returns false, leaving the
- * kernel's op order, for a kernel of one group, or when the groups read each other in a cycle
+ * roots (through local ops) gets a higher level than that group. Returns false, leaving node
+ * order, for a kernel of one group, or when the groups read each other in a cycle
  * or are more than 64. */
 static bool group_levels(const Planner *pl, const PlanKernel *k, int32_t *level)
 {
     const astitch_graph *g = pl->g;
     if (k->ngroup < 2 || k->ngroup > 64)
         return false;
-    NodeOp *ord = malloc((size_t)k->nop * sizeof *ord);
     uint64_t *made = calloc((size_t)k->nop, sizeof *made); /* op -> groups whose roots it reads,
                                                              * or its own group's bit */
     uint64_t needs[64] = {0};                               /* group -> groups it reads */
-    if (!ord || !made) {
-        free(ord);
-        free(made);
+    if (!made)
         return false;
-    }
-    for (int32_t i = 0; i < k->nop; i++)
-        ord[i] = (NodeOp){k->op[i].node, i};
-    qsort(ord, (size_t)k->nop, sizeof *ord, by_node); /* node order is topological */
-    for (int32_t i = 0; i < k->nop; i++) {
-        int32_t v = ord[i].node;
-        const PlanOp *o = &k->op[ord[i].op];
-        const Node *n = gnode(g, v);
+    for (int32_t i = 0; i < k->nop; i++) { /* ops by node id: operands first */
+        const PlanOp *o = &k->op[i];
+        const Node *n = gnode(g, o->node);
         uint64_t in = 0;
         for (int j = 0; j < n->nin; j++) {
-            int32_t x = pl->kidx[goperand(g, v, j)];
+            int32_t x = pl->kidx[goperand(g, o->node, j)];
             if (x >= 0)
                 in |= made[x];
         }
         if (is_root(o)) {
             needs[o->group] |= in & ~(1ull << o->group);
-            made[ord[i].op] = 1ull << o->group;
+            made[i] = 1ull << o->group;
         } else {
-            made[ord[i].op] = in;
+            made[i] = in;
         }
     }
-    free(ord);
     free(made);
     uint64_t placed = 0;
     for (int lv = 0; lv < k->ngroup; lv++) {
@@ -247,8 +228,8 @@ static bool group_levels(const Planner *pl, const PlanKernel *k, int32_t *level)
     return false;
 }
 
-/* The order roots are placed in: the kernel's op order (node order, but for merged kernels),
- * except that every root of a group that reads another group's results comes after all of that
+/* The order roots are placed in: node order (the kernel's ops are sorted by node id), except
+ * that every root of a group that reads another group's results comes after all of that
  * group's roots. A normalization whose scale needs another tensor's statistics (AdaIN) then
  * runs its statistics and its output in consecutive phases, one tile run, instead of around
  * the other group's phases. */
