@@ -120,7 +120,7 @@ void emit_run_store(Emit *e, int32_t n, const Shape *space, const LLVMValueRef *
 }
 
 /* Elements per thread task of an element-wise phase: as many consecutive elements as fill 16
- * bytes of the narrowest tensor the phase loads or stores at its elements
+ * bytes of the widest tensor the phase loads or stores at its elements
  * (plan_access_elements), halved until every task of every block is whole (the block's chunk
  * and the element count are multiples of it). A block covers the same elements either way;
  * only which of its threads takes which element changes, and nothing reads another thread's

@@ -14,7 +14,7 @@
 enum { COLUMNS_ALONE = 128 };
 
 /* Column runs (plan option column_vectors): where a column group is alone in its kernel, a
- * thread takes runs of v adjacent columns, 16 bytes of the space's narrowest tensor per access
+ * thread takes runs of v adjacent columns, 16 bytes of the space's widest tensor per access
  * (a warp's runs across the tile's columns, the block's warps down the rows). Measured on an
  * H200 (2026-11-29, bench/RESULTS.md, *Column runs*) against single columns: bf16 means over a
  * sequence or a leading axis 17-18% faster, f32 ones 4-6%, batchnorm_train's three sums in
@@ -95,7 +95,7 @@ static bool online_whole(const astitch_mapping *m, const MapCtx *c, const Column
 }
 
 /* The columns of one run for column group m (see *Column runs* above): 16 bytes of the
- * narrowest tensor (4 f32, 8 f16/bf16), halved until the reduces' accumulators fit, runs tile
+ * widest tensor (4 with an f32, 8 when all are f16/bf16), halved until the reduces' accumulators fit, runs tile
  * the innermost axis (kept: v adjacent rows are v adjacent elements at every reduced index) and
  * a tile's rows (a warp's runs) fit the block (a later element-wise phase of the tile takes a
  * row per thread); 1 (no runs) where the option is off, the group is not alone or reduces
@@ -110,7 +110,7 @@ static int64_t column_run(const astitch_mapping *m, const MapCtx *c, const Colum
         online_whole(m, c, w) ||
         m->rank < 1 || (m->reduce_axes >> (m->rank - 1) & 1) || c->block % warp)
         return 1;
-    int64_t v = mapping_access_elements(w->min_bytes);
+    int64_t v = mapping_access_elements(w->access_bytes);
     while (v > 1 && (v * w->reduces > COLUMN_RUN_ACCUMULATORS || m->dims[m->rank - 1] % v ||
                      warp * v > c->block))
         v /= 2;

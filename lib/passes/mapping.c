@@ -12,7 +12,7 @@
  *   row reduce     a row of at most RESIDENT_LANES_MAX x LANE_ELEMENTS_MAX elements reduced
  *                  over trailing axes is *resident*: each lane keeps its part of the row in
  *                  registers across the kernel's phases, about LANE_ELEMENTS_GOAL elements
- *                  taken `vector` at a time (16-byte accesses of the row's narrowest tensor),
+ *                  taken `vector` at a time (16-byte accesses of the row's widest tensor),
  *                  a warp per row for rows up to a warp's LANE_ELEMENTS_MAX (no block barrier
  *                  in its combines; with the wide_rows option such rows take the lanes of
  *                  the goal instead: a choice the variant search times), and at least the lanes
@@ -137,17 +137,23 @@ bool mapping_rows_may_reside(const Shape *s, uint32_t axes)
     return axes != 0 && axes == trailing && k <= (int64_t)RESIDENT_LANES_MAX * LANE_ELEMENTS_MAX;
 }
 
-/* The resident lane layout of row mapping m whose narrowest row-shaped tensor has elements of
- * min_bytes: lanes per row and vector width. False when the row is streamed instead (not
+/* The smallest and the largest element size in bytes of the tensors of a mapping's space. */
+typedef struct ElementSizes {
+    int64_t least, most;
+} ElementSizes;
+
+/* The resident lane layout of row mapping m whose row-shaped tensors have elements of b: lanes
+ * per row and vector width (16 bytes of the widest; short rows take the lanes whose vectors
+ * fill a line of the narrowest). False when the row is streamed instead (not
  * reduced over trailing axes, too long, or packing off). */
-static bool resident_layout(const astitch_mapping *m, const MapCtx *c, int64_t min_bytes,
+static bool resident_layout(const astitch_mapping *m, const MapCtx *c, ElementSizes b,
                             int64_t *lanes, int32_t *vector)
 {
     int64_t k = m->row_len, warp = c->dev->warp_size;
     if (!c->packing || m->kind != ASTITCH_MAP_ROW_REDUCE || !plan_reduces_trailing(m) ||
         k < 1 || k > (int64_t)RESIDENT_LANES_MAX * LANE_ELEMENTS_MAX)
         return false;
-    int64_t v = min_bytes > 0 && min_bytes < 16 ? 16 / min_bytes : 1;
+    int64_t v = 16 / b.most;
     while (v > 1 && k % v)
         v /= 2;
     int64_t t = pow2_ceil(ceil_div(k, LANE_ELEMENTS_GOAL));
@@ -156,7 +162,7 @@ static bool resident_layout(const astitch_mapping *m, const MapCtx *c, int64_t m
     if (!c->wide_rows && t > warp && k <= warp * LANE_ELEMENTS_MAX)
         t = warp;
     int64_t line = (v > 1 ? ROW_LINE_BYTES : ROW_SECTOR_BYTES) /
-                   (v * (min_bytes > 0 ? min_bytes : 4)); /* short rows */
+                   (v * b.least); /* short rows */
     if (t < line)
         t = line < pow2_ceil(ceil_div(k, v)) ? line : pow2_ceil(ceil_div(k, v));
     while (t > 1 && t * v > pow2_ceil(k))
@@ -168,10 +174,10 @@ static bool resident_layout(const astitch_mapping *m, const MapCtx *c, int64_t m
     return true;
 }
 
-static void map_row(astitch_mapping *m, const MapCtx *c, int64_t min_bytes)
+static void map_row(astitch_mapping *m, const MapCtx *c, ElementSizes b)
 {
     int64_t warp = c->dev->warp_size, k = m->row_len, t;
-    if (resident_layout(m, c, min_bytes, &t, &m->vector))
+    if (resident_layout(m, c, b, &t, &m->vector))
         ;
     else if (!c->packing)
         t = pow2_ceil(k > 1 ? k : 1);
@@ -193,22 +199,22 @@ static void map_row(astitch_mapping *m, const MapCtx *c, int64_t min_bytes)
     packing_finish(m, c, tiles, p, 1);
 }
 
-int64_t mapping_access_elements(int64_t min_bytes)
+int64_t mapping_access_elements(int64_t access_bytes)
 {
-    return 16 / (min_bytes < 2 ? 2 : min_bytes > 4 ? 4 : min_bytes);
+    return 16 / (access_bytes < 2 ? 2 : access_bytes > 8 ? 8 : access_bytes);
 }
 
 /* Persistent, a tile is one element per thread; a block per tile, a 16-byte vector per thread
- * (elements of the narrowest tensor of min_bytes, at most 8; halved until it divides the
+ * (elements of the widest tensor, of access_bytes; at most 8, halved until it divides the
  * space), which is what codegen loads at once. */
-static void map_elementwise(astitch_mapping *m, const MapCtx *c, int64_t quantum, int64_t min_bytes)
+static void map_elementwise(astitch_mapping *m, const MapCtx *c, int64_t quantum, int64_t access_bytes)
 {
     m->threads_per_row = 1;
     m->rows_per_block = c->block;
     m->split = 1;
     int64_t v = 1;
     if (!c->persistent) {
-        v = mapping_access_elements(min_bytes);
+        v = mapping_access_elements(access_bytes);
         while (v > 1 && m->rows % v)
             v /= 2;
     }
@@ -249,19 +255,28 @@ static int64_t useful_threads(const astitch_mapping *m, bool packing, int64_t wa
     return m->rows * m->row_len > warp ? m->rows * m->row_len : warp;
 }
 
-/* The smallest element size among the kernel's input and output tensors with as many
- * elements as mapping m's space (the row-shaped tensors a resident row loads and stores);
- * 4 when there is none. */
-static int64_t space_min_bytes(const astitch_graph *g, const PlanKernel *k, const astitch_mapping *m)
+/* The smallest and the largest element size among the kernel's input and output tensors with
+ * as many elements as mapping m's space (the row-shaped tensors a resident row loads and
+ * stores); 4 and 4 when there is none. Accesses fill 16 bytes of the widest, not of the
+ * narrowest: each warp access of every tensor is then one contiguous span (plan_access_elements,
+ * plan.h). */
+static ElementSizes space_element_sizes(const astitch_graph *g, const PlanKernel *k, const astitch_mapping *m)
 {
-    int64_t n = m->rows * m->row_len, least = 0;
+    int64_t n = m->rows * m->row_len;
+    ElementSizes b = {0, 0};
     for (int32_t i = 0; i < k->ninput + k->noutput; i++) {
         const Node *x = gnode(g, i < k->ninput ? k->input[i] : k->output[i - k->ninput]);
-        int64_t b = astitch_dtype_size(x->dtype);
-        if (shape_elements(&x->shape) == n && (least == 0 || b < least))
-            least = b;
+        int64_t size = astitch_dtype_size(x->dtype);
+        if (shape_elements(&x->shape) != n)
+            continue;
+        if (b.least == 0 || size < b.least)
+            b.least = size;
+        if (size > b.most)
+            b.most = size;
     }
-    return least ? least : 4;
+    if (b.most == 0)
+        b.least = b.most = 4;
+    return b;
 }
 
 /* Group i of kernel k: its dominant's space in *m, and whether its rows are resident (then
@@ -270,7 +285,7 @@ static bool group_resident(const astitch_graph *g, const PlanKernel *k, const Ma
                            astitch_mapping *m, int64_t *lanes, int32_t *vector)
 {
     space_of(g, k->group[i].dominant, m);
-    return resident_layout(m, c, space_min_bytes(g, k, m), lanes, vector);
+    return resident_layout(m, c, space_element_sizes(g, k, m), lanes, vector);
 }
 
 /* The register bound to assume for kernel k: 32, or resident_regs() of its longest resident
@@ -322,7 +337,7 @@ static int64_t space_inputs(const astitch_graph *g, const PlanKernel *k, const a
 static ColumnWalk column_walk(const astitch_graph *g, const PlanKernel *k, const PlanGroup *gr,
                               const astitch_mapping *m)
 {
-    ColumnWalk w = {space_min_bytes(g, k, m), 0, 0, space_inputs(g, k, m), false};
+    ColumnWalk w = {space_element_sizes(g, k, m).most, 0, 0, space_inputs(g, k, m), false};
     for (int32_t s = -1; s < gr->nsub; s++) {
         const Node *r = gnode(g, s < 0 ? gr->dominant : gr->sub[s]);
         w.reduces += r->op == ASTITCH_OP_REDUCE;
@@ -372,7 +387,7 @@ static int32_t resident_block(const astitch_graph *g, const PlanKernel *k, const
 }
 
 /* Whether a group of kernel k streams its rows in single elements: a row reduce over trailing
- * axes, not resident, whose last axis no run of two or more of its narrowest tensor's 16-byte
+ * axes, not resident, whose last axis no run of two or more of its widest tensor's 16-byte
  * access divides (plan_row_vector would be 1), or any such row with row vectors off. */
 static bool streams_single(const astitch_graph *g, const PlanKernel *k, const MapCtx *c,
                            bool row_vectors)
@@ -384,7 +399,7 @@ static bool streams_single(const astitch_graph *g, const PlanKernel *k, const Ma
         if (group_resident(g, k, c, i, &m, &lanes, &v) || m.kind != ASTITCH_MAP_ROW_REDUCE ||
             !plan_reduces_trailing(&m) || m.rank < 1)
             continue;
-        int64_t run = row_vectors ? mapping_access_elements(space_min_bytes(g, k, &m)) : 1;
+        int64_t run = row_vectors ? mapping_access_elements(space_element_sizes(g, k, &m).most) : 1;
         while (run > 1 && m.dims[m.rank - 1] % run)
             run /= 2;
         if (run == 1)
@@ -494,7 +509,7 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k)
         astitch_mapping *m = &gr->map;
         space_of(g, gr->dominant, m);
         if (m->kind == ASTITCH_MAP_ROW_REDUCE) {
-            map_row(m, &c, space_min_bytes(g, k, m));
+            map_row(m, &c, space_element_sizes(g, k, m));
         } else if (m->kind == ASTITCH_MAP_COLUMN_REDUCE) {
             ColumnWalk w = column_walk(g, k, gr, m);
             map_column(m, &c, &w);
@@ -508,7 +523,7 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k)
                 if (l <= m->rows)
                     quantum = l;
             }
-            map_elementwise(m, &c, quantum, space_min_bytes(g, k, m));
+            map_elementwise(m, &c, quantum, space_element_sizes(g, k, m).most);
         }
     }
     return ASTITCH_OK;

@@ -272,20 +272,20 @@ typedef struct MapCtx {
                          * block for runs whose wider wave would have split the rows */
     bool online;        /* astitch_plan_options.online_softmax */
 } MapCtx;
-/* What map_column knows of a column group's walk: the element size of the space's narrowest
+/* What map_column knows of a column group's walk: the element size of the space's widest
  * tensor, the group's reductions (and those of them not of floats, whose accumulators are not
  * f32), the kernel's inputs of the space's size, and whether it holds an online pair. */
 typedef struct ColumnWalk {
-    int64_t min_bytes;
+    int64_t access_bytes;
     int64_t reduces;
     int64_t not_float;
     int64_t inputs;
     bool online_pair; /* the group's max and a sum of exp(x - max) (plan_online_nodes), which
                        * the online walk takes together in single columns */
 } ColumnWalk;
-/* mapping.c: the elements of a 16-byte access of a tensor of min_bytes elements (4 f32, 8
- * f16/bf16, at most 8). */
-int64_t mapping_access_elements(int64_t min_bytes);
+/* mapping.c: the elements of a 16-byte access of a tensor of access_bytes elements (2 i64,
+ * 4 f32, 8 f16/bf16 and narrower). */
+int64_t mapping_access_elements(int64_t access_bytes);
 /* map_column.c: column group m's rows per block, lanes, runs (vector) and split, with c's
  * block and wave and what w says of its walk (docs/planner.md, *mapping*). */
 void map_column(astitch_mapping *m, const MapCtx *c, const ColumnWalk *w);

@@ -294,9 +294,13 @@ bool plan_online_pair(const astitch_plan *p, const PlanKernel *k, int32_t ph);
 bool plan_online_nodes(const astitch_graph *g, int32_t max, int32_t sum, const astitch_mapping *m);
 
 /* walk.c: how a phase's threads take its elements, as code generation emits them. */
-/* Elements in 16 bytes of the narrowest tensor phase ph of k reads or writes at the elements
- * of its mapping's space (k's inputs of that shape and ph's roots), counting sizes below 2
- * bytes as 2: 4 for f32, 8 for f16/bf16 and narrower. */
+/* Elements in 16 bytes of the widest tensor phase ph of k reads or writes at the elements of
+ * its mapping's space (k's inputs and ph's roots of that shape; a reduce's result is not one),
+ * counting sizes below 2 bytes as 2: 8 when all are f16/bf16 or narrower, 4 with an f32 or
+ * i32 among them, 2 with an i64. So the widest tensor moves 16 bytes per access and a narrower
+ * one fewer, each access of a warp's lanes one contiguous span: with the narrowest, an f32
+ * output of f16 inputs stored 32 bytes per lane as two 16-byte halves, each store instruction
+ * half-filling twice the sectors (bench/RESULTS.md, *Accesses as wide as the widest tensor*). */
 int plan_access_elements(const astitch_graph *g, const PlanKernel *k, const PlanPhase *ph);
 /* Elements per run of a lane of a streamed row reduce phase: v > 1 in the vector form (plan
  * option row_vectors; the innermost axis reduced; plan_access_elements halved until v divides

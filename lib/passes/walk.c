@@ -16,18 +16,18 @@ Shape plan_mapping_space(const astitch_mapping *m)
 int plan_access_elements(const astitch_graph *g, const PlanKernel *k, const PlanPhase *ph)
 {
     Shape space = plan_mapping_space(&ph->map);
-    int64_t least = 4;
+    int64_t widest = 2;
     for (int32_t i = 0; i < k->ninput; i++) {
         const Node *in = gnode(g, k->input[i]);
-        if (shape_equal(&in->shape, &space) && (int64_t)astitch_dtype_size(in->dtype) < least)
-            least = (int64_t)astitch_dtype_size(in->dtype);
+        if (shape_equal(&in->shape, &space) && (int64_t)astitch_dtype_size(in->dtype) > widest)
+            widest = (int64_t)astitch_dtype_size(in->dtype);
     }
     for (int32_t r = 0; r < ph->nroot; r++) {
         const Node *root = gnode(g, ph->root[r]);
-        if ((int64_t)astitch_dtype_size(root->dtype) < least)
-            least = (int64_t)astitch_dtype_size(root->dtype);
+        if (shape_equal(&root->shape, &space) && (int64_t)astitch_dtype_size(root->dtype) > widest)
+            widest = (int64_t)astitch_dtype_size(root->dtype);
     }
-    return (int)(16 / (least < 2 ? 2 : least)); /* at most 8 */
+    return (int)(16 / widest); /* 8, 4 or 2 */
 }
 
 int plan_row_vector(const astitch_plan *p, const PlanKernel *k, const PlanPhase *ph)
