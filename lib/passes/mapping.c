@@ -109,7 +109,10 @@ enum { STREAM_SINGLE_BLOCK = 512 };
  * planned tighter, at RESIDENT_TIGHT_REGS (measured on the H100: rmsnorm_bf16, 16 per lane,
  * compiles to 40 registers without spilling, and six blocks per SM run it in 30.2 us against
  * 32.1 at 64): the CUDA runtime relaxes the bound of a kernel that spills anyway (docs/
- * codegen.md, *Targets*), which a persistent kernel could not afford. */
+ * codegen.md, *Targets*), which a persistent kernel could not afford. Planning the others with
+ * 16 spare registers instead of 32 was slower or equal on all 18 plans it changed (H200,
+ * bench/RESULTS.md, *Resident rows at a tighter register bound*: llama2_70b_bwd_rmsnorm 57.3 ->
+ * 84.9 us at 80 registers instead of 128). */
 enum { RESIDENT_TIGHT_ELEMENTS = 16, RESIDENT_TIGHT_REGS = 40 };
 static int64_t resident_regs(int64_t e, int64_t u, bool persistent)
 {
