@@ -210,7 +210,8 @@ int64_t mapping_access_elements(int64_t access_bytes)
 /* Persistent, a tile is one element per thread; a block per tile, a 16-byte vector per thread
  * (elements of the widest tensor, of access_bytes; at most 8, halved until it divides the
  * space), which is what codegen loads at once. */
-static void map_elementwise(astitch_mapping *m, const MapCtx *c, int64_t quantum, int64_t access_bytes)
+static void map_elementwise(astitch_mapping *m, const MapCtx *c, int64_t quantum,
+                            int64_t access_bytes)
 {
     m->threads_per_row = 1;
     m->rows_per_block = c->block;
@@ -263,7 +264,8 @@ static int64_t useful_threads(const astitch_mapping *m, bool packing, int64_t wa
  * stores); 4 and 4 when there is none. Accesses fill 16 bytes of the widest, not of the
  * narrowest: each warp access of every tensor is then one contiguous span (plan_access_elements,
  * plan.h). */
-static ElementSizes space_element_sizes(const astitch_graph *g, const PlanKernel *k, const astitch_mapping *m)
+static ElementSizes space_element_sizes(const astitch_graph *g, const PlanKernel *k,
+                                        const astitch_mapping *m)
 {
     int64_t n = m->rows * m->row_len;
     ElementSizes b = {0, 0};
