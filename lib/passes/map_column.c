@@ -98,11 +98,11 @@ static bool online_whole(const astitch_mapping *m, const MapCtx *c, const Column
  * widest tensor (4 with an f32, 8 when all are f16/bf16), halved until the reduces'
  * accumulators fit, runs tile the innermost axis (kept: v adjacent rows are v adjacent
  * elements at every reduced index) and a tile's rows (a warp's runs) fit the block (a later
- * element-wise phase of the tile takes a row per thread); 1 (no runs) where the option is off, the group is not alone or reduces
- * other than floats (the combine exchanges f32 accumulators), the kernel reads other than one
- * tensor of the space, there are fewer rows than a warp's runs, the block is not whole warps,
- * or the group's online pair takes single columns whole (online_whole). The least runs per
- * lane is checked once the split is known. */
+ * element-wise phase of the tile takes a row per thread); 1 (no runs) where the option is off,
+ * the group is not alone or reduces other than floats (the combine exchanges f32
+ * accumulators), the kernel reads other than one tensor of the space, there are fewer rows
+ * than a warp's runs, the block is not whole warps, or the group's online pair takes single
+ * columns whole (online_whole). The least runs per lane is checked once the split is known. */
 static int64_t column_run(const astitch_mapping *m, const MapCtx *c, const ColumnWalk *w)
 {
     int64_t warp = c->dev->warp_size;
