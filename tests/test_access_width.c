@@ -33,12 +33,11 @@ static int ir_count(astitch_graph *g, const char *needle)
     astitch_context *ctx = astitch_graph_context(g);
     if (astitch_graph_verify(g) != ASTITCH_OK)
         fail_msg("verify: %s", astitch_last_error(ctx));
-    astitch_compile_options o;
-    astitch_compile_options_default(&o);
-    o.target = ASTITCH_TARGET_HOST;
     astitch_device model;
-    assert_int_equal(astitch_device_builtin("h100", &model), ASTITCH_OK);
-    o.device = &model;
+    astitch_compile_options o;
+    astitch_phase_info first;
+    if (diff_host_as(g, "h100", &model, &o, &first) != ASTITCH_OK)
+        fail_msg("plan: %s", astitch_last_error(ctx));
     astitch_executable *x = NULL;
     if (astitch_compile(g, &o, &x) != ASTITCH_OK)
         fail_msg("compile: %s", astitch_last_error(ctx));

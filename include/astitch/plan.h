@@ -87,8 +87,9 @@ typedef struct astitch_plan_options {
                      * both where they differ (astitch_compile_options.variant_search) */
     bool column_vectors; /* a thread of a column reduction alone in its kernel takes runs of
                           * adjacent columns, 16 bytes of the widest tensor per access (4
-                          * with an f32, 8 when all are f16/bf16), where the planner's rules allow (docs/planner.md,
-                          * *mapping*; the mapping's `vector`); off, one column per thread */
+                          * with an f32, 8 when all are f16/bf16), where the planner's rules
+                          * allow (docs/planner.md, *mapping*; the mapping's `vector`); off,
+                          * one column per thread */
     bool row_vectors; /* a lane of a row reduction that streams its row (too long to stay in
                        * registers, or not reduced over trailing axes, as a batch norm of NCHW
                        * activations) takes 16 bytes of consecutive elements per access (4

@@ -404,7 +404,8 @@ static bool streams_single(const astitch_graph *g, const PlanKernel *k, const Ma
         if (group_resident(g, k, c, i, &m, &lanes, &v) || m.kind != ASTITCH_MAP_ROW_REDUCE ||
             !plan_reduces_trailing(&m) || m.rank < 1)
             continue;
-        int64_t run = row_vectors ? mapping_access_elements(space_element_sizes(g, k, &m).most) : 1;
+        int64_t run =
+            row_vectors ? mapping_access_elements(space_element_sizes(g, k, &m).most) : 1;
         while (run > 1 && m.dims[m.rank - 1] % run)
             run /= 2;
         if (run == 1)

@@ -27,7 +27,7 @@ int plan_access_elements(const astitch_graph *g, const PlanKernel *k, const Plan
         if (shape_equal(&root->shape, &space) && (int64_t)astitch_dtype_size(root->dtype) > widest)
             widest = (int64_t)astitch_dtype_size(root->dtype);
     }
-    return (int)(16 / widest); /* 8, 4 or 2 */
+    return (int)mapping_access_elements(widest); /* 8, 4 or 2 */
 }
 
 int plan_row_vector(const astitch_plan *p, const PlanKernel *k, const PlanPhase *ph)
