@@ -8,6 +8,11 @@
  * kernels, graphs whose host plans carry every iteration or only the first ones (a streamed
  * row in 16-byte runs, a column walk, NCHW and NHWC, f32 and bf16) match the reference on
  * fresh random inputs, and their outputs are bit for bit those of the plan without the option.
+ * Across a block barrier (a long row's two walks in one tile run): the H100 model keeps a
+ * softmax's or a layer norm's row whole within the shared memory its residency leaves free,
+ * and nothing where the row would take a resident block's place or the L2 holds a wave's
+ * rows; on the host target, the online walk in runs and in single elements and a bf16 row in
+ * runs of 8.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +27,7 @@
 #include "astitch/plan.h"
 #include "astitch/runtime.h"
 #include "diff_check.h"
+#include "gen_graph.h"
 #include "graph_fixture.h"
 
 /* Loads <source root>/path into f's graph (replacing the empty one). */
@@ -104,6 +110,35 @@ static void build_norm(astitch_graph *g, const int64_t *dims, int64_t channel, a
     assert_int_equal(astitch_add_output(g, mean), ASTITCH_OK);
     assert_int_equal(astitch_add_output(g, rstd), ASTITCH_OK);
     assert_int_equal(astitch_add_output(g, out), ASTITCH_OK);
+}
+
+/* The softmax over the rows of x [rows, cols] (values of t, computed in f32, output in t): its
+ * max and sum in one walk (an online pair), then its output in a second walk. */
+static void build_softmax(astitch_graph *g, int64_t rows, int64_t cols, astitch_dtype t)
+{
+    int64_t dims[2] = {rows, cols}, axis = 1, keep = 0;
+    astitch_node x = astitch_parameter(g, "x", t, 2, dims);
+    astitch_node xf = t == ASTITCH_F32 ? x : named(g, astitch_convert(g, x, ASTITCH_F32), "xf");
+    astitch_node max = astitch_reduce(g, ASTITCH_REDUCE_MAX, xf, 1, &axis);
+    astitch_node e = astitch_unary(g, ASTITCH_OP_EXP, astitch_binary(g, ASTITCH_OP_SUB, xf,
+                                   astitch_broadcast_in_dim(g, max, 2, dims, &keep)));
+    astitch_node sum = astitch_reduce(g, ASTITCH_REDUCE_SUM, e, 1, &axis);
+    astitch_node p = astitch_binary(g, ASTITCH_OP_DIV, e,
+                                    astitch_broadcast_in_dim(g, sum, 2, dims, &keep));
+    assert_int_equal(astitch_add_output(g, t == ASTITCH_F32 ? p : astitch_convert(g, p, t)),
+                     ASTITCH_OK);
+}
+
+/* The layer norm of the rows of x [rows, cols] (values of t, statistics in f32, output in t):
+ * its sums in one walk, its output in a second. */
+static void build_row_norm(astitch_graph *g, int64_t rows, int64_t cols, astitch_dtype t)
+{
+    int64_t dims[2] = {rows, cols};
+    astitch_node x = astitch_parameter(g, "x", t, 2, dims), mean;
+    astitch_node xf = t == ASTITCH_F32 ? x : named(g, astitch_convert(g, x, ASTITCH_F32), "xf");
+    astitch_node out = gen_layer_norm(g, xf, rows, cols, 1e-5, &mean);
+    assert_int_equal(astitch_add_output(g, t == ASTITCH_F32 ? out : astitch_convert(g, out, t)),
+                     ASTITCH_OK);
 }
 
 static astitch_device device(const char *name)
@@ -229,6 +264,72 @@ static void test_small_rereads_left_alone(void **state)
     assert_true(plan_text_has(p, ", carry off"));
 }
 
+/* Kernel 0 of f->g on the H100 model, with and without the option: its plan carries `what`
+ * across the block barrier, moves fewer bytes (`minimal`: only its minimal bytes), keeps its
+ * grid and its blocks per SM; an L2 of 4 GiB, which holds a wave's rows, leaves the re-read
+ * alone. */
+static void check_h100_block(Fixture *f, const char *what, bool minimal)
+{
+    astitch_kernel_info off, on;
+    plan(f, "h100", false, &off);
+    astitch_plan *p = plan(f, "h100", true, &on);
+    if (!plan_text_has(p, what)) {
+        char *text = NULL;
+        astitch_plan_text(p, &text);
+        fail_msg("no '%s' in\n%s", what, text);
+    }
+    char *json = NULL;
+    assert_int_equal(astitch_plan_json(p, &json), ASTITCH_OK);
+    assert_non_null(strstr(json, "\"barrier\": \"block\""));
+    astitch_free(json);
+    assert_int_equal(carry_buffers(p, 0, 2), 1);
+    assert_int_equal(on.blocks_per_sm, off.blocks_per_sm);
+    assert_int_equal(on.grid, off.grid);
+    assert_true(on.moved_bytes < off.moved_bytes);
+    assert_true(minimal ? on.moved_bytes == on.min_bytes : on.moved_bytes >= on.min_bytes);
+    astitch_plan_options o;
+    astitch_plan_options_default(&o);
+    astitch_device d = device("h100");
+    d.l2_bytes = (int64_t)4 << 30;
+    assert_false(plan_text_has(fixture_plan(f, &d, &o), "carry:"));
+}
+
+/* A softmax over rows of 32768 bf16 (blocks of 1024, two per SM) keeps each row whole, 64 KB
+ * a block, and moves only its minimal bytes. */
+static void test_h100_block_softmax(void **state)
+{
+    Fixture *f = *state;
+    build_softmax(f->g, 4096, 32768, ASTITCH_BF16);
+    check_h100_block(f, "carry: phase 0 keeps for phase 2, across the block barrier, x at its "
+                        "first 4 of 4 iterations per thread (8 elements each)", true);
+}
+
+/* A layer norm over rows of 16384 f32 keeps x, 64 KB a block. */
+static void test_h100_block_layer_norm(void **state)
+{
+    Fixture *f = *state;
+    build_row_norm(f->g, 2048, 16384, ASTITCH_F32);
+    check_h100_block(f, "across the block barrier, x at its first 4 of 4 iterations per thread "
+                        "(4 elements each)", false);
+}
+
+/* Nothing is carried where a row would take a resident block's place (32768 f32: 128 KB, two
+ * blocks per SM leave 113 KB each) or outgrows a block's shared memory (65536 f32). */
+static void test_h100_block_too_long(void **state)
+{
+    Fixture *f = *state;
+    build_softmax(f->g, 2048, 32768, ASTITCH_F32);
+    astitch_kernel_info k;
+    plan(f, "h100", true, &k);
+    assert_int_equal(k.blocks_per_sm, 2);
+    assert_false(plan_text_has(f->p, "carry:"));
+    astitch_graph_destroy(f->g);
+    assert_int_equal(astitch_graph_create(f->ctx, &f->g), ASTITCH_OK);
+    build_softmax(f->g, 1024, 65536, ASTITCH_F32);
+    plan(f, "h100", true, &k);
+    assert_false(plan_text_has(f->p, "carry:"));
+}
+
 /* Runs x on `inputs` into freshly allocated outputs (one per graph output, *sizes their
  * bytes); the caller frees them. */
 static void **run_outputs(astitch_graph *g, astitch_executable *x, const void *const *inputs,
@@ -347,6 +448,33 @@ static void test_host_bf16_rows(void **state)
     check_host(f, "(8 elements each)");
 }
 
+/* Across a block barrier on the host target: the online walk in runs of 4 (f32 rows of 10000),
+ * in single elements (f16 rows of 9999, which no run divides), and a bf16 layer norm's walk in
+ * runs of 8. */
+static void test_host_block_online_runs(void **state)
+{
+    Fixture *f = *state;
+    build_softmax(f->g, 64, 10000, ASTITCH_F32);
+    check_host(f, "across the block barrier, x at its first 20 of 20 iterations per thread "
+                  "(4 elements each)");
+}
+
+static void test_host_block_online_single(void **state)
+{
+    Fixture *f = *state;
+    build_softmax(f->g, 40, 9999, ASTITCH_F16);
+    check_host(f, "across the block barrier, x at its first 79 of 79 iterations per thread "
+                  "(1 element each)");
+}
+
+static void test_host_block_rows_bf16(void **state)
+{
+    Fixture *f = *state;
+    build_row_norm(f->g, 40, 12000, ASTITCH_BF16);
+    check_host(f, "across the block barrier, x at its first 12 of 12 iterations per thread "
+                  "(8 elements each)");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -358,6 +486,12 @@ int main(void)
         FIXTURE_TEST(test_host_columns),
         FIXTURE_TEST(test_host_columns_partial),
         FIXTURE_TEST(test_host_bf16_rows),
+        FIXTURE_TEST(test_h100_block_softmax),
+        FIXTURE_TEST(test_h100_block_layer_norm),
+        FIXTURE_TEST(test_h100_block_too_long),
+        FIXTURE_TEST(test_host_block_online_runs),
+        FIXTURE_TEST(test_host_block_online_single),
+        FIXTURE_TEST(test_host_block_rows_bf16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

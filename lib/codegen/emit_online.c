@@ -76,12 +76,16 @@ static void fold_runs(Emit *e, const PlanPhase *pm, const Shape *space, LLVMValu
         if (v == 1) {
             ev_begin_element(e, &run);
             x[c] = ev_value(e, goperand(e->g, max, 0), &run);
+            if (e->carry_mode == CARRY_STORE)
+                emit_carry_store(e, jc, &run, 1);
             continue;
         }
         lin[0] = ev_lin(e, &run);
         for (int u = 1; u < v; u++)
             lin[u] = LLVMBuildNSWAdd(e->b, lin[0], ev_int(e, u), "");
         emit_run_roots(e, pm, space, &run, lin, v, 1, &max, &x[c * v]);
+        if (e->carry_mode == CARRY_STORE)
+            emit_carry_store(e, jc, &run, v);
     }
     fold(e, acc, x, count * v, next);
 }
@@ -113,6 +117,18 @@ void emit_online(Emit *e, const PlanPhase *pm, const PlanPhase *ps, LLVMValueRef
     LLVMValueRef start = v > 1 ? LLVMBuildMul(e->b, lane, ev_int(e, v), "") : lane;
     int64_t stride = (int64_t)tpr * v;
     int unroll = emit_elements_per_iteration(e, pm);
+    /* values a later walk of the row reads back (carry.c keeps every iteration across a
+     * block barrier, so the walk stores at each) */
+    int carry = emit_carry_role(e);
+    if (carry == CARRY_STORE && e->k->carry.slots < e->k->carry.iterations) {
+        ev_fail(e, e->ix, ASTITCH_ERR_INTERNAL, "%s: phase %d keeps %lld of %lld iterations in "
+                "its online walk, which keeps all or none", e->k->name, e->phase,
+                (long long)e->k->carry.slots, (long long)e->k->carry.iterations);
+        return;
+    }
+    e->carry_mode = carry == CARRY_STORE ? CARRY_STORE : CARRY_NONE;
+    e->carry_start = start;
+    e->carry_step = stride;
     LLVMValueRef init[2] = {f32(e, -INFINITY),
                             ev_reduce_start(e, ASTITCH_REDUCE_SUM, ASTITCH_F32, m->row_len)};
     LLVMValueRef group_acc[2], acc[2], next[2];
@@ -131,6 +147,7 @@ void emit_online(Emit *e, const PlanPhase *pm, const PlanPhase *ps, LLVMValueRef
     loop_begin(e, &el, lo, end, init, 2, acc);
     fold_runs(e, pm, &space, row, el.iv, stride, 1, v, el.carried, next);
     loop_end(e, &el, ev_int(e, stride), next);
+    e->carry_mode = CARRY_NONE;
     LLVMValueRef pair[2] = {el.carried[0], el.carried[1]};
     LaneFold f = {.n = 2, .root = {max, sum}, .identity = {f32(e, -INFINITY), f32(e, 0)},
                   .combine = combine_pair};

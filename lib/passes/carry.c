@@ -1,14 +1,18 @@
 /*
- * carry.c: values carried across a global barrier in shared memory (plan option carry;
+ * carry.c: values carried across a barrier in shared memory (plan option carry;
  * docs/planner.md, *carry*; codegen: emit_carry.c).
  *
- * A persistent kernel's later phase may walk the same elements as an earlier one, with the
- * same mapping, after a global barrier: a batch norm's normalization after its statistics,
- * NCHW (a split row) or NHWC (a column walk). It then reads its inputs from global memory a
- * second time, from DRAM where they outgrow the L2. The blocks of a persistent kernel stay
- * resident, so the earlier walk can leave values in shared memory for the later one: the shared
- * memory the planned residency leaves free (the blocks per SM never drop) holds, for each
- * thread's first iterations, the nodes whose values save the most global reads.
+ * A later phase may walk the same elements as an earlier one, with the same mapping, and read
+ * its inputs from global memory a second time, from DRAM where they outgrow the L2:
+ *
+ *   - across a global barrier, in a persistent kernel: a batch norm's normalization after its
+ *     statistics, NCHW (a split row) or NHWC (a column walk). Its blocks stay resident, so the
+ *     earlier walk can leave values in the shared memory the planned residency leaves free,
+ *     for each thread's first iterations;
+ *   - across a block barrier, in a kernel of a block per tile whose tile run streams a row
+ *     twice: a long row's layer norm or softmax, its statistics then its output. The earlier
+ *     walk leaves every value of the thread's part of the row in the shared memory the
+ *     planned residency leaves free (a row's whole part or nothing: no split walks).
  *
  * Candidates are the nodes of the walk's shape that both walks compute at the walk's element:
  * kernel inputs, and element-wise ops reached from the roots through element-wise ops of that
@@ -25,11 +29,16 @@
 
 /* Bytes the driver reserves in an SM's shared memory for each resident block (sm_80 on). */
 enum { CARRY_SHARED_RESERVE = 1024, CARRY_SET_MAX = 2, CARRY_CANDIDATES_MAX = 32 };
+/* The blocks per SM never drop for a carry: measured on the H200 (bench/RESULTS.md, *Long rows
+ * through shared memory*), a softmax over rows of 32768 f32 keeping each row whole at one block
+ * of 1024 per SM instead of two ran 173.4 -> 180.5 us, wav2vec 2.0's GroupNorm + GELU at three
+ * blocks of 512 instead of four 264.0 -> 287.4. */
 /* A carry must save at least the device's L2 bytes over this in all: a smaller re-read comes
  * from the L2 (the later walk reads what the earlier read last first), and the shared memory
  * taken from the L1 then costs more than it saves. Measured on the H200: softmax_32k, 4 MB
  * saved, 12.4 -> 12.9 us; softmax_256k, 8 MB, 14.0-14.4 -> 14.4-14.6; resnet50_train_fwd_bn_relu,
- * 26 MB, 26.6-27.1 -> 24.9-25.1. */
+ * 26 MB, 26.6-27.1 -> 24.9-25.1. Across a block barrier what counts is the re-read of the
+ * rows one wave of blocks walks at once: the rows between a row's two walks. */
 enum { CARRY_L2_SHARE = 4 };
 
 static int64_t align16(int64_t x) { return (x + 15) / 16 * 16; }
@@ -62,6 +71,18 @@ static bool barrier_between(const PlanKernel *k, int32_t a, int32_t b)
         if (k->phase[ph].barrier == ASTITCH_BARRIER_GLOBAL)
             return true;
     return false;
+}
+
+/* True when phase ph of a kernel of a block per tile streams a row walk of its own in a tile
+ * run of several phases (not the sum an online pair takes with its max). */
+static bool row_walk_in_run(const astitch_plan *p, const PlanKernel *k, int32_t ph)
+{
+    const PlanPhase *x = &k->phase[ph];
+    const astitch_mapping *m = &x->map;
+    bool in_run = (ph > x->run_first) || (ph + 1 < k->nphase && k->phase[ph + 1].run_first == ph);
+    bool online_sum = ph > x->run_first && plan_online_pair(p, k, ph - 1);
+    return in_run && !online_sum && !x->resident && m->kind == ASTITCH_MAP_ROW_REDUCE &&
+           m->split <= 1 && m->row_len > 0;
 }
 
 /* The walk of mark_at_element: marks x and pushes it when phase ph computes it at the walk's
@@ -164,11 +185,33 @@ typedef struct Choice {
 
 typedef struct Walks {
     int32_t from, to;      /* phases; -1 when the kernel has no such pair */
+    astitch_barrier barrier; /* between them: GLOBAL, or BLOCK (every iteration kept) */
     int v;                 /* elements per iteration */
     int64_t iterations;    /* the most one thread takes */
     int64_t free_bytes;    /* shared bytes per block left for the carried values */
     int64_t per_slot;      /* elements of one iteration of every thread of the block */
+    int64_t flight;        /* elements re-read at stake: all, or one wave's rows (BLOCK) */
 } Walks;
+
+/* Shared bytes per block that kernel k's planned residency leaves free beyond its own. */
+static int64_t free_shared(const astitch_device *d, const PlanKernel *k)
+{
+    int64_t per_block = d->shared_per_sm / k->blocks_per_sm - CARRY_SHARED_RESERVE;
+    if (per_block > d->shared_per_block)
+        per_block = d->shared_per_block;
+    return per_block - align16(k->shared_bytes);
+}
+
+/* The slots and walk geometry of w's phases (from, to and barrier set) in kernel k. */
+static void walk_geometry(const astitch_plan *p, const PlanKernel *k, Walks *w)
+{
+    const astitch_mapping *m = &k->phase[w->from].map;
+    w->v = walk_vector(p, k, w->from);
+    int64_t len = m->split > 1 ? m->split_len : m->row_len;
+    int64_t step = (int64_t)m->threads_per_row * w->v;
+    w->iterations = (len + step - 1) / step;
+    w->per_slot = (int64_t)m->block * w->v;
+}
 
 /* The first pair of walks of k that can carry (phase from, the first later phase to with the
  * same walk after a global barrier), with the shared memory its residency leaves free. */
@@ -188,16 +231,41 @@ static Walks find_walks(const astitch_plan *p, const PlanKernel *k)
     if (w.to < 0)
         return w;
     const astitch_device *d = &p->dev;
+    w.barrier = ASTITCH_BARRIER_GLOBAL;
+    walk_geometry(p, k, &w);
+    w.free_bytes = free_shared(d, k);
+    Shape space = plan_mapping_space(&k->phase[w.from].map);
+    w.flight = shape_elements(&space);
+    return w;
+}
+
+/* The first pair of row walks of one tile run of k, a kernel of a block per tile, that can
+ * carry across the block barrier between them, with the shared memory its residency leaves
+ * free. */
+static Walks find_block_walks(const astitch_plan *p, const PlanKernel *k)
+{
+    Walks w = {.from = -1, .to = -1};
+    for (int32_t i = 0; i < k->nphase && w.to < 0; i++) {
+        if (!row_walk_in_run(p, k, i) || walk_vector(p, k, i) < 1)
+            continue;
+        for (int32_t j = i + 1; j < k->nphase && k->phase[j].run_first == k->phase[i].run_first &&
+                                w.to < 0; j++)
+            if (row_walk_in_run(p, k, j) &&
+                sched_map_equal(&k->phase[i].map, &k->phase[j].map) &&
+                walk_vector(p, k, j) == walk_vector(p, k, i)) {
+                w.from = i;
+                w.to = j;
+            }
+    }
+    if (w.to < 0)
+        return w;
+    const astitch_device *d = &p->dev;
     const astitch_mapping *m = &k->phase[w.from].map;
-    w.v = walk_vector(p, k, w.from);
-    int64_t len = m->split > 1 ? m->split_len : m->row_len;
-    int64_t step = (int64_t)m->threads_per_row * w.v;
-    w.iterations = (len + step - 1) / step;
-    int64_t per_block = d->shared_per_sm / k->blocks_per_sm - CARRY_SHARED_RESERVE;
-    if (per_block > d->shared_per_block)
-        per_block = d->shared_per_block;
-    w.free_bytes = per_block - align16(k->shared_bytes);
-    w.per_slot = (int64_t)m->block * w.v;
+    w.barrier = ASTITCH_BARRIER_BLOCK;
+    walk_geometry(p, k, &w);
+    w.free_bytes = free_shared(d, k);
+    int64_t rows = (int64_t)k->blocks_per_wave * m->rows_per_block;
+    w.flight = (rows < m->rows ? rows : m->rows) * m->row_len;
     return w;
 }
 
@@ -219,11 +287,11 @@ static void choose(const astitch_graph *g, const astitch_device *d, const PlanKe
             int64_t slots = (w->free_bytes - 16 * n) / (w->per_slot * bytes);
             if (slots > w->iterations)
                 slots = w->iterations;
-            if (slots < 1)
+            if (slots < 1 || (w->barrier == ASTITCH_BARRIER_BLOCK && slots < w->iterations))
                 continue;
             int64_t left = input_bytes(g, k, w->to, elements, set, n, seen, stack, visited);
             double saved = (double)(reads - left) * (double)slots / (double)w->iterations;
-            if ((double)elements * saved < (double)(d->l2_bytes / CARRY_L2_SHARE))
+            if ((double)w->flight * saved < (double)(d->l2_bytes / CARRY_L2_SHARE))
                 continue;
             if (saved > best->saved || (saved == best->saved && saved > 0 && bytes < best->bytes)) {
                 *best = (Choice){.n = n, .slots = slots, .bytes = bytes, .saved = saved};
@@ -251,8 +319,8 @@ static bool add_buffers(const astitch_graph *g, PlanKernel *k, const Walks *w, c
         at += buf.bytes;
     }
     k->shared_bytes = at;
-    k->carry = (PlanCarry){.from = w->from, .to = w->to, .vector = w->v, .slots = c->slots,
-                           .iterations = w->iterations};
+    k->carry = (PlanCarry){.from = w->from, .to = w->to, .barrier = w->barrier, .vector = w->v,
+                           .slots = c->slots, .iterations = w->iterations};
     return true;
 }
 
@@ -261,9 +329,9 @@ astitch_status pass_carry(Planner *pl, PlanKernel *k)
     const astitch_plan *p = pl->p;
     const astitch_graph *g = pl->g;
     k->carry = (PlanCarry){.from = -1, .to = -1};
-    if (!p->opt.carry || !k->persistent || k->global_barriers == 0 || k->blocks_per_sm < 1)
+    if (!p->opt.carry || k->blocks_per_sm < 1 || (k->persistent && k->global_barriers == 0))
         return ASTITCH_OK;
-    Walks w = find_walks(p, k);
+    Walks w = k->persistent ? find_walks(p, k) : find_block_walks(p, k);
     if (w.to < 0 || w.free_bytes < w.per_slot)
         return ASTITCH_OK;
     Shape space = plan_mapping_space(&k->phase[w.from].map);

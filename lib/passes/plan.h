@@ -108,16 +108,19 @@ typedef struct PlanBuffer {
  * SIMT_MAX_ARGS, 256; CUDA's parameter space). */
 #define PLAN_KERNEL_MAX_TENSORS 240
 
-/* Values carried across a global barrier (carry.c, plan option carry). Phase `from` and the
- * later phase `to` walk the same elements with the same mapping (a streamed row or column
- * reduce, one tile per block), a global barrier between them, each thread its elements at
- * reduced indices start, start + step, ... (its iterations). For the thread's first `slots`
- * iterations, `from` stores the values of every node with a CARRY buffer in shared memory and
- * `to` reads them there instead of computing them: slot s of thread t holds `vector` elements
- * (the walk's run) at element ((s * block + t) * vector) of each such buffer. The kernel
- * carries nothing when slots is 0. */
+/* Values carried across a barrier (carry.c, plan option carry). Phase `from` and the later
+ * phase `to` walk the same elements with the same mapping, each thread its elements at reduced
+ * indices start, start + step, ... (its iterations): across a global barrier, a persistent
+ * kernel's streamed row or column reduce of one tile per block; across a block barrier, a
+ * kernel of a block per tile whose tile run streams a row twice (every iteration kept). For
+ * the thread's first `slots` iterations, `from` stores the values of every node with a CARRY
+ * buffer in shared memory and `to` reads them there instead of computing them: slot s of
+ * thread t holds `vector` elements (the walk's run) at element ((s * block + t) * vector) of
+ * each such buffer, so a thread reads back only what it stored. The kernel carries nothing
+ * when slots is 0. */
 typedef struct PlanCarry {
     int32_t from, to;
+    astitch_barrier barrier; /* the kind of barrier carried across: BLOCK or GLOBAL */
     int32_t vector;        /* elements per iteration (the walk's run: plan_walk_vector) */
     int64_t slots;         /* iterations kept per thread */
     int64_t iterations;    /* the most iterations a thread of the walk takes */

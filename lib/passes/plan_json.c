@@ -116,7 +116,7 @@ static json_t *kernel_json(const astitch_plan *p, const PlanKernel *k)
              put(x, "zero_init", json_boolean(b->zero_init)) && json_array_append(bufs, x) == 0;
         json_decref(x);
     }
-    json_t *carry = json_null(); /* values kept across a global barrier (carry.c), or null */
+    json_t *carry = json_null(); /* values kept across a barrier (carry.c), or null */
     if (ok && k->carry.slots > 0) {
         json_t *nodes = json_array();
         for (int32_t i = 0; nodes && i < k->nbuf; i++)
@@ -127,6 +127,7 @@ static json_t *kernel_json(const astitch_plan *p, const PlanKernel *k)
         ok = put(carry, "nodes", nodes) && ok &&
              put(carry, "from_phase", json_integer(k->carry.from)) &&
              put(carry, "to_phase", json_integer(k->carry.to)) &&
+             put(carry, "barrier", json_string(astitch_barrier_name(k->carry.barrier))) &&
              put(carry, "vector", json_integer(k->carry.vector)) &&
              put(carry, "slots", json_integer(k->carry.slots)) &&
              put(carry, "iterations", json_integer(k->carry.iterations));

@@ -60,8 +60,9 @@ void plan_kernel_text(FILE *f, const astitch_plan *p, const PlanKernel *k)
         fprintf(f, "  hoisted: makes what a later kernel's global barrier waited for; that "
                    "kernel runs without the barrier\n");
     if (k->carry.slots > 0) {
-        fprintf(f, "  carry: phase %d keeps for phase %d, across the global barrier, ",
-                (int)k->carry.from, (int)k->carry.to);
+        fprintf(f, "  carry: phase %d keeps for phase %d, across the %s barrier, ",
+                (int)k->carry.from, (int)k->carry.to,
+                k->carry.barrier == ASTITCH_BARRIER_BLOCK ? "block" : "global");
         for (int32_t i = 0, n = 0; i < k->nbuf; i++)
             if (k->buf[i].kind == ASTITCH_BUFFER_CARRY)
                 fprintf(f, "%s%s", n++ ? ", " : "", nm(p, k->buf[i].node));
