@@ -29,10 +29,6 @@
 
 /* Bytes the driver reserves in an SM's shared memory for each resident block (sm_80 on). */
 enum { CARRY_SHARED_RESERVE = 1024, CARRY_SET_MAX = 2, CARRY_CANDIDATES_MAX = 32 };
-/* The blocks per SM never drop for a carry: measured on the H200 (bench/RESULTS.md, *Long rows
- * through shared memory*), a softmax over rows of 32768 f32 keeping each row whole at one block
- * of 1024 per SM instead of two ran 173.4 -> 180.5 us, wav2vec 2.0's GroupNorm + GELU at three
- * blocks of 512 instead of four 264.0 -> 287.4. */
 /* A carry must save at least the device's L2 bytes over this in all: a smaller re-read comes
  * from the L2 (the later walk reads what the earlier read last first), and the shared memory
  * taken from the L1 then costs more than it saves. Measured on the H200: softmax_32k, 4 MB
@@ -193,7 +189,11 @@ typedef struct Walks {
     int64_t flight;        /* elements re-read at stake: all, or one wave's rows (BLOCK) */
 } Walks;
 
-/* Shared bytes per block that kernel k's planned residency leaves free beyond its own. */
+/* Shared bytes per block that kernel k's planned residency leaves free beyond its own: a carry
+ * never costs a block per SM (measured on the H200, bench/RESULTS.md, *Long rows through shared
+ * memory*: a softmax over rows of 32768 f32 keeping each row whole at one block of 1024 per SM
+ * instead of two ran 173.4 -> 180.5 us, wav2vec 2.0's GroupNorm + GELU at three blocks of 512
+ * instead of four 264.0 -> 287.4). */
 static int64_t free_shared(const astitch_device *d, const PlanKernel *k)
 {
     int64_t per_block = d->shared_per_sm / k->blocks_per_sm - CARRY_SHARED_RESERVE;
