@@ -49,7 +49,7 @@ typedef struct BenchMode {
 } BenchMode;
 
 /* The form a graph with a variant choice (docs/codegen.md, *Variant search*) runs in. */
-typedef enum { BENCH_FORM_SEARCH, BENCH_FORM_DEFAULT, BENCH_FORM_WIDE } BenchForm;
+typedef enum { BENCH_FORM_SEARCH, BENCH_FORM_DEFAULT, BENCH_FORM_WIDE, BENCH_FORM_LONG } BenchForm;
 
 typedef struct BenchOptions {
     astitch_target target;           /* cuda or host */

@@ -31,6 +31,8 @@ static const BenchMode modes[] = {
      .form = BENCH_FORM_DEFAULT},
     {"stitch-wide", "stitch, variant search off: wide resident rows", STITCH,
      .form = BENCH_FORM_WIDE},
+    {"stitch-long", "stitch, variant search off: rows of 8193 to 32768 elements held in "
+     "registers (the form \"long rows\")", STITCH, .form = BENCH_FORM_LONG},
     {"stitch-nocolvec", "stitch with one column per thread in column reductions, no runs",
      STITCH, .no_column_vectors = true},
     {"stitch-colsums", "stitch with column sums taken in the resident row pass of their elements",
@@ -539,6 +541,7 @@ static void mode_options(const BenchOptions *o, const BenchMode *m, astitch_comp
     co->plan.persistent = m->persistent;
     co->variant_search = m->form == BENCH_FORM_SEARCH;
     co->plan.wide_rows = m->form == BENCH_FORM_WIDE;
+    co->plan.long_rows = m->form == BENCH_FORM_LONG;
     co->plan.column_vectors = !m->no_column_vectors;
     co->plan.column_sums_in_rows = m->column_sums;
     co->plan.recompute_outputs = !m->no_recompute;

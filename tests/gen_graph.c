@@ -535,6 +535,16 @@ astitch_node gen_rms_norm(astitch_graph *g, astitch_node x, int64_t rows, int64_
     return astitch_binary(g, ASTITCH_OP_MUL, x, astitch_broadcast_in_dim(g, rstd, 2, dims, &keep));
 }
 
+astitch_node gen_softmax_rows(astitch_graph *g, astitch_node x, int64_t rows, int64_t cols)
+{
+    int64_t dims[2] = {rows, cols}, axis = 1, keep = 0;
+    astitch_node max = astitch_reduce(g, ASTITCH_REDUCE_MAX, x, 1, &axis);
+    astitch_node e = astitch_unary(g, ASTITCH_OP_EXP, astitch_binary(g, ASTITCH_OP_SUB, x,
+                                   astitch_broadcast_in_dim(g, max, 2, dims, &keep)));
+    astitch_node sum = astitch_reduce(g, ASTITCH_REDUCE_SUM, e, 1, &axis);
+    return astitch_binary(g, ASTITCH_OP_DIV, e, astitch_broadcast_in_dim(g, sum, 2, dims, &keep));
+}
+
 astitch_graph *gen_split_kinds(astitch_context *ctx, int64_t rows, int64_t cols)
 {
     astitch_graph *g;

@@ -52,6 +52,9 @@ astitch_node gen_layer_norm(astitch_graph *g, astitch_node x, int64_t rows, int6
 astitch_node gen_rms_norm(astitch_graph *g, astitch_node x, int64_t rows, int64_t cols,
                           double eps);
 
+/* The softmax over the rows of x [rows, cols] (f32): exp(x - max) over its sum. */
+astitch_node gen_softmax_rows(astitch_graph *g, astitch_node x, int64_t rows, int64_t cols);
+
 /* exp(dot(x + x, w)) for x [m, k] and w [k, n]: the dot, named "between", is a compute op
  * between two kernels. NULL on failure (message in ctx). */
 astitch_graph *gen_dot_between(astitch_context *ctx, int64_t m, int64_t k, int64_t n);

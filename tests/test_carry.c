@@ -116,15 +116,10 @@ static void build_norm(astitch_graph *g, const int64_t *dims, int64_t channel, a
  * max and sum in one walk (an online pair), then its output in a second walk. */
 static void build_softmax(astitch_graph *g, int64_t rows, int64_t cols, astitch_dtype t)
 {
-    int64_t dims[2] = {rows, cols}, axis = 1, keep = 0;
+    int64_t dims[2] = {rows, cols};
     astitch_node x = astitch_parameter(g, "x", t, 2, dims);
     astitch_node xf = t == ASTITCH_F32 ? x : named(g, astitch_convert(g, x, ASTITCH_F32), "xf");
-    astitch_node max = astitch_reduce(g, ASTITCH_REDUCE_MAX, xf, 1, &axis);
-    astitch_node e = astitch_unary(g, ASTITCH_OP_EXP, astitch_binary(g, ASTITCH_OP_SUB, xf,
-                                   astitch_broadcast_in_dim(g, max, 2, dims, &keep)));
-    astitch_node sum = astitch_reduce(g, ASTITCH_REDUCE_SUM, e, 1, &axis);
-    astitch_node p = astitch_binary(g, ASTITCH_OP_DIV, e,
-                                    astitch_broadcast_in_dim(g, sum, 2, dims, &keep));
+    astitch_node p = gen_softmax_rows(g, xf, rows, cols);
     assert_int_equal(astitch_add_output(g, t == ASTITCH_F32 ? p : astitch_convert(g, p, t)),
                      ASTITCH_OK);
 }

@@ -2,7 +2,7 @@
  * The CUDA runtime on the fake driver's H100 (tests/fake_device.h; no GPU), outside captures:
  * per-step timing (astitch_execute_device_timed), where cuBLASLt is looked for and a missing
  * one, the register relaxation of a kernel that spills, and the variant search over several
- * forms (docs/codegen.md, *Variant search*). Exits 77 (SKIP) where the fakes were not built.
+ * forms, a form that still spills left out (docs/codegen.md, *Variant search*). Exits 77 (SKIP) where the fakes were not built.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -433,6 +433,74 @@ static void test_variant_split_form(void **state)
     compile_cache_reset();
 }
 
+/* A softmax over [256, 32768] f32: rows past 8192 elements, streamed by default, held in
+ * registers by the form "long rows". */
+static astitch_graph *long_softmax_graph(const Fake *f)
+{
+    astitch_graph *g;
+    expect_ok(f, astitch_graph_create(f->ctx, &g));
+    int64_t d[2] = {256, 32768}, axis = 1, keep = 0;
+    astitch_node x = astitch_parameter(g, "x", ASTITCH_F32, 2, d);
+    astitch_node m = astitch_reduce(g, ASTITCH_REDUCE_MAX, x, 1, &axis);
+    astitch_node e = astitch_unary(g, ASTITCH_OP_EXP, astitch_binary(g, ASTITCH_OP_SUB, x,
+                                   astitch_broadcast_in_dim(g, m, 2, d, &keep)));
+    astitch_node s = astitch_reduce(g, ASTITCH_REDUCE_SUM, e, 1, &axis);
+    expect_ok(f, astitch_add_output(g, astitch_binary(g, ASTITCH_OP_DIV, e,
+                                                      astitch_broadcast_in_dim(g, s, 2, d, &keep))));
+    return g;
+}
+
+/* Form 5 (long rows) is built beside the default where a row of 8193 to 32768 elements can be
+ * held in registers, without a bound trial (a block of 1024 at 64 registers has no higher
+ * bound), and runs when timed faster by more than its margin (5%), its switch in its plan; 4%
+ * faster, the default stays. A form whose kernel still
+ * spills once loaded (the fake's below 65 registers) is left out, and the default runs
+ * without a search. */
+static void test_variant_long_form(void **state)
+{
+    const Fake *f = *state;
+    astitch_variant_info v;
+    char chain[64];
+    expect_ok(f, astitch_context_set_option(f->ctx, "cache", "0"));
+    astitch_graph *g = long_softmax_graph(f);
+    for (int fast = 0; fast < 3; fast++) {
+        astitch_executable *x = compile_for_fake(f, g, false);
+        expect_ok(f, astitch_executable_variant(x, &v));
+        assert_int_equal(v.state, ASTITCH_VARIANT_PENDING);
+        assert_int_equal(v.nforms, 2);
+        assert_int_equal(v.ntrials, 0);
+        assert_string_equal(chain_text(x, chain, sizeof chain), "0 5");
+        assert_true(x->alt->plan->opt.long_rows);
+        assert_int_equal(x->alt->plan->kernel[0].block, 1024);
+        if (fast < 2) {
+            time_runs(f, 2, 2.0f, fast ? 1 : -1);
+        } else { /* form 5 4% faster in every round: within its margin (5%) */
+            float ms[8] = {2.0f, 1.92f, 2.0f, 1.92f, 2.0f, 1.92f, 2.0f, 1.92f};
+            f->set_elapsed(ms, 8);
+        }
+        run_plain(f, x);
+        expect_ok(f, astitch_executable_variant(x, &v));
+        assert_int_equal(v.state, ASTITCH_VARIANT_TIMED);
+        assert_int_equal(v.form, fast == 1 ? 5 : 0);
+        assert_true(v.long_rows == (fast == 1));
+        assert_true(astitch_executable_plan(x)->opt.long_rows == (fast == 1));
+        astitch_executable_destroy(x);
+    }
+    assert_string_equal(astitch_variant_form_name(5), "long rows");
+    setenv("FAKE_CUDA_SPILL_BELOW", "65", 1);
+    astitch_executable *x = compile_for_fake(f, g, false);
+    unsetenv("FAKE_CUDA_SPILL_BELOW");
+    expect_ok(f, astitch_executable_variant(x, &v));
+    assert_int_equal(v.state, ASTITCH_VARIANT_NONE);
+    assert_int_equal(v.nforms, 1);
+    assert_null(x->alt);
+    assert_false(astitch_executable_plan(x)->opt.long_rows);
+    astitch_executable_destroy(x);
+    astitch_graph_destroy(g);
+    expect_ok(f, astitch_context_set_option(f->ctx, "cache", "1")); /* as the tests after expect */
+    compile_cache_reset();
+}
+
 /* The bound search (docs/codegen.md, *Variant search*): column_sums_graph's search times its
  * forms 0, 2 and 3 and form 0's trial, its row pass (which does not spill at the planned 80
  * registers) at 128. The faster of form 0 and its trial runs: the trial's PTX replaces the
@@ -857,6 +925,7 @@ int main(void)
         cmocka_unit_test(test_variant_forms),
         cmocka_unit_test(test_variant_forms_steps),
         cmocka_unit_test(test_variant_split_form),
+        cmocka_unit_test(test_variant_long_form),
         cmocka_unit_test(test_dot_search),
         cmocka_unit_test(test_ptx_jit),
     };

@@ -55,7 +55,7 @@ typedef struct Options {
     astitch_fusion fusion; /* default stitch */
     bool no_remote, no_merge, no_packing, no_one_pass_variance, no_recompute_outputs,
         deterministic,
-        persistent, wide_rows, no_column_vectors, column_sums_in_rows,
+        persistent, wide_rows, long_rows, no_column_vectors, column_sums_in_rows,
         no_row_vectors, no_online_softmax, no_carry, no_transpose_tiles, no_hoist,
         split_barriers; /* planner switches */
     bool no_variant_search; /* cuda: the planner's default launch shapes only */

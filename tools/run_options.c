@@ -17,7 +17,7 @@ enum {
     OPT_NO_ONE_PASS_VARIANCE,
     OPT_NO_RECOMPUTE_OUTPUTS,
     OPT_DETERMINISTIC,
-    OPT_PERSISTENT, OPT_WIDE_ROWS, OPT_NO_VARIANT_SEARCH, OPT_NO_COLUMN_VECTORS, OPT_NO_ROW_VECTORS,
+    OPT_PERSISTENT, OPT_WIDE_ROWS, OPT_LONG_ROWS, OPT_NO_VARIANT_SEARCH, OPT_NO_COLUMN_VECTORS, OPT_NO_ROW_VECTORS,
     OPT_COLUMN_SUMS_IN_ROWS, OPT_VIEW_OUTPUTS, OPT_NO_ONLINE_SOFTMAX, OPT_NO_CARRY,
     OPT_NO_TRANSPOSE_TILES, OPT_NO_HOIST, OPT_SPLIT_BARRIERS
 };
@@ -66,6 +66,10 @@ static const OptionSpec option_table[] = {
     {"wide-rows", no_argument, OPT_WIDE_ROWS, NULL,
      "a row of 33 to 1024 elements held in registers spreads over several warps (about 16 "
      "elements per lane) instead of one; no variant search then"},
+    {"long-rows", no_argument, OPT_LONG_ROWS, NULL,
+     "a row of 8193 to 32768 elements reduced over its trailing axes is held in registers by a "
+     "block of up to 1024 lanes (up to 32 elements each) instead of streamed; by default the "
+     "cuda target times both forms"},
     {"no-row-vectors", no_argument, OPT_NO_ROW_VECTORS, NULL,
      "a lane of a row reduction that streams its row reads one element per access instead of "
      "16 bytes of consecutive elements (docs/codegen.md, *Reduce phase*)"},
@@ -139,6 +143,7 @@ void plan_options(const Options *o, astitch_plan_options *po)
     po->deterministic = o->deterministic;
     po->persistent = o->persistent;
     po->wide_rows = o->wide_rows;
+    po->long_rows = o->long_rows;
     po->column_vectors = !o->no_column_vectors;
     po->row_vectors = !o->no_row_vectors;
     po->online_softmax = !o->no_online_softmax;
@@ -290,6 +295,7 @@ int parse_options(int argc, char **argv, Options *o)
         case OPT_NO_ONE_PASS_VARIANCE: o->no_one_pass_variance = true; break;
         case OPT_NO_RECOMPUTE_OUTPUTS: o->no_recompute_outputs = true; break;
         case OPT_WIDE_ROWS: o->wide_rows = true; break;
+        case OPT_LONG_ROWS: o->long_rows = true; break;
         case OPT_NO_COLUMN_VECTORS: o->no_column_vectors = true; break;
         case OPT_NO_ROW_VECTORS: o->no_row_vectors = true; break;
         case OPT_NO_ONLINE_SOFTMAX: o->no_online_softmax = true; break;

@@ -85,6 +85,12 @@ typedef struct astitch_plan_options {
                      * partial results through shared memory); off, one warp holds it, up to
                      * 32 elements per lane. Neither wins everywhere: the cuda target times
                      * both where they differ (astitch_compile_options.variant_search) */
+    bool long_rows; /* a row of 8193 to 32768 elements reduced over trailing axes is resident
+                     * too: a block of up to 1024 lanes holds it in registers, up to 32
+                     * elements each, one block per SM (the register bound 64); off, such rows
+                     * are streamed (read from memory, the L2 or shared memory once per walk).
+                     * Neither wins everywhere: the cuda target times both where they differ,
+                     * and leaves out the form where ptxas spills it */
     bool column_vectors; /* a thread of a column reduction alone in its kernel takes runs of
                           * adjacent columns, 16 bytes of the widest tensor per access (4
                           * with an f32, 8 when all are f16/bf16), where the planner's rules
@@ -134,7 +140,7 @@ typedef struct astitch_plan_options {
 
 /* Fills *o with the defaults: fusion=stitch, every switch on (one_pass_variance,
  * recompute_outputs, column_vectors, row_vectors, online_softmax, carry, transpose_tiles and
- * hoist included), deterministic, persistent, wide_rows, column_sums_in_rows and
+ * hoist included), deterministic, persistent, wide_rows, long_rows, column_sums_in_rows and
  * split_barriers off. */
 ASTITCH_API void astitch_plan_options_default(astitch_plan_options *o);
 /* "none", "xla", "stitch"; NULL for an out-of-range value. */

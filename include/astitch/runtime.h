@@ -40,7 +40,8 @@ typedef struct astitch_compile_options {
      * host device for host). */
     const astitch_device *device;
     /* cuda: where the planner leaves a launch shape to a measurement (plan switches whose
-     * forms no rule orders: wide_rows, column_sums_in_rows, with persistent, split_barriers),
+     * forms no rule orders: wide_rows, column_sums_in_rows, with persistent, split_barriers,
+     * long_rows),
      * every form that changes the plan is compiled and the first execution not captured into a
      * CUDA graph times each and keeps the fastest; the choice is kept in the compile cache, so a
      * later compile of the same graph loads only the chosen form. Among them, a form whose one
@@ -99,12 +100,13 @@ typedef enum astitch_variant_state {
 
 /* The forms the variant search chooses among, by index: 0 the caller's options as given, then
  * plan switches turned on over them (docs/codegen.md, *Variant search*). */
-#define ASTITCH_VARIANT_FORMS 5
+#define ASTITCH_VARIANT_FORMS 6
 
 typedef struct astitch_variant_info {
     astitch_variant_state state;
     int form;                 /* the form that runs, 0..ASTITCH_VARIANT_FORMS-1 (PENDING: 0) */
     bool wide_rows;           /* the plan switches of the form that runs */
+    bool long_rows;
     bool column_sums_in_rows;
     bool persistent;
     bool split_barriers;

@@ -44,6 +44,7 @@ void astitch_plan_options_default(astitch_plan_options *o)
     o->one_pass_variance = true;
     o->recompute_outputs = true;
     o->wide_rows = false;
+    o->long_rows = false;
     o->column_vectors = true;
     o->row_vectors = true;
     o->online_softmax = true;

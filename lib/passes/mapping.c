@@ -71,6 +71,19 @@ enum { TILE_BLOCK_ELEMENTWISE = 512, TILE_BLOCK_ELEMENTWISE_LONG = 128, MANY_WAV
  * 27.2 -> 12.7 and 59.0 -> 42.8; slower: ViT-B/16's over 197 f32 keys, 61.6 -> 63.4. */
 enum { LANE_ELEMENTS_MAX = 32, LANE_ELEMENTS_GOAL = PLAN_LANE_ELEMENTS_GOAL,
        RESIDENT_LANES_MAX = 256, ROW_LINE_BYTES = 128, ROW_SECTOR_BYTES = 32 };
+/* With the long_rows option, a row longer than RESIDENT_LANES_MAX x LANE_ELEMENTS_MAX takes up
+ * to RESIDENT_LANES_LONG lanes (a block of its own at the register bound its threads leave: 64
+ * of an SM's 65536 at 1024). Measured on an H200 (bench/RESULTS.md, 2026-12-02): a softmax
+ * over [2048, 32768] f32 173.7 -> 140.1 us, wav2vec 2.0's GroupNorm + GELU over rows of 15999
+ * f32 263.0 -> 232.0; five other long rows 2-14% slower: a form the variant search times. */
+enum { RESIDENT_LANES_LONG = 1024 };
+
+/* The most lanes a resident row of k elements may take under c. */
+static int64_t resident_lanes_most(const MapCtx *c, int64_t k)
+{
+    return c->long_rows && k > (int64_t)RESIDENT_LANES_MAX * LANE_ELEMENTS_MAX ? RESIDENT_LANES_LONG
+                                                                             : RESIDENT_LANES_MAX;
+}
 /* Blocks of a kernel with resident rows launched a block per tile: small enough that this
  * many fit on an SM at the resident register bound (measured on the H100 against two:
  * rmsnorm_bf16, 256 lanes per row at 64 registers, 38.7 -> 32.0 us with a row per block
@@ -129,7 +142,7 @@ static int64_t resident_regs(int64_t e, int64_t u, bool persistent)
 enum { RESIDENT_SPARE_REGS = 16 };
 int64_t mapping_resident_min_regs(int64_t e) { return 2 * e + RESIDENT_SPARE_REGS; }
 
-bool mapping_rows_may_reside(const Shape *s, uint32_t axes)
+bool mapping_rows_may_reside(const Shape *s, uint32_t axes, bool long_rows)
 {
     uint32_t trailing = 0;
     int64_t k = 1;
@@ -137,7 +150,8 @@ bool mapping_rows_may_reside(const Shape *s, uint32_t axes)
         trailing |= 1u << i;
         k *= s->dim[i];
     }
-    return axes != 0 && axes == trailing && k <= (int64_t)RESIDENT_LANES_MAX * LANE_ELEMENTS_MAX;
+    int64_t lanes = long_rows ? RESIDENT_LANES_LONG : RESIDENT_LANES_MAX;
+    return axes != 0 && axes == trailing && k <= lanes * LANE_ELEMENTS_MAX;
 }
 
 /* The smallest and the largest element size in bytes of the tensors of a mapping's space. */
@@ -152,16 +166,16 @@ typedef struct ElementSizes {
 static bool resident_layout(const astitch_mapping *m, const MapCtx *c, ElementSizes b,
                             int64_t *lanes, int32_t *vector)
 {
-    int64_t k = m->row_len, warp = c->dev->warp_size;
+    int64_t k = m->row_len, warp = c->dev->warp_size, most = resident_lanes_most(c, k);
     if (!c->packing || m->kind != ASTITCH_MAP_ROW_REDUCE || !plan_reduces_trailing(m) ||
-        k < 1 || k > (int64_t)RESIDENT_LANES_MAX * LANE_ELEMENTS_MAX)
+        k < 1 || k > most * LANE_ELEMENTS_MAX)
         return false;
     int64_t v = 16 / b.most;
     while (v > 1 && k % v)
         v /= 2;
     int64_t t = pow2_ceil(ceil_div(k, LANE_ELEMENTS_GOAL));
-    if (t > RESIDENT_LANES_MAX) /* a long row: more than the goal per lane, up to the most */
-        t = RESIDENT_LANES_MAX;
+    if (t > most) /* a long row: more than the goal per lane, up to the most */
+        t = most;
     if (!c->wide_rows && t > warp && k <= warp * LANE_ELEMENTS_MAX)
         t = warp;
     int64_t line = (v > 1 ? ROW_LINE_BYTES : ROW_SECTOR_BYTES) /
@@ -170,7 +184,7 @@ static bool resident_layout(const astitch_mapping *m, const MapCtx *c, ElementSi
         t = line < pow2_ceil(ceil_div(k, v)) ? line : pow2_ceil(ceil_div(k, v));
     while (t > 1 && t * v > pow2_ceil(k))
         t /= 2;
-    if (t > RESIDENT_LANES_MAX || t > c->block || ceil_div(k, t * v) * v > LANE_ELEMENTS_MAX)
+    if (t > most || t > c->block || ceil_div(k, t * v) * v > LANE_ELEMENTS_MAX)
         return false;
     *lanes = t;
     *vector = (int32_t)v;
@@ -294,10 +308,13 @@ static bool group_resident(const astitch_graph *g, const PlanKernel *k, const Ma
 }
 
 /* The register bound to assume for kernel k: 32, or resident_regs() of its longest resident
- * lane part (times the tiles a thread takes at once: one when a block takes one tile). */
-static int64_t assumed_regs(const astitch_graph *g, const PlanKernel *k, const MapCtx *c)
+ * lane part (times the tiles a thread takes at once: one when a block takes one tile); *lanes
+ * the most lanes of a resident row (0 when none). */
+static int64_t assumed_regs(const astitch_graph *g, const PlanKernel *k, const MapCtx *c,
+                            int64_t *lanes)
 {
     int64_t regs = 32;
+    *lanes = 0;
     for (int32_t i = 0; i < k->ngroup; i++) {
         astitch_mapping m;
         int64_t t;
@@ -306,6 +323,7 @@ static int64_t assumed_regs(const astitch_graph *g, const PlanKernel *k, const M
             continue;
         m.threads_per_row = (int32_t)t;
         m.vector = v;
+        *lanes = t > *lanes ? t : *lanes;
         /* several tiles at once only where a block walks several (persistent) */
         int64_t r = resident_regs(plan_lane_elements(&m), c->persistent ? plan_resident_tiles(&m) : 1,
                                   c->persistent);
@@ -460,6 +478,7 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k)
     const astitch_graph *g = pl->g;
     const astitch_device *dev = &pl->p->dev;
     MapCtx c = {dev, dev->warp_size, 0, pl->p->opt.packing, k->persistent, pl->p->opt.wide_rows,
+             pl->p->opt.long_rows,
              k->ngroup == 1, !k->stream_by_block, pl->p->opt.column_vectors, false,
              pl->p->opt.online_softmax};
     bool elementwise = true;
@@ -479,16 +498,21 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k)
         c.block = elements / 4 >= (int64_t)MANY_WAVES * dev->sm_count * dev->max_threads_per_sm
                       ? TILE_BLOCK_ELEMENTWISE_LONG
                       : TILE_BLOCK_ELEMENTWISE;
-    int64_t regs = assumed_regs(g, k, &c);
+    int64_t lanes;
+    int64_t regs = assumed_regs(g, k, &c, &lanes);
     if (regs > 32) { /* blocks per SM at the resident bound, never below a resident row */
         int64_t cap = pow2_floor(dev->regs_per_sm /
                                  ((c.persistent ? 2 : RESIDENT_BLOCKS_PER_SM) * regs));
         if (cap < RESIDENT_LANES_MAX)
             cap = RESIDENT_LANES_MAX;
+        if (cap < lanes)
+            cap = lanes;
         if (c.block > cap)
             c.block = (int32_t)cap;
         if (!c.persistent)
             c.block = resident_block(g, k, &c);
+        if (regs * c.block > dev->regs_per_sm) /* a long row's block: the bound it leaves */
+            regs = launch_regs_for(dev, c.block, 1);
     }
     if (c.packing && !c.persistent && regs <= 32 && c.block > STREAM_SINGLE_BLOCK &&
         streams_single(g, k, &c, pl->p->opt.row_vectors))

@@ -196,8 +196,8 @@ int64_t ceil_div(int64_t a, int64_t b);
 /* variance.c: when g has sums of squared deviations that would read their input twice, *out
  * is a rewritten copy of g (owned by the caller) and *rewritten its nrewritten replacing
  * nodes (malloc'd); else *out is NULL. Fails only on memory. */
-astitch_status pass_variance(const astitch_graph *g, bool packing, astitch_graph **out,
-                             int32_t **rewritten, int32_t *nrewritten);
+astitch_status pass_variance(const astitch_graph *g, bool packing, bool long_rows,
+                             astitch_graph **out, int32_t **rewritten, int32_t *nrewritten);
 /* recompute.c: when g has outputs computed from positions and constants alone that are also
  * read inside g, *out is a rewritten copy of g (owned by the caller) whose readers read a
  * recomputed copy of each, and *recomputed the nrecomputed outputs (malloc'd); ids[0..nids)
@@ -265,6 +265,7 @@ typedef struct MapCtx {
     bool packing;
     bool persistent; /* the grid is at most one wave; else a block per tile */
     bool wide_rows;  /* astitch_plan_options.wide_rows */
+    bool long_rows;  /* astitch_plan_options.long_rows */
     bool alone;      /* the kernel has one group */
     bool stream_warp; /* a streamed row may take one warp (not k->stream_by_block) */
     bool column_runs; /* astitch_plan_options.column_vectors */
@@ -331,8 +332,9 @@ int64_t mapping_column_rewalk_bytes(const Planner *pl, const PlanKernel *k);
 /* mapping.c: the fewest registers a resident row of e elements per lane may be bounded to. */
 int64_t mapping_resident_min_regs(int64_t e);
 /* mapping.c: true when a reduction over `axes` of a tensor of shape s could keep its rows in
- * registers (trailing axes, a row no longer than a resident row may be). */
-bool mapping_rows_may_reside(const Shape *s, uint32_t axes);
+ * registers (trailing axes, a row no longer than a resident row may be, with long_rows as
+ * astitch_plan_options.long_rows). */
+bool mapping_rows_may_reside(const Shape *s, uint32_t axes, bool long_rows);
 /* across.c: moves every column group whose reductions can be summed inside a resident row
  * group of the same space (plan_reduce_across) into that group; *moved says whether it moved
  * one (the mapping step then runs again over the groups left). Requires the groups'

@@ -388,7 +388,8 @@ astitch_status astitch_plan_create(astitch_graph *g, const astitch_device *dev,
         !(st = pass_one_hot(p->graph, &rw, &p->gathered, &p->ngathered)))
         adopt(p, rw, &dump, "one_hot");
     if (!st && p->opt.fusion == ASTITCH_FUSION_STITCH && p->opt.one_pass_variance &&
-        !(st = pass_variance(p->graph, p->opt.packing, &rw, &p->rewritten, &p->nrewritten)))
+        !(st = pass_variance(p->graph, p->opt.packing, p->opt.long_rows, &rw, &p->rewritten,
+                             &p->nrewritten)))
         adopt(p, rw, &dump, "variance");
     if (!st && p->opt.fusion == ASTITCH_FUSION_STITCH && p->opt.recompute_outputs &&
         !(st = pass_recompute(p->graph, &rw, &p->recomputed, &p->nrecomputed, p->rewritten,

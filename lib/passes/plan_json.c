@@ -194,6 +194,7 @@ static json_t *plan_json(const astitch_plan *p)
          put(opt, "one_pass_variance", json_boolean(p->opt.one_pass_variance)) &&
          put(opt, "recompute_outputs", json_boolean(p->opt.recompute_outputs)) &&
          put(opt, "wide_rows", json_boolean(p->opt.wide_rows)) &&
+         put(opt, "long_rows", json_boolean(p->opt.long_rows)) &&
          put(opt, "column_vectors", json_boolean(p->opt.column_vectors)) &&
          put(opt, "row_vectors", json_boolean(p->opt.row_vectors)) &&
          put(opt, "online_softmax", json_boolean(p->opt.online_softmax)) &&

@@ -148,7 +148,7 @@ astitch_status astitch_plan_write_text(const astitch_plan *p, FILE *f)
         return ASTITCH_ERR_ARGUMENT;
     const astitch_device *d = &p->dev;
     fprintf(f, "plan: device %s (%d SMs, %d threads/block, %lld B shared/block), fusion %s, "
-               "remote %s, merge %s, packing %s%s%s%s%s%s%s%s%s%s%s%s%s%s\n",
+               "remote %s, merge %s, packing %s%s%s%s%s%s%s%s%s%s%s%s%s%s%s\n",
             d->name, d->sm_count, d->max_threads_per_block, (long long)d->shared_per_block,
             astitch_fusion_name(p->opt.fusion), p->opt.remote ? "on" : "off",
             p->opt.merge ? "on" : "off", p->opt.packing ? "on" : "off",
@@ -160,6 +160,7 @@ astitch_status astitch_plan_write_text(const astitch_plan *p, FILE *f)
                 ? ", output recompute off"
                 : "",
             p->opt.wide_rows ? ", wide rows" : "",
+            p->opt.long_rows ? ", long rows" : "",
             p->opt.column_vectors ? "" : ", column runs off",
             p->opt.row_vectors ? "" : ", row vectors off",
             p->opt.online_softmax ? "" : ", online softmax off",

@@ -54,7 +54,7 @@ static bool constant_along(const astitch_graph *g, int32_t b, uint32_t axes)
 }
 
 /* Fills *mt when node r is a sum of squared deviations worth rewriting (see the head). */
-static bool match(const astitch_graph *g, int32_t r, bool packing, Match *mt)
+static bool match(const astitch_graph *g, int32_t r, bool packing, bool long_rows, Match *mt)
 {
     const Node *rn = gnode(g, r);
     if (rn->op != ASTITCH_OP_REDUCE || rn->attr.reduce != ASTITCH_REDUCE_SUM ||
@@ -70,7 +70,7 @@ static bool match(const astitch_graph *g, int32_t r, bool packing, Match *mt)
     if (gnode(g, b)->op != ASTITCH_OP_BROADCAST_IN_DIM || !constant_along(g, b, rn->attr.axes))
         return false;
     const Shape *xs = &gnode(g, x)->shape;
-    if (packing && mapping_rows_may_reside(xs, rn->attr.axes))
+    if (packing && mapping_rows_may_reside(xs, rn->attr.axes, long_rows))
         return false; /* a resident row reads X once already */
     int64_t n = 1;
     for (int i = 0; i < xs->rank; i++)
@@ -177,8 +177,8 @@ static astitch_status copy_rewritten(Rewrite *rw, const Match *mt, const bool *i
     return graph_copy_finish(d, g, map, "one-pass variance");
 }
 
-astitch_status pass_variance(const astitch_graph *g, bool packing, astitch_graph **out,
-                             int32_t **rewritten, int32_t *nrewritten)
+astitch_status pass_variance(const astitch_graph *g, bool packing, bool long_rows,
+                             astitch_graph **out, int32_t **rewritten, int32_t *nrewritten)
 {
     *out = NULL;
     *rewritten = NULL;
@@ -194,7 +194,7 @@ astitch_status pass_variance(const astitch_graph *g, bool packing, astitch_graph
     }
     int32_t found = 0;
     for (int32_t v = 0; v < g->nnode; v++)
-        found += is[v] = match(g, v, packing, &mt[v]);
+        found += is[v] = match(g, v, packing, long_rows, &mt[v]);
     if (!found)
         goto done;
     mark_live(g, mt, is, live);

@@ -334,6 +334,7 @@ astitch_status astitch_compile(astitch_graph *g, const astitch_compile_options *
         }
     x->variant = (astitch_variant_info){.state = ASTITCH_VARIANT_NONE, .nforms = 1,
                                         .wide_rows = o->plan.wide_rows,
+                                        .long_rows = o->plan.long_rows,
                                         .column_sums_in_rows = o->plan.column_sums_in_rows,
                                         .persistent = o->plan.persistent};
     if (search && (s = exec_variant_prepare(x, run_g, &dev, &o->plan)) != ASTITCH_OK)

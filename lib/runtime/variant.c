@@ -27,7 +27,7 @@
 /* A form: the plan switches it turns on over the caller's options. */
 typedef struct Form {
     const char *name;
-    bool wide_rows, column_sums_in_rows, persistent, split_barriers;
+    bool wide_rows, column_sums_in_rows, persistent, split_barriers, long_rows;
 } Form;
 
 /* By index, which the compile cache records: append, never reorder. Measured on the H100
@@ -35,13 +35,17 @@ typedef struct Form {
  * form 2 and two in form 3, each 10-35% faster than forms 0 and 1; their combinations with
  * wide rows never won by more than 3%. Form 4 cuts every global barrier (docs/planner.md,
  * *hoist*): a batch norm's backward under channels_last ran 9-15% faster split on the H200
- * (bench/RESULTS.md, 2026-11-30), other kernels with barriers slower. */
+ * (bench/RESULTS.md, 2026-11-30), other kernels with barriers slower. Form 5 holds rows of
+ * 8193 to 32768 elements in registers (docs/planner.md, *mapping*): on the H200 a softmax over
+ * 32768 f32 and wav2vec 2.0's GroupNorm ran 12-19% faster so, five other long rows 2-14%
+ * slower (bench/RESULTS.md, 2026-12-02). */
 static const Form forms[ASTITCH_VARIANT_FORMS] = {
-    {"default", false, false, false, false},
-    {"wide rows", true, false, false, false},
-    {"column sums in rows", false, true, false, false},
-    {"column sums in rows, persistent", false, true, true, false},
-    {"barriers split", false, false, false, true},
+    {"default", false, false, false, false, false},
+    {"wide rows", true, false, false, false, false},
+    {"column sums in rows", false, true, false, false, false},
+    {"column sums in rows, persistent", false, true, true, false, false},
+    {"barriers split", false, false, false, true, false},
+    {"long rows", false, false, false, false, true},
 };
 
 /* Forms 2 and 3, where they apply, replace form 1: each form costs a compile (up to 220 ms
@@ -61,6 +65,7 @@ static astitch_plan_options form_options(const astitch_plan_options *po, int f)
     o.column_sums_in_rows |= forms[f].column_sums_in_rows;
     o.persistent |= forms[f].persistent;
     o.split_barriers |= forms[f].split_barriers;
+    o.long_rows |= forms[f].long_rows;
     return o;
 }
 
@@ -129,8 +134,22 @@ static void applicable_forms(astitch_graph *g, const astitch_device *dev,
         free(text[f]);
 }
 
+/* Whether a kernel of y, loaded, still spills (after the runtime's relaxing or lean forms). */
+static bool form_spills(const astitch_executable *y)
+{
+    for (int k = 0; k < y->plan->nkernel; k++) {
+        astitch_loaded_kernel lk;
+        exec_cuda_loaded_kernel(y, k, &lk);
+        if (lk.local_bytes > 0)
+            return true;
+    }
+    return false;
+}
+
 /* A new executable of g under form f of po, for the device of x; a trial of the bound search
- * where `trial`. */
+ * where `trial`. A form other than the default whose kernels still spill once loaded is left
+ * out (ASTITCH_ERR_UNSUPPORTED, no message): the default, which runs without the search,
+ * stands for the graph (a long row's block of 1024 lanes has no higher bound to take). */
 static astitch_status build_form(astitch_executable *x, astitch_graph *g, const astitch_device *dev,
                                  const astitch_plan_options *po, int f, bool trial,
                                  astitch_executable **out)
@@ -149,6 +168,8 @@ static astitch_status build_form(astitch_executable *x, astitch_graph *g, const 
     astitch_status s = exec_cuda_open(x->ctx, &y->cuda, &model);
     if (s == ASTITCH_OK)
         s = exec_build(y, dev, &o);
+    if (s == ASTITCH_OK && f != 0 && form_spills(y))
+        s = ASTITCH_ERR_UNSUPPORTED;
     if (s != ASTITCH_OK) {
         astitch_executable_destroy(y);
         return s;
@@ -232,6 +253,7 @@ static astitch_variant_info info_of(const astitch_executable *x, astitch_variant
     v.column_sums_in_rows = x->plan->opt.column_sums_in_rows;
     v.persistent = x->plan->opt.persistent;
     v.split_barriers = x->plan->opt.split_barriers;
+    v.long_rows = x->plan->opt.long_rows;
     return v;
 }
 
@@ -321,11 +343,19 @@ static void drop_forms(astitch_executable *x)
  * timing (each run after the L2 is emptied) leaves out part of what its extra launches cost
  * back to back. On the H200 (bench/RESULTS.md, *Barriers split*) batchnorm_train timed its
  * split form faster at the search and ran it 3% slower in graph replay; where the split pays,
- * it was 8-15% faster. */
+ * it was 8-15% faster. The long-row form's by LONG_MARGIN, as the fill of the L2 before each
+ * timed run slows the streamed form it replaces more than in steady use: on the H200
+ * (bench/RESULTS.md, *Long rows held in registers*) a layer norm over 9999 f32 timed its
+ * streamed form at 125.5 and 127.6 us at two searches, 115.2 back to back, and its long-row
+ * form at 122.1 and 123.6, 122.3 back to back (3% let it win the search and run 7% slower);
+ * the long rows that pay timed 5.9-38% faster at the search, but for a softmax over 32768 bf16
+ * (3.5% faster at the search, 4% back to back), which the margin gives up. */
 #define SPLIT_MARGIN 1.03
+#define LONG_MARGIN 1.05
 static double weighed(const astitch_executable *y, double us)
 {
-    return y->plan->opt.split_barriers ? us * SPLIT_MARGIN : us;
+    return us * (y->plan->opt.split_barriers ? SPLIT_MARGIN : 1) *
+           (y->plan->opt.long_rows ? LONG_MARGIN : 1);
 }
 
 /* exec_variant_settle's forms: PENDING timed, CAPTURED freed. */
