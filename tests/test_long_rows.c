@@ -5,8 +5,9 @@
  * lengths that 256 lanes of vectors do not divide). Streamed rows that no run divides take
  * blocks of 512. With the long_rows option, rows of 8193 to 32768 elements are resident at up
  * to 1024 lanes, a block of 1024 at the register bound 64, one per SM (softmaxes in f32 and
- * bf16, a layer norm, an RMSNorm in single elements; their combines across 32 warps by
- * shuffles), on the host target against the reference too; shorter and longer rows plan as
+ * bf16, a layer norm, an RMSNorm in single elements, a softmax whose column sum follows in a
+ * persistent kernel; their combines across 32 warps by shuffles), on the host target against
+ * the reference too; shorter and longer rows plan as
  * without it, and a layer norm's variance keeps its two walks where the option holds its rows. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -65,6 +66,20 @@ static astitch_graph *softmax(astitch_context *ctx, astitch_dtype t, int64_t row
     astitch_node x = to_f32(g, astitch_parameter(g, "x", t, 2, dims), t);
     astitch_node p = gen_softmax_rows(g, x, rows, cols);
     assert_int_equal(astitch_add_output(g, t == ASTITCH_F32 ? p : astitch_convert(g, p, t)),
+                     ASTITCH_OK);
+    return g;
+}
+
+/* softmax(), and the sum of its rows as a second output: a column sum after the rows, behind a
+ * global barrier of a persistent kernel. */
+static astitch_graph *softmax_column_sum(astitch_context *ctx, astitch_dtype t, int64_t rows,
+                                         int64_t cols)
+{
+    astitch_graph *g = softmax(ctx, t, rows, cols);
+    int64_t axis = 0;
+    astitch_node p = astitch_graph_output(g, 0);
+    astitch_node pf = t == ASTITCH_F32 ? p : astitch_convert(g, p, ASTITCH_F32);
+    assert_int_equal(astitch_add_output(g, astitch_reduce(g, ASTITCH_REDUCE_SUM, pf, 1, &axis)),
                      ASTITCH_OK);
     return g;
 }
@@ -202,6 +217,8 @@ static void test_long_option(void **state)
     check_rows_as("softmax", softmax, ASTITCH_F16, 2, 20001, true, 1024, 20);
     check_rows_as("layernorm", layer_norm, ASTITCH_F32, 3, 16384, true, 1024, 16);
     check_rows_as("rmsnorm", rms_norm, ASTITCH_F32, 2, 15999, true, 1024, 16);
+    check_rows_as("softmax, column sum", softmax_column_sum, ASTITCH_BF16, 6, 20000, true, 1024,
+                  24); /* a persistent kernel: one block of 1024 per SM, a global barrier */
     check_rows_as("softmax", softmax, ASTITCH_F32, 2, 32768, false, 0, 0);
     check_rows_as("softmax", softmax, ASTITCH_F32, 2, 40000, true, 0, 0); /* 40 per lane */
 }
