@@ -297,6 +297,20 @@ static void time_runs(const Fake *f, int n, float base, int fast)
     f->set_elapsed(ms, 4 * n);
 }
 
+/* Times a search over the default and one other form: `fast` 0 none faster, 1 the other
+ * fastest in one round, 2 the other faster by the fraction `within` in every round. */
+static void time_two_forms(const Fake *f, int fast, float within)
+{
+    if (fast < 2) {
+        time_runs(f, 2, 2.0f, fast ? 1 : -1);
+        return;
+    }
+    float ms[8];
+    for (int i = 0; i < 8; i++)
+        ms[i] = i % 2 ? 2.0f * (1.0f - within) : 2.0f;
+    f->set_elapsed(ms, 8);
+}
+
 /* column_sums_graph's forms 0, 2 and 3 with the bound trial of form 0, in the order they are
  * timed: form 0's row pass holds its rows at 80 registers and may take 128; form 2's takes
  * 248 already (no next bound), form 3's is persistent. */
@@ -413,12 +427,7 @@ static void test_variant_split_form(void **state)
         assert_int_equal(v.nforms, 2);
         assert_string_equal(chain_text(x, chain, sizeof chain), "0 4");
         assert_int_equal(astitch_plan_num_kernels(x->alt->plan), 2);
-        if (fast < 2) {
-            time_runs(f, 2, 2.0f, fast ? 1 : -1);
-        } else { /* form 4 1% faster in every round */
-            float ms[8] = {2.0f, 1.98f, 2.0f, 1.98f, 2.0f, 1.98f, 2.0f, 1.98f};
-            f->set_elapsed(ms, 8);
-        }
+        time_two_forms(f, fast, 0.01f);
         run_plain(f, x);
         expect_ok(f, astitch_executable_variant(x, &v));
         assert_int_equal(v.state, ASTITCH_VARIANT_TIMED);
@@ -472,12 +481,7 @@ static void test_variant_long_form(void **state)
         assert_string_equal(chain_text(x, chain, sizeof chain), "0 5");
         assert_true(x->alt->plan->opt.long_rows);
         assert_int_equal(x->alt->plan->kernel[0].block, 1024);
-        if (fast < 2) {
-            time_runs(f, 2, 2.0f, fast ? 1 : -1);
-        } else { /* form 5 4% faster in every round: within its margin (5%) */
-            float ms[8] = {2.0f, 1.92f, 2.0f, 1.92f, 2.0f, 1.92f, 2.0f, 1.92f};
-            f->set_elapsed(ms, 8);
-        }
+        time_two_forms(f, fast, 0.04f); /* 4%: within its margin (5%) */
         run_plain(f, x);
         expect_ok(f, astitch_executable_variant(x, &v));
         assert_int_equal(v.state, ASTITCH_VARIANT_TIMED);
