@@ -218,7 +218,7 @@ static astitch_plan *plan_on(astitch_graph *g, const char *device, bool online)
 }
 
 /* A streamed row takes a warp where the rows give at least half the warps of a wave one each
- * and its tile run walks it once (lib/passes/mapping.c, STREAM_WARP_SHARE,
+ * and its tile run walks it once (lib/passes/map_row.c, STREAM_WARP_SHARE,
  * mapping_stream_rewalks): a Llama-2 batch of 4096 tokens over its 32000 logits on the H100,
  * 16 rows a block, no block barrier between rows. A block's lanes each where the run walks the
  * rows twice (the online form off; label smoothing, whose sum of the logits shares the max's

@@ -4,28 +4,18 @@
  * The kernel's block size is the largest block any dominant can use (the device maximum for
  * all but tiny kernels, as section 4.5 prefers); the blocks per wave follow from it with the
  * assumed register bound (or from k->wave_limit when launch lowered it): 32, or for a kernel
- * with resident rows resident_regs() of its longest lane part, the block then shrunk so that
- * RESIDENT_BLOCKS_PER_SM blocks (two when persistent) fit on an SM at that bound, and for a
+ * with resident rows map_row_resident_regs() of its longest lane part, the block then shrunk
+ * so that RESIDENT_BLOCKS_PER_SM blocks (two when persistent) fit on an SM at that bound, and for a
  * kernel of a block per tile whose reductions are all resident rows to the fewest rows that
  * move RESIDENT_BLOCK_BYTES (resident_block()). Then, per dominant:
  *
- *   row reduce     a row of at most RESIDENT_LANES_MAX x LANE_ELEMENTS_MAX elements reduced
- *                  over trailing axes is *resident*: each lane keeps its part of the row in
- *                  registers across the kernel's phases, about LANE_ELEMENTS_GOAL elements
- *                  taken `vector` at a time (16-byte accesses of the row's widest tensor),
- *                  a warp per row for rows up to a warp's LANE_ELEMENTS_MAX (no block barrier
- *                  in its combines; with the wide_rows option such rows take the lanes of
- *                  the goal instead: a choice the variant search times), and at least the lanes
- *                  whose vectors fill a 128-byte line, or whose single elements fill a
- *                  32-byte sector (short rows: a thread then takes several tiles at once,
- *                  see plan_resident_tiles), at most
- *                  RESIDENT_LANES_MAX (rows past 4096 elements: up to LANE_ELEMENTS_MAX each).
- *                  Longer rows are streamed: lanes grow with the row (about four elements per
- *                  lane, up to the block).
- *                  Short rows are packed several per block (horizontal packing). When there
- *                  are fewer row tiles than blocks per wave and streamed rows are longer than
- *                  a block, a row is split across blocks (task splitting) whose partial
- *                  results are combined.
+ *   row reduce     (map_row.c) a row of at most 256 x 32 elements reduced over trailing axes
+ *                  (1024 x 32 with the long_rows option) is *resident*: each lane keeps its
+ *                  part of the row in registers across the kernel's phases, 16-byte accesses
+ *                  of the row's widest tensor; longer rows are streamed. Short rows are packed
+ *                  several per block (horizontal packing); when there are fewer row tiles than
+ *                  blocks per wave and streamed rows are longer than a block, a row is split
+ *                  across blocks (task splitting) whose partial results are combined.
  *   column reduce  threads walk adjacent columns (coalesced) and lanes walk down the rows;
  *                  few columns with long columns split the rows across blocks likewise. A
  *                  group alone in its kernel takes runs of 16 bytes of adjacent columns per
@@ -61,29 +51,6 @@ static int64_t gcd(int64_t a, int64_t b)
  * over many waves smaller blocks keep the SMs fuller (H200, bench/RESULTS.md: gelu_bias 160.2 ->
  * 154.9 us, the rotary embedding 38.9 -> 36.4; a graph of one wave, eltwise_1m, 6.4 -> 6.6). */
 enum { TILE_BLOCK_ELEMENTWISE = 512, TILE_BLOCK_ELEMENTWISE_LONG = 128, MANY_WAVES = 4 };
-/* Resident rows: row elements a lane keeps in registers at most (LANE_ELEMENTS_GOAL is
- * PLAN_LANE_ELEMENTS_GOAL), lanes per row at most, and the bytes a warp's access of one row
- * should cover: a whole 128-byte line with 16-byte vectors; a 32-byte sector with single
- * elements (a row whose length no vector divides: 49, 77, 197, 257), whose lanes would
- * otherwise hold one or two elements each. Measured on an H200 (2026-11-30, bench/RESULTS.md,
- * *Four planner rules*), a line -> a sector: the mean over 7 x 7 of [256, 2048, 49] f32 53.5 ->
- * 29.2 us (32 -> 8 lanes), f16 99.6 -> 29.6 (64 -> 16), softmaxes over 77 and 257 f16 keys
- * 27.2 -> 12.7 and 59.0 -> 42.8; slower: ViT-B/16's over 197 f32 keys, 61.6 -> 63.4. */
-enum { LANE_ELEMENTS_MAX = 32, LANE_ELEMENTS_GOAL = PLAN_LANE_ELEMENTS_GOAL,
-       RESIDENT_LANES_MAX = 256, ROW_LINE_BYTES = 128, ROW_SECTOR_BYTES = 32 };
-/* With the long_rows option, a row longer than RESIDENT_LANES_MAX x LANE_ELEMENTS_MAX takes up
- * to RESIDENT_LANES_LONG lanes (a block of its own at the register bound its threads leave: 64
- * of an SM's 65536 at 1024). Measured on an H200 (bench/RESULTS.md, 2026-12-02): a softmax
- * over [2048, 32768] f32 173.7 -> 140.1 us, wav2vec 2.0's GroupNorm + GELU over rows of 15999
- * f32 263.0 -> 232.0; five other long rows 2-14% slower: a form the variant search times. */
-enum { RESIDENT_LANES_LONG = 1024 };
-
-/* The most lanes a resident row of k elements may take under c. */
-static int64_t resident_lanes_most(const MapCtx *c, int64_t k)
-{
-    return c->long_rows && k > (int64_t)RESIDENT_LANES_MAX * LANE_ELEMENTS_MAX ? RESIDENT_LANES_LONG
-                                                                             : RESIDENT_LANES_MAX;
-}
 /* Blocks of a kernel with resident rows launched a block per tile: small enough that this
  * many fit on an SM at the resident register bound (measured on the H100 against two:
  * rmsnorm_bf16, 256 lanes per row at 64 registers, 38.7 -> 32.0 us with a row per block
@@ -97,13 +64,6 @@ enum { RESIDENT_BLOCKS_PER_SM = 4 };
  * product of two [750000, 32] in blocks of 64: 48.9 -> 60.4 us, some 85 ns per block per SM),
  * and blocks of 32 cap an SM at half its threads. */
 enum { RESIDENT_BLOCK_BYTES = 4096, RESIDENT_BLOCK_MIN = 64 };
-/* A streamed row takes one warp when the rows give at least 1/STREAM_WARP_SHARE of a wave's
- * warps one each: its lanes combine by shuffles alone, with no block barrier between rows
- * (measured on the H100: llama2_7b_fwd_cross_entropy, 4096 rows of 32000 bf16, 118.1 -> 99.8
- * us). Unless its tile run walks the row again (mapping_stream_rewalks): the rows of a wave's
- * warps outgrow the L2 where those of a wave's blocks fit (the same loss with two walks,
- * 122.0 -> 184.6). */
-enum { STREAM_WARP_SHARE = 2 };
 /* A kernel of a block per tile at the 32-register assumption whose rows are streamed in single
  * elements (no 16-byte run divides the row) takes blocks of at most STREAM_SINGLE_BLOCK: such a
  * walk's code needs up to 64 registers, which leaves one block of 1024 per SM, idle through its
@@ -116,105 +76,6 @@ enum { STREAM_WARP_SHARE = 2 };
  * theirs. */
 enum { STREAM_SINGLE_BLOCK = 512 };
 
-/* The register bound a resident row of e elements per lane, u tiles at once, is planned with:
- * the e x u values of about two live row-shaped values in f32 registers, plus indices and
- * addresses. A kernel of a block per tile with at most RESIDENT_TIGHT_ELEMENTS per lane is
- * planned tighter, at RESIDENT_TIGHT_REGS (measured on the H100: rmsnorm_bf16, 16 per lane,
- * compiles to 40 registers without spilling, and six blocks per SM run it in 30.2 us against
- * 32.1 at 64): the CUDA runtime relaxes the bound of a kernel that spills anyway (docs/
- * codegen.md, *Targets*), which a persistent kernel could not afford. Planning the others with
- * 16 spare registers instead of 32 was slower or equal on all 18 plans it changed (H200,
- * bench/RESULTS.md, *Resident rows at a tighter register bound*: llama2_70b_bwd_rmsnorm 57.3 ->
- * 84.9 us at 80 registers instead of 128). */
-enum { RESIDENT_TIGHT_ELEMENTS = 16, RESIDENT_TIGHT_REGS = 40 };
-static int64_t resident_regs(int64_t e, int64_t u, bool persistent)
-{
-    if (!persistent && e * u <= RESIDENT_TIGHT_ELEMENTS)
-        return RESIDENT_TIGHT_REGS;
-    return (32 + 2 * e * u + 7) / 8 * 8;
-}
-
-/* The fewest registers a resident row of e elements per lane may be bounded to: its values plus
- * RESIDENT_SPARE_REGS for indices and addresses (ptxas 13.0: bert_base_fwd_attn_out_ln, 24
- * elements per lane, compiles to 64 registers without spilling and spills 16 bytes at 56).
- * Below resident_regs(), which plans with room for about two live row-shaped values: launch
- * tightens to it only to fit a grid in one wave. */
-enum { RESIDENT_SPARE_REGS = 16 };
-int64_t mapping_resident_min_regs(int64_t e) { return 2 * e + RESIDENT_SPARE_REGS; }
-
-bool mapping_rows_may_reside(const Shape *s, uint32_t axes, bool long_rows)
-{
-    uint32_t trailing = 0;
-    int64_t k = 1;
-    for (int i = s->rank - 1; i >= 0 && (axes >> i & 1); i--) {
-        trailing |= 1u << i;
-        k *= s->dim[i];
-    }
-    int64_t lanes = long_rows ? RESIDENT_LANES_LONG : RESIDENT_LANES_MAX;
-    return axes != 0 && axes == trailing && k <= lanes * LANE_ELEMENTS_MAX;
-}
-
-/* The smallest and the largest element size in bytes of the tensors of a mapping's space. */
-typedef struct ElementSizes {
-    int64_t least, most;
-} ElementSizes;
-
-/* The resident lane layout of row mapping m whose row-shaped tensors have elements of b: lanes
- * per row and vector width (16 bytes of the widest; short rows take the lanes whose vectors
- * fill a line of the narrowest). False when the row is streamed instead (not
- * reduced over trailing axes, too long, or packing off). */
-static bool resident_layout(const astitch_mapping *m, const MapCtx *c, ElementSizes b,
-                            int64_t *lanes, int32_t *vector)
-{
-    int64_t k = m->row_len, warp = c->dev->warp_size, most = resident_lanes_most(c, k);
-    if (!c->packing || m->kind != ASTITCH_MAP_ROW_REDUCE || !plan_reduces_trailing(m) ||
-        k < 1 || k > most * LANE_ELEMENTS_MAX)
-        return false;
-    int64_t v = 16 / b.most;
-    while (v > 1 && k % v)
-        v /= 2;
-    int64_t t = pow2_ceil(ceil_div(k, LANE_ELEMENTS_GOAL));
-    if (t > most) /* a long row: more than the goal per lane, up to the most */
-        t = most;
-    if (!c->wide_rows && t > warp && k <= warp * LANE_ELEMENTS_MAX)
-        t = warp;
-    int64_t line = (v > 1 ? ROW_LINE_BYTES : ROW_SECTOR_BYTES) /
-                   (v * b.least); /* short rows */
-    if (t < line)
-        t = line < pow2_ceil(ceil_div(k, v)) ? line : pow2_ceil(ceil_div(k, v));
-    while (t > 1 && t * v > pow2_ceil(k))
-        t /= 2;
-    if (t > most || t > c->block || ceil_div(k, t * v) * v > LANE_ELEMENTS_MAX)
-        return false;
-    *lanes = t;
-    *vector = (int32_t)v;
-    return true;
-}
-
-static void map_row(astitch_mapping *m, const MapCtx *c, ElementSizes b)
-{
-    int64_t warp = c->dev->warp_size, k = m->row_len, t;
-    if (resident_layout(m, c, b, &t, &m->vector))
-        ;
-    else if (!c->packing)
-        t = pow2_ceil(k > 1 ? k : 1);
-    else if (k <= warp)
-        t = pow2_ceil(k > 1 ? k : 1);
-    else if (c->stream_warp && m->rows * warp * STREAM_WARP_SHARE >= (int64_t)c->wave * c->block)
-        t = warp;
-    else
-        t = pow2_floor(ceil_div(k, 4)) > warp ? pow2_floor(ceil_div(k, 4)) : warp;
-    if (t > c->block)
-        t = c->block;
-    int64_t p = c->packing ? c->block / t : 1;
-    if (p > pow2_ceil(m->rows > 1 ? m->rows : 1))
-        p = pow2_ceil(m->rows > 1 ? m->rows : 1);
-    m->threads_per_row = (int32_t)t;
-    m->rows_per_block = (int32_t)p;
-    int64_t tiles = ceil_div(m->rows, p);
-    m->split = (int32_t)packing_split(c, tiles, packing_split_most(m, c), false);
-    packing_finish(m, c, tiles, p, 1);
-}
 
 int64_t mapping_access_elements(int64_t access_bytes)
 {
@@ -304,12 +165,12 @@ static bool group_resident(const astitch_graph *g, const PlanKernel *k, const Ma
                            astitch_mapping *m, int64_t *lanes, int32_t *vector)
 {
     space_of(g, k->group[i].dominant, m);
-    return resident_layout(m, c, space_element_sizes(g, k, m), lanes, vector);
+    return map_row_resident_layout(m, c, space_element_sizes(g, k, m), lanes, vector);
 }
 
-/* The register bound to assume for kernel k: 32, or resident_regs() of its longest resident
- * lane part (times the tiles a thread takes at once: one when a block takes one tile); *lanes
- * the most lanes of a resident row (0 when none). */
+/* The register bound to assume for kernel k: 32, or map_row_resident_regs() of its longest
+ * resident lane part (times the tiles a thread takes at once: one when a block takes one
+ * tile); *lanes the most lanes of a resident row (0 when none). */
 static int64_t assumed_regs(const astitch_graph *g, const PlanKernel *k, const MapCtx *c,
                             int64_t *lanes)
 {
@@ -325,7 +186,8 @@ static int64_t assumed_regs(const astitch_graph *g, const PlanKernel *k, const M
         m.vector = v;
         *lanes = t > *lanes ? t : *lanes;
         /* several tiles at once only where a block walks several (persistent) */
-        int64_t r = resident_regs(plan_lane_elements(&m), c->persistent ? plan_resident_tiles(&m) : 1,
+        int64_t r = map_row_resident_regs(plan_lane_elements(&m),
+                                          c->persistent ? plan_resident_tiles(&m) : 1,
                                   c->persistent);
         if (r > regs)
             regs = r;
@@ -365,7 +227,8 @@ static ColumnWalk column_walk(const astitch_graph *g, const PlanKernel *k, const
         const Node *r = gnode(g, s < 0 ? gr->dominant : gr->sub[s]);
         w.reduces += r->op == ASTITCH_OP_REDUCE;
         w.not_float += r->op == ASTITCH_OP_REDUCE && !dtype_is_float(r->dtype);
-        w.online_pair = w.online_pair || (s >= 0 && plan_online_nodes(g, gr->dominant, gr->sub[s], m));
+        w.online_pair =
+            w.online_pair || (s >= 0 && plan_online_nodes(g, gr->dominant, gr->sub[s], m));
     }
     return w;
 }
@@ -503,8 +366,8 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k)
     if (regs > 32) { /* blocks per SM at the resident bound, never below a resident row */
         int64_t cap = pow2_floor(dev->regs_per_sm /
                                  ((c.persistent ? 2 : RESIDENT_BLOCKS_PER_SM) * regs));
-        if (cap < RESIDENT_LANES_MAX)
-            cap = RESIDENT_LANES_MAX;
+        if (cap < MAP_ROW_LANES_MAX)
+            cap = MAP_ROW_LANES_MAX;
         if (cap < lanes)
             cap = lanes;
         if (c.block > cap)

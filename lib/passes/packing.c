@@ -2,7 +2,7 @@
  * packing.c: the adaptive parts of thread mapping (paper 3.3; its Table 4 ATM): vertical packing
  * (a block walks a chunk of tiles: packing_finish) and task splitting (a row's reduction shared
  * by several blocks: packing_split_most, packing_split). Horizontal packing, several rows per
- * tile, is the rows_per_block that mapping.c's map_row and map_column choose.
+ * tile, is the rows_per_block that map_row (map_row.c) and map_column (map_column.c) choose.
  */
 #include "passes/passes.h"
 

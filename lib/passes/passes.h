@@ -257,7 +257,8 @@ astitch_status pass_hoist(Planner *pl, bool *changed);
 /* hoist.c: puts back together, after they were planned, the two kernels of each cut whose rest
  * still needs a global barrier (a task split the wider grid asked for); *changed as above. */
 astitch_status pass_hoist_undo(Planner *pl, bool *changed);
-/* What thread mapping (mapping.c, packing.c) knows of the kernel it maps. */
+/* What thread mapping (mapping.c, map_row.c, map_column.c, packing.c) knows of the kernel it
+ * maps. */
 typedef struct MapCtx {
     const astitch_device *dev;
     int32_t block;
@@ -287,6 +288,24 @@ typedef struct ColumnWalk {
 /* mapping.c: the elements of a 16-byte access of a tensor of access_bytes elements (2 i64,
  * 4 f32, 8 f16/bf16 and narrower). */
 int64_t mapping_access_elements(int64_t access_bytes);
+/* The smallest and the largest element size in bytes of the tensors of a mapping's space. */
+typedef struct ElementSizes {
+    int64_t least, most;
+} ElementSizes;
+/* map_row.c: the most lanes a resident row takes without the long_rows option; a kernel with
+ * resident rows keeps blocks of at least this many threads (mapping.c). */
+enum { MAP_ROW_LANES_MAX = 256 };
+/* map_row.c: row group m's lanes per row, vector (> 0 when its rows are resident), rows per
+ * block and split, with c's block and wave and b the element sizes of its space's tensors. */
+void map_row(astitch_mapping *m, const MapCtx *c, ElementSizes b);
+/* map_row.c: the resident layout of row mapping m under c (lanes per row, vector width);
+ * false when its rows are streamed instead (not reduced over trailing axes, too long, or
+ * packing off). */
+bool map_row_resident_layout(const astitch_mapping *m, const MapCtx *c, ElementSizes b,
+                             int64_t *lanes, int32_t *vector);
+/* map_row.c: the register bound a resident row of e elements per lane, u tiles at once, is
+ * planned with (a kernel of a block per tile unless `persistent`). */
+int64_t map_row_resident_regs(int64_t e, int64_t u, bool persistent);
 /* map_column.c: column group m's rows per block, lanes, runs (vector) and split, with c's
  * block and wave and what w says of its walk (docs/planner.md, *mapping*). */
 void map_column(astitch_mapping *m, const MapCtx *c, const ColumnWalk *w);
@@ -329,9 +348,9 @@ bool mapping_stream_rewalks(const Planner *pl, const PlanKernel *k);
 /* mapping.c: the bytes of one block's tile of a column walk that its tile run walks again
  * (the largest such tile of kernel k), 0 when no column walk is walked twice. */
 int64_t mapping_column_rewalk_bytes(const Planner *pl, const PlanKernel *k);
-/* mapping.c: the fewest registers a resident row of e elements per lane may be bounded to. */
+/* map_row.c: the fewest registers a resident row of e elements per lane may be bounded to. */
 int64_t mapping_resident_min_regs(int64_t e);
-/* mapping.c: true when a reduction over `axes` of a tensor of shape s could keep its rows in
+/* map_row.c: true when a reduction over `axes` of a tensor of shape s could keep its rows in
  * registers (trailing axes, a row no longer than a resident row may be, with long_rows as
  * astitch_plan_options.long_rows). */
 bool mapping_rows_may_reside(const Shape *s, uint32_t axes, bool long_rows);
