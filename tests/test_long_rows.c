@@ -20,6 +20,7 @@
 
 #include "astitch/plan.h"
 #include "diff_check.h"
+#include "host_check.h"
 #include "gen_graph.h"
 
 static astitch_node to_f32(astitch_graph *g, astitch_node x, astitch_dtype t)
@@ -96,20 +97,14 @@ static void check_rows_as(const char *what, Build build, astitch_dtype t, int64_
     astitch_context *ctx = NULL;
     assert_int_equal(astitch_context_create(&ctx), ASTITCH_OK);
     astitch_graph *g = build(ctx, t, rows, cols);
-    if (astitch_graph_verify(g) != ASTITCH_OK)
-        fail_msg("%s: verify: %s", what, astitch_last_error(ctx));
     astitch_compile_options o;
     astitch_device model;
     astitch_phase_info ph;
-    if (diff_host_as(g, "h100", &model, &o, &ph) != ASTITCH_OK)
-        fail_msg("%s: plan: %s", what, astitch_last_error(ctx));
+    host_check_plan(g, what, &model, &o, &ph);
     if (long_rows) { /* the first phase again, under the option */
         o.plan.long_rows = true;
-        astitch_plan *p = NULL;
-        if (astitch_plan_create(g, &model, &o.plan, &p) != ASTITCH_OK)
-            fail_msg("%s: plan: %s", what, astitch_last_error(ctx));
-        assert_int_equal(astitch_plan_phase_info(p, 0, 0, &ph), ASTITCH_OK);
-        astitch_plan_destroy(p);
+        astitch_kernel_info k;
+        host_check_replan(g, what, &o, &ph, &k);
     }
     int64_t e = astitch_mapping_elements_per_thread(&ph.mapping);
     printf("%s %s [%lld, %lld]: %s, %d lanes per row, %lld elements per lane\n", what,
@@ -120,14 +115,7 @@ static void check_rows_as(const char *what, Build build, astitch_dtype t, int64_
         assert_int_equal(ph.mapping.threads_per_row, lanes);
         assert_int_equal(e, per_lane);
     }
-    uint64_t seed = diff_fresh_seed();
-    DiffResult r;
-    if (diff_run_with(g, &o, seed, &r) != ASTITCH_OK)
-        fail_msg("%s: run: %s", what, astitch_last_error(ctx));
-    printf("  host against the reference: seed %llu, worst normalized error %.3g\n",
-           (unsigned long long)seed, r.worst);
-    if (!r.ok)
-        fail_msg("%s (seed %llu): %s", what, (unsigned long long)seed, r.message);
+    host_check_run(g, &o, what);
     astitch_graph_destroy(g);
     astitch_context_destroy(ctx);
 }

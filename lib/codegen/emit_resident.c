@@ -175,7 +175,13 @@ static LLVMValueRef combine_row(Emit *e, const Resident *r, int32_t root, LLVMVa
     astitch_dtype at = emit_acc_dtype(node->dtype);
     const PlanBuffer *buf = plan_kernel_buffer(e->k, ASTITCH_BUFFER_REDUCE, root);
     int64_t need = (int64_t)(r->m->block / 32) * (int64_t)astitch_dtype_size(at);
-    if (!buf || buf->bytes < need || tpr % 32)
+    int warps = tpr / 32;
+    if (tpr % 32 || (warps > COMBINE_LOADS_MAX && (warps & (warps - 1))))
+        return ev_fail_node(e, root, LLVMTypeOf(acc), ASTITCH_ERR_UNSUPPORTED,
+                            "%s: reduce node %d '%s': %d lanes per row: a row of several warps "
+                            "takes whole warps, a power of two of them past %d", e->k->name, root,
+                            node->name, tpr, COMBINE_LOADS_MAX);
+    if (!buf || buf->bytes < need)
         return ev_fail_node(e, root, LLVMTypeOf(acc), ASTITCH_ERR_UNSUPPORTED,
                             "%s: reduce node %d '%s': %d lanes per row need a %lld-byte reduction "
                             "buffer, the plan gives %lld", e->k->name, root, node->name, tpr,
@@ -188,7 +194,6 @@ static LLVMValueRef combine_row(Emit *e, const Resident *r, int32_t root, LLVMVa
     ev_store(e, base, at, slot, acc);
     if_end(e, merge);
     prim_call(e->b, e->m, PRIM_BARRIER_BLOCK, NULL, 0);
-    int warps = tpr / 32;
     LLVMValueRef first = LLVMBuildMul(e->b, r->row_in_tile, ev_int(e, warps), "");
     ev_check_shared(e, buf, first);
     ev_check_shared(e, buf, LLVMBuildAdd(e->b, first, ev_int(e, warps - 1), ""));

@@ -90,6 +90,33 @@ bool mapping_rows_may_reside(const Shape *s, uint32_t axes, bool long_rows)
 }
 
 
+/* Lanes of a resident row of n vectors of v elements in place of a power of two t, where the
+ * kernel's block follows the lanes (MapCtx.balance_lanes): when t's lanes leave at least
+ * 1/BALANCE_IDLE_SHARE of their vector slots idle, the multiple of a warp from t/2 to 2t (at
+ * most `most`) that holds the row in the fewest registers (lanes x map_row_resident_regs),
+ * the most lanes among equals. Idle slots still hold registers, and fewer registers a row let
+ * an SM hold more rows. Measured on an H200 (bench/RESULTS.md, *Resident lanes balanced over
+ * the row*), graph us: a layer norm over [8192, 4544] bf16 (Falcon-7B) 55.8 -> 50.0 (192 lanes
+ * of 3 vectors instead of 256, 56 of them holding 3), over [8192, 2560] bf16 33.5 -> 27.2 (160
+ * lanes instead of 256); with fewer idle slots it gained at most 2% (RMSNorm over [4096, 5120]
+ * bf16, 17% idle) or lost up to 0.8% (Falcon's f32 layer norm, 11%). */
+enum { BALANCE_IDLE_SHARE = 5 };
+static int64_t balanced_lanes(int64_t n, int64_t v, int64_t t, int64_t warp, int64_t most)
+{
+    int64_t slots = t * ceil_div(n, t);
+    if ((slots - n) * BALANCE_IDLE_SHARE < slots)
+        return t;
+    int64_t best = t, regs = t * map_row_resident_regs(ceil_div(n, t) * v, 1, false);
+    for (int64_t u = t / 2 > warp ? t / 2 : warp; u <= 2 * t && u <= most; u += warp) {
+        if (ceil_div(n, u) * v > LANE_ELEMENTS_MAX)
+            continue;
+        int64_t r = u * map_row_resident_regs(ceil_div(n, u) * v, 1, false);
+        if (r < regs || (r == regs && u > best))
+            best = u, regs = r;
+    }
+    return best;
+}
+
 /* The resident lane layout of row mapping m whose row-shaped tensors have elements of b: lanes
  * per row and vector width (16 bytes of the widest; short rows take the lanes whose vectors
  * fill a line of the narrowest). False when the row is streamed instead (not
@@ -115,6 +142,8 @@ bool map_row_resident_layout(const astitch_mapping *m, const MapCtx *c, ElementS
         t = line < pow2_ceil(ceil_div(k, v)) ? line : pow2_ceil(ceil_div(k, v));
     while (t > 1 && t * v > pow2_ceil(k))
         t /= 2;
+    if (c->balance_lanes && t >= 2 * warp && most == RESIDENT_LANES_MAX)
+        t = balanced_lanes(ceil_div(k, v), v, t, warp, most);
     if (t > most || t > c->block || ceil_div(k, t * v) * v > LANE_ELEMENTS_MAX)
         return false;
     *lanes = t;

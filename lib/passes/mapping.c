@@ -239,37 +239,57 @@ int64_t mapping_wave(const astitch_device *dev, int64_t block, int64_t regs, int
     return wave_limit > 0 && wave_limit < wave ? wave_limit : wave;
 }
 
-/* The block of kernel k (not persistent, block c->block) whose reductions are all resident
- * rows: the fewest threads, a power of two from RESIDENT_BLOCK_MIN up, whose rows move
- * RESIDENT_BLOCK_BYTES in every row group; c->block when some row is streamed, the kernel has
- * no reduction, or it sums columns, in a column group or across a row group's rows: those sums
- * meet across blocks, by a split that follows the block or by atomics per block, and smaller
- * blocks multiply them (a GPT-2 layer norm backward's weight gradients, on the H200: 39.2 ->
- * 44.5 us in blocks of 64 instead of 256). */
-static int32_t resident_block(const astitch_graph *g, const PlanKernel *k, const MapCtx *c)
+/* The block kernel k's resident rows ask for (not persistent, block c->block): the fewest
+ * threads, the lanes of a row times a power of two, whose rows move RESIDENT_BLOCK_BYTES in
+ * every row group; 0 when some row is streamed, the kernel has no reduction, or it sums
+ * columns, in a column group or across a row group's rows: those sums meet across blocks, by a
+ * split that follows the block or by atomics per block, and smaller blocks multiply them (a
+ * GPT-2 layer norm backward's weight gradients, on the H200: 39.2 -> 44.5 us in blocks of 64
+ * instead of 256). *one_row: every resident group has rows of one length and element sizes,
+ * so of one lane layout (*lanes). */
+static int64_t rows_block(const astitch_graph *g, const PlanKernel *k, const MapCtx *c,
+                          bool *one_row, int64_t *lanes)
 {
-    int64_t block = 0;
+    int64_t block = 0, len = 0;
+    ElementSizes sizes = {0, 0};
+    *one_row = true;
+    *lanes = 0;
     for (int32_t i = 0; i < k->ngroup; i++) {
         astitch_mapping m;
-        int64_t lanes;
         int32_t v;
-        if (!group_resident(g, k, c, i, &m, &lanes, &v)) {
+        if (!group_resident(g, k, c, i, &m, lanes, &v)) {
             if (m.kind == ASTITCH_MAP_ELEMENTWISE)
                 continue;
-            return c->block;
+            return 0;
         }
         for (int32_t s = 0; s < k->group[i].nsub; s++)
             if (plan_reduce_across(g, &m, k->group[i].sub[s]))
-                return c->block;
+                return 0;
+        ElementSizes b = space_element_sizes(g, k, &m);
+        if (len && (m.row_len != len || b.least != sizes.least || b.most != sizes.most))
+            *one_row = false;
+        len = m.row_len;
+        sizes = b;
         int64_t row = m.row_len * space_bytes(g, k, &m, true);
-        int64_t want = pow2_ceil(lanes * ceil_div(RESIDENT_BLOCK_BYTES, row));
+        int64_t want = *lanes * pow2_ceil(ceil_div(RESIDENT_BLOCK_BYTES, row));
         block = want > block ? want : block;
     }
+    return block;
+}
+
+/* The block of kernel k: rows_block, at least RESIDENT_BLOCK_MIN and at most c->block (a
+ * multiple of the lanes where they are balanced); c->block where the rows ask for none. */
+static int32_t resident_block(const astitch_graph *g, const PlanKernel *k, const MapCtx *c)
+{
+    bool one_row;
+    int64_t lanes, block = rows_block(g, k, c, &one_row, &lanes);
     if (block == 0)
         return c->block;
     if (block < RESIDENT_BLOCK_MIN)
         block = RESIDENT_BLOCK_MIN;
-    return (int32_t)(block < c->block ? block : c->block);
+    if (block > c->block)
+        block = c->balance_lanes ? c->block / lanes * lanes : c->block;
+    return (int32_t)block;
 }
 
 /* Whether a group of kernel k streams its rows in single elements: a row reduce over trailing
@@ -343,7 +363,7 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k)
     MapCtx c = {dev, dev->warp_size, 0, pl->p->opt.packing, k->persistent, pl->p->opt.wide_rows,
              pl->p->opt.long_rows,
              k->ngroup == 1, !k->stream_by_block, pl->p->opt.column_vectors, false,
-             pl->p->opt.online_softmax};
+             pl->p->opt.online_softmax, false};
     bool elementwise = true;
     int64_t elements = 0;
     for (int32_t i = 0; i < k->ngroup; i++) {
@@ -361,7 +381,9 @@ astitch_status pass_mapping(Planner *pl, PlanKernel *k)
         c.block = elements / 4 >= (int64_t)MANY_WAVES * dev->sm_count * dev->max_threads_per_sm
                       ? TILE_BLOCK_ELEMENTWISE_LONG
                       : TILE_BLOCK_ELEMENTWISE;
+    bool one_row;
     int64_t lanes;
+    c.balance_lanes = !c.persistent && rows_block(g, k, &c, &one_row, &lanes) > 0 && one_row;
     int64_t regs = assumed_regs(g, k, &c, &lanes);
     if (regs > 32) { /* blocks per SM at the resident bound, never below a resident row */
         int64_t cap = pow2_floor(dev->regs_per_sm /
