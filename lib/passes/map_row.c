@@ -12,8 +12,10 @@
  * choice the variant search times), and at least the lanes whose vectors fill a 128-byte line,
  * or whose single elements fill a 32-byte sector (short rows: a thread then takes several tiles
  * at once, see plan_resident_tiles), at most RESIDENT_LANES_MAX (rows past 4096 elements: up
- * to LANE_ELEMENTS_MAX each; RESIDENT_LANES_LONG with the long_rows option). Longer rows are
- * streamed: lanes grow with the row (about four elements per lane, up to the block).
+ * to LANE_ELEMENTS_MAX each; RESIDENT_LANES_LONG with the long_rows option), a power of two
+ * unless the kernel's block follows its rows and a power of two would leave many of its vector
+ * slots idle (balanced_lanes). Longer rows are streamed: lanes grow with the row (about four
+ * elements per lane, up to the block).
  */
 #include "passes/passes.h"
 
