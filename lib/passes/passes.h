@@ -273,8 +273,8 @@ typedef struct MapCtx {
     bool whole_columns; /* a lone column group takes no task split: map_column_block chose a
                          * block for runs whose wider wave would have split the rows */
     bool online;        /* astitch_plan_options.online_softmax */
-    bool balance_lanes; /* the block follows the resident rows' lanes (mapping.c,
-                         * block_follows_lanes): their lanes need not be a power of two */
+    bool balance_lanes; /* the block follows the resident rows' lanes (mapping.c, rows_block,
+                         * one row layout): their lanes need not be a power of two */
 } MapCtx;
 /* What map_column knows of a column group's walk: the element size of the space's widest
  * tensor, the group's reductions (and those of them not of floats, whose accumulators are not
