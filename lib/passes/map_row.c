@@ -98,9 +98,9 @@ bool mapping_rows_may_reside(const Shape *s, uint32_t axes, bool long_rows)
  * the most lanes among equals. Idle slots still hold registers, and fewer registers a row let
  * an SM hold more rows. Measured on an H200 (bench/RESULTS.md, *Resident lanes balanced over
  * the row*), graph us: a layer norm over [8192, 4544] bf16 (Falcon-7B) 55.8 -> 50.0 (192 lanes
- * of 3 vectors instead of 256 of which only 56 held a third), over [8192, 2560] bf16 33.5 -> 27.2 (160
- * lanes instead of 256); with fewer idle slots it gained at most 2% (RMSNorm over [4096, 5120]
- * bf16, 17% idle) or lost up to 0.8% (Falcon's f32 layer norm, 11%). */
+ * of 3 vectors instead of 256 of which only 56 held a third), over [8192, 2560] bf16
+ * 33.5 -> 27.2 (160 lanes instead of 256); with fewer idle slots it gained at most 2% (RMSNorm
+ * over [4096, 5120] bf16, 17% idle) or lost up to 0.8% (Falcon's f32 layer norm, 11%). */
 enum { BALANCE_IDLE_SHARE = 5 };
 static int64_t balanced_lanes(int64_t n, int64_t v, int64_t t, int64_t warp, int64_t most)
 {
