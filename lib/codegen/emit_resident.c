@@ -322,12 +322,15 @@ static void row_reduce(Emit *e, Resident *r, int32_t n, LLVMValueRef *vals)
 }
 
 /* A reduce phase: its row reductions, and its other roots at every element of the lane. One
- * such root is computed at all the elements before it is stored a slot at a time (with each
- * slot's store between, gpt2_bwd_layernorm spills 12 bytes at 80 registers). Several go a
- * slot at a time after the row reductions, every root at the slot's elements before the next
- * slot, so a slot's values die once stored; all the elements of one root after another kept
- * every element of every root live (a graph whose roots were sin, erf and a select of the sin
- * spilled 552 bytes at 128 registers; a slot at a time, 84 registers and no spill). */
+ * such root is computed at all the elements before it is stored a slot at a time: its loads
+ * (a layer norm's weight and bias) then issue together. A slot at a time takes fewer registers
+ * (a layer norm's 80 -> 53) but made the backward layer norms spill and ran up to 8.7% slower
+ * on the suite's norms, faster on one (bench/RESULTS.md, *The last phase's one root a slot at
+ * a time*). Several go a slot at a time after the row reductions, every root at the slot's
+ * elements before the next slot, so a slot's values die once stored; all the elements of one
+ * root after another kept every element of every root live (a graph whose roots were sin, erf
+ * and a select of the sin spilled 552 bytes at 128 registers; a slot at a time, 84 registers
+ * and no spill). */
 static void reduce_phase(Emit *e, Resident *r, const PlanPhase *p, LLVMValueRef *vals)
 {
     /* the column sums first, while little else is live (ptxas on bert_base_bwd_layernorm: 80
