@@ -223,11 +223,12 @@ static bool parse_u64(const char *s, uint64_t *out)
     return true;
 }
 
-int parse_options(int argc, char **argv, Options *o)
+/* getopt_long's tables from option_table: longopts of NUM_OPTIONS + 1 entries, shortopts of
+ * 2 * NUM_OPTIONS + 2 characters (a leading ':', so that a missing argument reads as ':'). */
+static void getopt_tables(struct option *longopts, char *shortopts)
 {
-    struct option longopts[NUM_OPTIONS + 1];
-    char shortopts[2 * NUM_OPTIONS + 2] = ":";
-    size_t ns = 1;
+    size_t ns = 0;
+    shortopts[ns++] = ':';
     for (int i = 0; i < NUM_OPTIONS; i++) {
         const OptionSpec *s = &option_table[i];
         longopts[i] = (struct option){s->name, s->has_arg, NULL, s->id};
@@ -239,91 +240,95 @@ int parse_options(int argc, char **argv, Options *o)
     }
     longopts[NUM_OPTIONS] = (struct option){0};
     shortopts[ns] = '\0';
+}
 
-    *o = (Options){.target = ASTITCH_TARGET_AUTO, .seed = 1, .fusion = ASTITCH_FUSION_STITCH};
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
-        switch (c) {
-        case OPT_TARGET:
-            if (astitch_target_from_name(optarg, &o->target) != ASTITCH_OK) {
-                run_fail("unknown target '%s' (expected auto, reference, host or cuda)", optarg);
-                return EXIT_USAGE;
-            }
-            break;
-        case OPT_CHECK: o->check = true; break;
-        case OPT_SEED:
-            if (!parse_u64(optarg, &o->seed)) {
-                run_fail("--seed wants a non-negative 64-bit integer, not '%s'", optarg);
-                return EXIT_USAGE;
-            }
-            break;
-        case OPT_INPUTS: o->inputs = optarg; break;
-        case OPT_OUTPUTS: o->outputs = optarg; break;
-        case OPT_PLAN:
-            o->plan = optarg ? optarg : "text";
-            if (strcmp(o->plan, "text") != 0 && strcmp(o->plan, "json") != 0) {
-                run_fail("--plan takes text or json, not '%s'", o->plan);
-                return EXIT_USAGE;
-            }
-            break;
-        case OPT_DOT: o->dot = optarg; break;
-        case OPT_EMIT:
-            if (strcmp(optarg, "ptx") != 0 && strcmp(optarg, "llvm") != 0) {
-                run_fail("--emit takes ptx or llvm, not '%s'", optarg);
-                return EXIT_USAGE;
-            }
-            o->emit = optarg;
-            break;
-        case OPT_EMIT_FILE: o->emit_file = optarg; break;
-        case OPT_DEVICE:
-            if (astitch_device_builtin(optarg, &o->device) != ASTITCH_OK) {
-                run_fail("unknown device model '%s' (expected h100, a100, v100 or host)", optarg);
-                return EXIT_USAGE;
-            }
-            o->has_device = true;
-            break;
-        case OPT_FUSION:
-            if (astitch_fusion_from_name(optarg, &o->fusion) != ASTITCH_OK) {
-                run_fail("unknown fusion mode '%s' (expected none, xla or stitch)", optarg);
-                return EXIT_USAGE;
-            }
-            break;
-        case OPT_NO_REMOTE: o->no_remote = true; break;
-        case OPT_NO_MERGE: o->no_merge = true; break;
-        case OPT_NO_ONE_PASS_VARIANCE: o->no_one_pass_variance = true; break;
-        case OPT_NO_RECOMPUTE_OUTPUTS: o->no_recompute_outputs = true; break;
-        case OPT_WIDE_ROWS: o->wide_rows = true; break;
-        case OPT_LONG_ROWS: o->long_rows = true; break;
-        case OPT_NO_COLUMN_VECTORS: o->no_column_vectors = true; break;
-        case OPT_NO_ROW_VECTORS: o->no_row_vectors = true; break;
-        case OPT_NO_ONLINE_SOFTMAX: o->no_online_softmax = true; break;
-        case OPT_NO_CARRY: o->no_carry = true; break;
-        case OPT_NO_TRANSPOSE_TILES: o->no_transpose_tiles = true; break;
-        case OPT_NO_HOIST: o->no_hoist = true; break;
-        case OPT_SPLIT_BARRIERS: o->split_barriers = true; break;
-        case OPT_COLUMN_SUMS_IN_ROWS: o->column_sums_in_rows = true; break;
-        case OPT_NO_VARIANT_SEARCH: o->no_variant_search = true; break;
-        case OPT_VIEW_OUTPUTS: o->view_outputs = true; break;
-        case OPT_NO_PACKING: o->no_packing = true; break;
-        case OPT_DETERMINISTIC: o->deterministic = true; break;
-        case OPT_PERSISTENT: o->persistent = true; break;
-        case 'h': o->help = true; break;
-        case 'V': o->version = true; break;
-        case ':':
-            run_fail("option '%s' needs an argument", argv[optind - 1]);
-            return EXIT_USAGE;
-        default:
-            if (optopt && optopt < 128)
-                run_fail("unknown option '-%c' (see --help)", optopt);
-            else
-                run_fail("unknown option '%s' (see --help)", argv[optind - 1]);
+/* Option c of getopt_long (its argument in optarg) into o: 0, or EXIT_USAGE with the message
+ * printed. */
+static int take_option(int c, char **argv, Options *o)
+{
+    switch (c) {
+    case OPT_TARGET:
+        if (astitch_target_from_name(optarg, &o->target) != ASTITCH_OK) {
+            run_fail("unknown target '%s' (expected auto, reference, host or cuda)", optarg);
             return EXIT_USAGE;
         }
+        break;
+    case OPT_CHECK: o->check = true; break;
+    case OPT_SEED:
+        if (!parse_u64(optarg, &o->seed)) {
+            run_fail("--seed wants a non-negative 64-bit integer, not '%s'", optarg);
+            return EXIT_USAGE;
+        }
+        break;
+    case OPT_INPUTS: o->inputs = optarg; break;
+    case OPT_OUTPUTS: o->outputs = optarg; break;
+    case OPT_PLAN:
+        o->plan = optarg ? optarg : "text";
+        if (strcmp(o->plan, "text") != 0 && strcmp(o->plan, "json") != 0) {
+            run_fail("--plan takes text or json, not '%s'", o->plan);
+            return EXIT_USAGE;
+        }
+        break;
+    case OPT_DOT: o->dot = optarg; break;
+    case OPT_EMIT:
+        if (strcmp(optarg, "ptx") != 0 && strcmp(optarg, "llvm") != 0) {
+            run_fail("--emit takes ptx or llvm, not '%s'", optarg);
+            return EXIT_USAGE;
+        }
+        o->emit = optarg;
+        break;
+    case OPT_EMIT_FILE: o->emit_file = optarg; break;
+    case OPT_DEVICE:
+        if (astitch_device_builtin(optarg, &o->device) != ASTITCH_OK) {
+            run_fail("unknown device model '%s' (expected h100, a100, v100 or host)", optarg);
+            return EXIT_USAGE;
+        }
+        o->has_device = true;
+        break;
+    case OPT_FUSION:
+        if (astitch_fusion_from_name(optarg, &o->fusion) != ASTITCH_OK) {
+            run_fail("unknown fusion mode '%s' (expected none, xla or stitch)", optarg);
+            return EXIT_USAGE;
+        }
+        break;
+    case OPT_NO_REMOTE: o->no_remote = true; break;
+    case OPT_NO_MERGE: o->no_merge = true; break;
+    case OPT_NO_ONE_PASS_VARIANCE: o->no_one_pass_variance = true; break;
+    case OPT_NO_RECOMPUTE_OUTPUTS: o->no_recompute_outputs = true; break;
+    case OPT_WIDE_ROWS: o->wide_rows = true; break;
+    case OPT_LONG_ROWS: o->long_rows = true; break;
+    case OPT_NO_COLUMN_VECTORS: o->no_column_vectors = true; break;
+    case OPT_NO_ROW_VECTORS: o->no_row_vectors = true; break;
+    case OPT_NO_ONLINE_SOFTMAX: o->no_online_softmax = true; break;
+    case OPT_NO_CARRY: o->no_carry = true; break;
+    case OPT_NO_TRANSPOSE_TILES: o->no_transpose_tiles = true; break;
+    case OPT_NO_HOIST: o->no_hoist = true; break;
+    case OPT_SPLIT_BARRIERS: o->split_barriers = true; break;
+    case OPT_COLUMN_SUMS_IN_ROWS: o->column_sums_in_rows = true; break;
+    case OPT_NO_VARIANT_SEARCH: o->no_variant_search = true; break;
+    case OPT_VIEW_OUTPUTS: o->view_outputs = true; break;
+    case OPT_NO_PACKING: o->no_packing = true; break;
+    case OPT_DETERMINISTIC: o->deterministic = true; break;
+    case OPT_PERSISTENT: o->persistent = true; break;
+    case 'h': o->help = true; break;
+    case 'V': o->version = true; break;
+    case ':':
+        run_fail("option '%s' needs an argument", argv[optind - 1]);
+        return EXIT_USAGE;
+    default:
+        if (optopt && optopt < 128)
+            run_fail("unknown option '-%c' (see --help)", optopt);
+        else
+            run_fail("unknown option '%s' (see --help)", argv[optind - 1]);
+        return EXIT_USAGE;
     }
-    if (o->help || o->version)
-        return 0;
+    return 0;
+}
+
+/* The options' combinations and the one graph they leave (argv[optind] on): 0, or EXIT_USAGE
+ * with the message printed. */
+static int check_options(int argc, char **argv, Options *o)
+{
     if (o->emit_file && !o->emit) {
         run_fail("--emit-file needs --emit=ptx or --emit=llvm");
         return EXIT_USAGE;
@@ -346,4 +351,21 @@ int parse_options(int argc, char **argv, Options *o)
     }
     o->graph = argv[optind];
     return 0;
+}
+
+int parse_options(int argc, char **argv, Options *o)
+{
+    struct option longopts[NUM_OPTIONS + 1];
+    char shortopts[2 * NUM_OPTIONS + 2];
+    getopt_tables(longopts, shortopts);
+    *o = (Options){.target = ASTITCH_TARGET_AUTO, .seed = 1, .fusion = ASTITCH_FUSION_STITCH};
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+        int rc = take_option(c, argv, o);
+        if (rc != 0)
+            return rc;
+    }
+    return o->help || o->version ? 0 : check_options(argc, argv, o);
 }
