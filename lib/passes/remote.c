@@ -74,9 +74,13 @@ static astitch_status fill_reach(const Planner *pl, const int32_t *unit, Reach *
     int32_t *es = calloc((size_t)nu + 1, sizeof *es), *indeg = calloc((size_t)nu, sizeof *indeg);
     int32_t *ed = malloc((size_t)(g->noperand ? g->noperand : 1) * sizeof *ed);
     int32_t *order = malloc((size_t)nu * sizeof *order);
-    int32_t qh = 0, qt = 0;
-    if (!es || !indeg || !ed || !order)
-        goto done;
+    if (!es || !indeg || !ed || !order) {
+        free(es);
+        free(indeg);
+        free(ed);
+        free(order);
+        return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
+    }
     for (int pass = 0; pass < 2; pass++) {
         for (int32_t v = 0; v < pl->n; v++) {
             if (unit[v] < 0)
@@ -95,6 +99,7 @@ static astitch_status fill_reach(const Planner *pl, const int32_t *unit, Reach *
         }
         edges_pass_end(es, nu, pass);
     }
+    int32_t qh = 0, qt = 0;
     for (int32_t u = 0; u < nu; u++)
         if (indeg[u] == 0)
             order[qt++] = u;
@@ -115,14 +120,10 @@ static astitch_status fill_reach(const Planner *pl, const int32_t *unit, Reach *
                 set(ru, w);
         }
     }
-done:;
-    bool memory = !es || !indeg || !ed || !order;
     free(es);
     free(indeg);
     free(ed);
     free(order);
-    if (memory)
-        return ctx_fail(g->ctx, ASTITCH_ERR_MEMORY, "planner: out of memory");
     if (qt != nu)
         return ctx_fail(g->ctx, ASTITCH_ERR_INTERNAL, "planner: stitch scopes form a cycle");
     return ASTITCH_OK;
