@@ -383,8 +383,9 @@ static int check_raised(astitch_graph *g, const char *file, void *user)
 
 /* The suite's graphs and the examples: a kernel whose bound compile_ptx raised, where its
  * estimated live registers passed the plan's bound (ptx_raise_bounds), spills at the plan's
- * bound under ptxas and less at the raised one; and some are raised (softmax_backward,
- * bert_base_bwd_attn_softmax: 8 bytes at 40 registers). */
+ * bound under ptxas and less at the raised one; and some are raised: softmax_backward and
+ * bert_base_bwd_attn_softmax (8 bytes at 40 registers), llama2_7b_bwd_rmsnorm (56 at 40), and
+ * the element-wise llama2_7b_fwd_rotary (44 at 32, the wider margin of kernels that stream). */
 static void test_raised_bounds(void **state)
 {
     (void)state;
@@ -394,7 +395,7 @@ static void test_raised_bounds(void **state)
                    for_each_graph("examples", check_raised, &c, &graphs);
     printf("raised bounds: %d graphs, %d kernels raised, %d at the plan's bound, %d failures\n",
            graphs, c.raised, c.kept, failures);
-    assert_true(graphs >= 50 && c.raised >= 2);
+    assert_true(graphs >= 50 && c.raised >= 4);
     assert_int_equal(failures, 0);
 }
 

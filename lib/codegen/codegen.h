@@ -243,10 +243,10 @@ const char *ptx_entry(const char *ptx, const char *name);
  * when the kernel is not there or memory runs out. */
 int ptx_live_registers(const char *ptx, const char *name);
 /* Raises, in *ptx (p's whole kernels from compile_ptx, replaced), the register bound of each
- * kernel of a block per tile holding rows in registers whose ptx_live_registers passes its
- * bound by a margin, to the bound of one block fewer per SM (launch_next_bound): the bound the
- * runtime would relax it to after it spilled, without compiling it twice. Fails only when out
- * of memory. */
+ * kernel of a block per tile whose ptx_live_registers passes its bound by a margin (a wide one
+ * for kernels that do not hold rows in registers, whose loops the estimate counts coarsely), to
+ * the bound of one block fewer per SM (launch_next_bound): the bound the runtime would relax it
+ * to after it spilled, without compiling it twice. Fails only when out of memory. */
 astitch_status ptx_raise_bounds(astitch_context *ctx, const astitch_plan *p, char **ptx);
 
 /* ---- kernel emission (emit*.c) ----------------------------------------------------------- */
