@@ -17,6 +17,7 @@
 #include "bench.h"
 #include "bench_cuda.h"
 #include "diff_check.h"
+#include "warm_up.h"
 
 #include <unistd.h>
 
@@ -273,8 +274,18 @@ int main(int argc, char **argv)
     int status = 0;
     for (int i = 0; list && i < nfiles; i++)
         printf("%s\n", files[i]);
-    if (!list && (status = open_device(&o, &cuda, &dev)) == 0)
-        status = run_suite(&o, cuda, &dev, files, nfiles);
+    BenchWarmUp warm = {0};
+    char err[512];
+    if (!list && (status = open_device(&o, &cuda, &dev)) == 0) {
+        if (bench_warm_up(o.target, &warm, err, sizeof err)) {
+            fprintf(stderr, "astitch-bench: %s\n", err);
+            status = 1;
+        } else {
+            dev.setup_ms = warm.ms;
+            status = run_suite(&o, cuda, &dev, files, nfiles);
+        }
+    }
+    bench_warm_up_end(&warm);
     bench_cuda_close(cuda);
     free_files(files, nfiles);
     return status;

@@ -5,6 +5,7 @@
  *   bench_run.c      one graph: every mode compiled, verified against the reference, timed
  *   bench_report.c   the text table, CSV and JSON
  *   bench_cuda.c     the driver calls of the benchmark itself (bench_cuda.h)
+ *   warm_up.c        the process's one-time set-up, compiled before any case (warm_up.h)
  *   ../tests/diff_check.c  random inputs, the reference run and the comparison (shared with the
  *                    differential tests)
  *
@@ -73,6 +74,8 @@ typedef struct BenchDevice {
     int sm_count;
     double l2_bytes;
     double copy_gbps;                /* device-to-device copy, read + write; 0 on host */
+    double setup_ms;                 /* the process's one-time set-up: the compile of the
+                                      * built-in warm-up graph (warm_up.h), before any case */
 } BenchDevice;
 
 /* One graph under one mode. */

@@ -17,6 +17,7 @@ void bench_print_header(FILE *f, const BenchOptions *o, const BenchDevice *dev)
         fprintf(f, ", %d SMs, L2 %.1f MB, driver %d.%d; device-to-device copy %.0f GB/s "
                    "(read + write)", dev->sm_count, dev->l2_bytes / 1e6,
                 dev->driver_version / 1000, dev->driver_version % 1000 / 10, dev->copy_gbps);
+    fprintf(f, "\nset-up (the warm-up graph's compile, before any case) %.1f ms", dev->setup_ms);
     fprintf(f, "\nseed 0x%llx; per case %d to %d timed runs (about %.2f s), inputs rotated over "
                "sets larger than 2x L2 together; times are medians\n",
             (unsigned long long)o->seed, o->min_runs, o->runs, o->max_seconds);
@@ -105,7 +106,8 @@ void bench_print_summary(FILE *f, const BenchDevice *dev, const BenchRow *rows, 
     }
     if (nk) /* each case's milliseconds over its kernels, the median over the cases */
         fprintf(f, "compile (graph -> loaded module): median %.1f ms per kernel over %d cases "
-                   "(%d kernels)\n", bench_median(per_kernel, nk), nk, kernels);
+                   "(%d kernels); the process's set-up before them (warm-up graph) %.1f ms\n",
+                bench_median(per_kernel, nk), nk, kernels, dev->setup_ms);
     int relaxed = 0, spilling = 0, copied = 0;
     for (int i = 0; i < n; i++) {
         relaxed += rows[i].relaxed;
@@ -189,14 +191,14 @@ int bench_write_json(const char *path, const BenchOptions *o, const BenchDevice 
         json_array_append_new(modes, json_pack("{s:s, s:s}", "name", o->mode[i]->name, "what",
                                                o->mode[i]->what));
     json_t *root = json_pack(
-        "{s:s, s:s, s:s, s:s?, s:s, s:s, s:{s:s, s:i, s:i, s:f, s:f}, s:{s:i, s:i, s:f, s:s, "
+        "{s:s, s:s, s:s, s:s?, s:s, s:s, s:{s:s, s:i, s:i, s:f, s:f, s:f}, s:{s:i, s:i, s:f, s:s, "
         "s:b}, s:o, s:o}",
         "tool", "astitch-bench", "version", astitch_version(), "date", date, "commit", o->commit,
         "command", o->command, "target", astitch_target_name(o->target), "device", "name",
         dev->name, "driver_version", dev->driver_version, "sm_count", dev->sm_count, "l2_bytes",
-        dev->l2_bytes, "copy_gbps", dev->copy_gbps, "method", "runs", o->runs, "min_runs",
-        o->min_runs, "max_seconds", o->max_seconds, "seed", seed, "perturbed", o->perturbed,
-        "modes", modes, "cases", cases);
+        dev->l2_bytes, "copy_gbps", dev->copy_gbps, "setup_ms", dev->setup_ms, "method", "runs",
+        o->runs, "min_runs", o->min_runs, "max_seconds", o->max_seconds, "seed", seed,
+        "perturbed", o->perturbed, "modes", modes, "cases", cases);
     int rc = root ? json_dump_file(root, path, JSON_INDENT(1)) : -1;
     if (rc)
         fprintf(stderr, "astitch-bench: cannot write %s\n", path);

@@ -2,16 +2,16 @@
  * astitch-compile-time: the compile time of each graph named on the command line, graph to
  * loaded module, with the options of astitch-bench's stitch mode (cuda target, variant search
  * and view outputs on), all in one process and one context, as a framework compiles its
- * regions. The first graph is a warm-up (CUDA context, LLVM's target): its executable stays
- * loaded so that the context lives, and it is not counted. Prints, per graph, its kernels and
- * milliseconds, with where they went (astitch_compile_times: planning, LLVM, loading modules,
- * the rest; modules compiled by the driver's JIT in the caller's thread and taken from compiles
- * ahead), then the median per kernel and the sums of the parts; exit 1 when a graph fails to
- * load or compile.
+ * regions. The process's one-time set-up (CUDA context, LLVM's target, libdevice) goes to a
+ * built-in warm-up graph first (warm_up.h), printed apart and not counted. Prints, per graph,
+ * its kernels and milliseconds, with where they went (astitch_compile_times: planning, LLVM,
+ * loading modules, the rest; modules compiled by the driver's JIT in the caller's thread and
+ * taken from compiles ahead), then the median per kernel and the sums of the parts; exit 1 when
+ * a graph fails to load or compile.
  *
  * The caches set by the environment apply: for cold times, ASTITCH_CACHE_DIR=off (astitch's
- * disk cache; its memory cache never sees a graph twice here) and CUDA_CACHE_DISABLE=1 (the
- * driver's JIT cache).
+ * disk cache; its memory cache never sees a graph twice here, unless it is named twice) and
+ * CUDA_CACHE_DISABLE=1 (the driver's JIT cache).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +21,8 @@
 #include <astitch/astitch.h>
 #include <astitch/plan.h>
 #include <astitch/runtime.h>
+
+#include "warm_up.h"
 
 static double now_ms(void)
 {
@@ -35,10 +37,9 @@ static int by_value(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Compiles the graph at path; *ms and *kernels on success, else prints why and returns false.
- * keep: leaves the executable (and the graph) alive. */
-static bool compile_one(astitch_context *ctx, const char *path, bool keep, double *ms,
-                        int *kernels, astitch_compile_times *times)
+/* Compiles the graph at path; *ms and *kernels on success, else prints why and returns false. */
+static bool compile_one(astitch_context *ctx, const char *path, double *ms, int *kernels,
+                        astitch_compile_times *times)
 {
     astitch_graph *g = NULL;
     if (astitch_graph_load_json(ctx, path, &g) != ASTITCH_OK) {
@@ -61,31 +62,40 @@ static bool compile_one(astitch_context *ctx, const char *path, bool keep, doubl
     }
     *kernels = astitch_plan_num_kernels(astitch_executable_plan(x));
     astitch_executable_compile_times(x, times);
-    if (!keep) {
-        astitch_executable_destroy(x);
-        astitch_graph_destroy(g);
-    }
+    astitch_executable_destroy(x);
+    astitch_graph_destroy(g);
     return true;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc < 3) {
-        fprintf(stderr, "usage: astitch-compile-time WARMUP.json GRAPH.json...\n");
+    if (argc < 2) {
+        fprintf(stderr, "usage: astitch-compile-time GRAPH.json...\n");
         return 2;
     }
-    astitch_context *ctx = NULL;
-    if (astitch_context_create(&ctx) != ASTITCH_OK)
+    char err[512];
+    BenchWarmUp warm;
+    if (bench_warm_up(ASTITCH_TARGET_CUDA, &warm, err, sizeof err)) {
+        fprintf(stderr, "astitch-compile-time: %s\n", err);
         return 1;
+    }
+    printf("set-up (the built-in warm-up graph, not counted): %.2f ms\n", warm.ms);
+    astitch_context *ctx = NULL;
+    if (astitch_context_create(&ctx) != ASTITCH_OK) {
+        bench_warm_up_end(&warm);
+        return 1;
+    }
     double ms, *per_kernel = calloc((size_t)argc, sizeof *per_kernel);
     int kernels, n = 0, failed = 0;
     astitch_compile_times t, sum = {0};
-    if (!per_kernel || !compile_one(ctx, argv[1], true, &ms, &kernels, &t))
+    if (!per_kernel) {
+        bench_warm_up_end(&warm);
         return 1;
+    }
     printf("%-40s %7s %9s %8s %8s %8s %8s %4s %5s\n", "graph", "kernels", "ms", "plan",
            "llvm", "load", "rest", "jit", "ahead");
-    for (int i = 2; i < argc; i++) {
-        if (!compile_one(ctx, argv[i], false, &ms, &kernels, &t)) {
+    for (int i = 1; i < argc; i++) {
+        if (!compile_one(ctx, argv[i], &ms, &kernels, &t)) {
             failed++;
             continue;
         }
@@ -110,5 +120,7 @@ int main(int argc, char **argv)
         printf("median %.2f ms per kernel over %d graphs\n", median, n);
     }
     free(per_kernel);
+    astitch_context_destroy(ctx);
+    bench_warm_up_end(&warm);
     return failed ? 1 : 0;
 }
