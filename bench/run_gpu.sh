@@ -8,7 +8,8 @@
 #   info       driver, GPU, Python, torch and jax versions          -> env.txt
 #   selfcheck  peers.py --self-check on the GPU: small graphs, every peer against astitch-run,
 #              a few timed runs (the timing code path)               -> selfcheck.txt
-#   astitch    astitch-bench on the full suite                       -> astitch.{txt,json,csv}
+#   astitch    astitch-bench on the full suite, the driver's JIT cache and astitch's disk
+#              cache off (its compile column cold)                   -> astitch.{txt,json,csv}
 #   compile    plan_bench: planning time of 1,000 and 10,000-node graphs -> plan_bench.txt
 #   coldcompile  astitch-compile-time over the suite with the driver's JIT cache and astitch's
 #              disk cache off (graph to loaded module, after its built-in warm-up), COMPILE_RUNS
@@ -80,7 +81,8 @@ stage_astitch() {
   local graphs
   graphs="$(suite_graphs)" || exit 2
   # shellcheck disable=SC2086 # one graph file per word
-  "$bench" --json="$out/astitch.json" --csv="$out/astitch.csv" ${BENCH_ARGS:-} $graphs \
+  CUDA_CACHE_DISABLE=1 ASTITCH_CACHE_DIR=off \
+    "$bench" --json="$out/astitch.json" --csv="$out/astitch.csv" ${BENCH_ARGS:-} $graphs \
     > "$out/astitch.txt" 2> "$out/astitch.log"
   local rc=$?
   [ "$rc" -eq 0 ] || { status=1; echo "astitch-bench exited with $rc (see astitch.log)"; }
