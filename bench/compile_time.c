@@ -81,17 +81,15 @@ int main(int argc, char **argv)
     }
     printf("set-up (the built-in warm-up graph, not counted): %.2f ms\n", warm.ms);
     astitch_context *ctx = NULL;
-    if (astitch_context_create(&ctx) != ASTITCH_OK) {
+    double ms, *per_kernel = calloc((size_t)argc, sizeof *per_kernel);
+    if (!per_kernel || astitch_context_create(&ctx) != ASTITCH_OK) {
+        fprintf(stderr, "astitch-compile-time: out of memory\n");
+        free(per_kernel);
         bench_warm_up_end(&warm);
         return 1;
     }
-    double ms, *per_kernel = calloc((size_t)argc, sizeof *per_kernel);
     int kernels, n = 0, failed = 0;
     astitch_compile_times t, sum = {0};
-    if (!per_kernel) {
-        bench_warm_up_end(&warm);
-        return 1;
-    }
     printf("%-40s %7s %9s %8s %8s %8s %8s %4s %5s\n", "graph", "kernels", "ms", "plan",
            "llvm", "load", "rest", "jit", "ahead");
     for (int i = 1; i < argc; i++) {
