@@ -3,6 +3,7 @@
  *
  *   astitch_bench.c  options, the suite (a list of graph.json files), the loop over graphs
  *   bench_run.c      one graph: every mode compiled, verified against the reference, timed
+ *   bench_time.c     the timing of one verified case (bench_case.h: what the two share)
  *   bench_report.c   the text table, CSV and JSON
  *   bench_cuda.c     the driver calls of the benchmark itself (bench_cuda.h)
  *   warm_up.c        the process's one-time set-up, compiled before any case (warm_up.h)
